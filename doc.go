@@ -1,0 +1,71 @@
+// Package mercure embeds a complete Mercure hub (draft-dunglas-mercure-08)
+// in a Go application's own process.
+//
+// Mercure pushes updates to browsers and other clients over Server-Sent
+// Events. Publishers send updates about topics (usually the URLs of the
+// resources that changed); subscribers hold one long-lived stream and
+// receive the updates whose topics their matchers select. With the hub in
+// the same process, the application publishes by calling a method from the
+// code path that changes its state, and mounts the hub's handler on its own
+// router: there is no second service to deploy, secure or reach.
+//
+// # Example
+//
+//	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mux := http.NewServeMux()
+//	mux.Handle(hub.Path(), hub) // GET/QUERY subscribe, POST publish
+//
+//	// Anywhere in the application, after the state changed:
+//	id, err := hub.Publish(ctx, mercure.Update{
+//		Topics: []string{"https://example.com/books/1"},
+//		Data:   `{"status":"checked out"}`,
+//	})
+//
+// A browser then listens with
+//
+//	new EventSource("/.well-known/mercure?match=" + encodeURIComponent("https://example.com/books/1"))
+//
+// or, for every book, with the URL pattern matcher
+// match_urlpattern=https://example.com/books/:id.
+//
+// # Topics and matchers
+//
+// An update has one canonical topic and any number of alternate topics.
+// A subscriber's exact matchers compare topics byte for byte; URL pattern
+// matchers follow the WHATWG URL Pattern standard, with relative patterns
+// and topics resolved against the hub URL; the matcher "*" selects every
+// topic. Canonicalize topics (Unicode NFC, lowercase host, one
+// percent-encoding) on both sides: look-alike strings are different topics.
+//
+// # History and reconnection
+//
+// The hub keeps recent updates in a [Store] (by default an in-memory ring of
+// [DefaultHistory] updates, see [WithHistory]). A client that reconnects
+// with Last-Event-ID, or subscribes with last_event_id, receives the updates
+// it missed before the live ones, with neither gap nor duplicate.
+//
+// # Resource limits and slow clients
+//
+// [Limits] caps request sizes, matcher counts and connections. Each
+// subscriber has a bounded queue: one that stops reading is disconnected
+// instead of slowing the publisher or the other subscribers, and resumes
+// from history when it reconnects.
+//
+// # Shutting down
+//
+// [Hub.Shutdown] ends every stream and waits for their goroutines. Call it
+// before [http.Server.Shutdown], which does not wait for streams.
+//
+// # Authorization
+//
+// Application code publishes with [Hub.Publish] and needs no token. Over
+// HTTP, publishing needs an access token; [WithInsecurePublishing] lifts
+// that requirement for closed networks only. Subscribers are anonymous and
+// receive public updates only; private updates reach subscribers whose
+// token grants them.
+//
+// See the examples directory for a standalone hub.
+package mercure

@@ -1,0 +1,33 @@
+package mercure
+
+import "errors"
+
+// Errors returned by [New], [Hub.Publish] and the handlers. Errors about an
+// update wrap one of these; test them with [errors.Is].
+var (
+	// ErrInvalidOption is wrapped by errors from [New] about a bad option.
+	ErrInvalidOption = errors.New("mercure: invalid option")
+
+	// ErrNoTopic: an update needs at least one topic (PUB-2).
+	ErrNoTopic = errors.New("mercure: update has no topic")
+	// ErrInvalidTopic: a topic is not valid UTF-8 or holds control or
+	// format characters (TOP-1, PUB-4).
+	ErrInvalidTopic = errors.New("mercure: invalid topic")
+	// ErrWildcardTopic: "*" is a matcher, never a topic (PUB-5).
+	ErrWildcardTopic = errors.New("mercure: topic * cannot be published")
+	// ErrReservedTopic: the topic lies in the hub's own namespace (PUB-6).
+	ErrReservedTopic = errors.New("mercure: topic is in the hub's reserved namespace")
+	// ErrInvalidID: the id holds control or format characters, starts with
+	// "#" or is "earliest" (PUB-9).
+	ErrInvalidID = errors.New("mercure: invalid update id")
+	// ErrInvalidType: the type holds control or format characters or is
+	// "mercure", which only the hub may send (PUB-11, SEC-3).
+	ErrInvalidType = errors.New("mercure: invalid update type")
+	// ErrInvalidRetry: retry is not a non-negative number of milliseconds (PUB-12).
+	ErrInvalidRetry = errors.New("mercure: invalid retry")
+	// ErrInvalidData: data is not valid UTF-8 (PUB-7).
+	ErrInvalidData = errors.New("mercure: data is not valid UTF-8")
+
+	// ErrHubClosed is returned once [Hub.Shutdown] has started.
+	ErrHubClosed = errors.New("mercure: hub is shut down")
+)

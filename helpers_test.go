@@ -1,0 +1,235 @@
+package mercure_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// testHubURL is the public URL of the hubs under test. Tests reach them
+// through an httptest server at another address: the public URL is
+// configuration, not inferred from the request (DIS-1).
+const testHubURL = "https://example.com/.well-known/mercure"
+
+// testHub is a hub served by an httptest server.
+type testHub struct {
+	*mercure.Hub
+	srv *httptest.Server
+	t   testing.TB
+}
+
+// newTestHub starts a hub with insecure publishing (tests publish over HTTP
+// without tokens, which this issue does not validate yet) plus opts.
+func newTestHub(t testing.TB, opts ...mercure.Option) *testHub {
+	t.Helper()
+	opts = append([]mercure.Option{mercure.WithURL(testHubURL), mercure.WithInsecurePublishing()}, opts...)
+	h, err := mercure.New(opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(h.Path(), h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		srv.Close()
+	})
+	return &testHub{Hub: h, srv: srv, t: t}
+}
+
+// endpoint is the hub's address on the test server.
+func (th *testHub) endpoint() string { return th.srv.URL + th.Path() }
+
+// post publishes a raw form body and returns the response status, body and
+// headers.
+func (th *testHub) post(body string) (int, string, http.Header) {
+	th.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, th.endpoint(), strings.NewReader(body))
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return do(th.t, req)
+}
+
+// mustPost publishes and fails the test unless the hub answers 200.
+func (th *testHub) mustPost(body string) string {
+	th.t.Helper()
+	status, id, _ := th.post(body)
+	if status != http.StatusOK {
+		th.t.Fatalf("publish %q: status %d: %s", body, status, id)
+	}
+	return id
+}
+
+func do(t testing.TB, req *http.Request) (int, string, http.Header) {
+	t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header
+}
+
+// sseEvent is one event as a client parses it, with the raw field lines.
+type sseEvent struct {
+	ID, Type, Data, Retry string
+	HasData               bool
+	Lines                 []string // raw lines, without the blank terminator
+}
+
+// subscription is an open SSE stream.
+type subscription struct {
+	res      *http.Response
+	events   chan sseEvent
+	comments chan string
+	done     chan struct{} // closed when the stream ends
+	cancel   context.CancelFunc
+}
+
+// subscribe opens a stream with the raw query string q (e.g.
+// "match=a&match=b") and fails the test unless the hub answers 200.
+func (th *testHub) subscribe(q string, header ...string) *subscription {
+	th.t.Helper()
+	s, res := th.trySubscribe(http.MethodGet, q, "", header...)
+	if s == nil {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		th.t.Fatalf("subscribe %q: status %d: %s", q, res.StatusCode, b)
+	}
+	return s
+}
+
+// trySubscribe opens a stream; it returns nil and the response (body
+// unread) when the status is not 200. header holds name, value pairs.
+func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subscription, *http.Response) {
+	th.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	u := th.endpoint()
+	if q != "" {
+		u += "?" + q
+	}
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		th.t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		cancel()
+		return nil, res
+	}
+	s := &subscription{
+		res:      res,
+		events:   make(chan sseEvent, 10000),
+		comments: make(chan string, 100),
+		done:     make(chan struct{}),
+		cancel:   cancel,
+	}
+	go s.read()
+	th.t.Cleanup(s.close)
+	return s, res
+}
+
+// read parses the stream the way EventSource does, keeping raw lines.
+func (s *subscription) read() {
+	defer close(s.done)
+	sc := bufio.NewScanner(s.res.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if len(ev.Lines) > 0 {
+				s.events <- ev
+			}
+			ev = sseEvent{}
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			s.comments <- line
+			continue
+		}
+		ev.Lines = append(ev.Lines, line)
+		name, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch name {
+		case "id":
+			ev.ID = value
+		case "event":
+			ev.Type = value
+		case "retry":
+			ev.Retry = value
+		case "data":
+			if ev.HasData {
+				ev.Data += "\n"
+			}
+			ev.Data += value
+			ev.HasData = true
+		}
+	}
+}
+
+func (s *subscription) close() {
+	s.cancel()
+	s.res.Body.Close()
+	<-s.done
+}
+
+// next returns the next event, failing the test after a timeout.
+func (s *subscription) next(t testing.TB) sseEvent {
+	t.Helper()
+	select {
+	case ev := <-s.events:
+		return ev
+	case <-s.done:
+		select {
+		case ev := <-s.events:
+			return ev
+		default:
+		}
+		t.Fatal("stream ended while waiting for an event")
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for an event")
+	}
+	return sseEvent{}
+}
+
+// expectNone fails the test if an event arrives within d.
+func (s *subscription) expectNone(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case ev := <-s.events:
+		t.Fatalf("unexpected event %+v", ev)
+	case <-time.After(d):
+	}
+}
+
+// header returns a response header of the stream.
+func (s *subscription) header(name string) string { return s.res.Header.Get(name) }

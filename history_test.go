@@ -1,0 +1,266 @@
+package mercure_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// publishIDs publishes one update per id on topic, in order.
+func (th *testHub) publishIDs(topic string, ids ...string) {
+	th.t.Helper()
+	for _, id := range ids {
+		th.mustPost("topic=" + url.QueryEscape(topic) + "&id=" + url.QueryEscape(id) + "&data=" + url.QueryEscape(id))
+	}
+}
+
+// ids reads n events and returns their ids.
+func (s *subscription) ids(t testing.TB, n int) []string {
+	t.Helper()
+	var got []string
+	for range n {
+		got = append(got, s.next(t).ID)
+	}
+	return got
+}
+
+const bookTopic = "https://example.com/books/1"
+
+func TestREC1_EveryEventHasAnID(t *testing.T) {
+	th := newTestHub(t)
+	s := th.subscribe("match=" + url.QueryEscape(bookTopic))
+	id := th.mustPost("topic=" + url.QueryEscape(bookTopic))
+	if ev := s.next(t); ev.ID == "" || ev.ID != id {
+		t.Fatalf("event id %q, publish answered %q", ev.ID, id)
+	}
+}
+
+func TestREC4_ReplayThenLive(t *testing.T) {
+	th := newTestHub(t)
+	th.publishIDs(bookTopic, "e1", "e2", "e3")
+	th.publishIDs("https://example.com/other", "o1") // not matched: never replayed
+	s := th.subscribe("match="+url.QueryEscape(bookTopic), "Last-Event-ID", "e1")
+	th.publishIDs(bookTopic, "e4")
+	if got := strings.Join(s.ids(t, 3), " "); got != "e2 e3 e4" {
+		t.Fatalf("got %s, want e2 e3 e4", got)
+	}
+}
+
+func TestREC3_CursorPrecedence(t *testing.T) {
+	th := newTestHub(t)
+	th.publishIDs(bookTopic, "h", "q", "b", "last")
+	match := "match=" + url.QueryEscape(bookTopic)
+	cases := []struct {
+		name, query, body string
+		header            []string
+		want              string
+	}{
+		{"header beats query and body", match + "&last_event_id=q", "last_event_id=b", []string{"Last-Event-ID", "h"}, "h"},
+		{"query beats body", match + "&last_event_id=q", "last_event_id=b", nil, "q"},
+		{"body alone", match, "last_event_id=b", nil, "b"},
+		{"first query value wins", match + "&last_event_id=q&last_event_id=b", "", nil, "q"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method := http.MethodGet
+			if c.body != "" {
+				method = "QUERY"
+			}
+			s, res := th.trySubscribe(method, c.query, c.body, c.header...)
+			if s == nil {
+				t.Fatalf("status %d", res.StatusCode)
+			}
+			if got := s.header("Mercure-Last-Event-ID"); got != c.want {
+				t.Fatalf("Mercure-Last-Event-ID %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestREC6_Earliest(t *testing.T) {
+	th := newTestHub(t)
+	th.publishIDs(bookTopic, "e1", "e2")
+	s := th.subscribe("match=" + url.QueryEscape(bookTopic) + "&last_event_id=earliest")
+	if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
+		t.Fatalf("Mercure-Last-Event-ID %q", got)
+	}
+	if got := strings.Join(s.ids(t, 2), " "); got != "e1 e2" {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func TestREC7_DuplicateIDsResolveToOldest(t *testing.T) {
+	th := newTestHub(t)
+	th.publishIDs(bookTopic, "a", "x", "b", "x", "c")
+	s := th.subscribe("match="+url.QueryEscape(bookTopic), "Last-Event-ID", "x")
+	if got := strings.Join(s.ids(t, 3), " "); got != "b x c" {
+		t.Fatalf("got %s, want b x c", got)
+	}
+}
+
+func TestREC9_MercureLastEventIDHeader(t *testing.T) {
+	match := "match=" + url.QueryEscape(bookTopic)
+	t.Run("known cursor", func(t *testing.T) {
+		th := newTestHub(t)
+		th.publishIDs(bookTopic, "e1", "e2", "e3")
+		s := th.subscribe(match, "Last-Event-ID", "e1")
+		if got := s.header("Mercure-Last-Event-ID"); got != "e1" {
+			t.Fatalf("header %q, want e1", got)
+		}
+		if got := strings.Join(s.ids(t, 2), " "); got != "e2 e3" {
+			t.Fatalf("got %s", got)
+		}
+	})
+	t.Run("unknown cursor replays what is retained", func(t *testing.T) {
+		th := newTestHub(t)
+		th.publishIDs(bookTopic, "e1", "e2")
+		s := th.subscribe(match + "&last_event_id=zz")
+		if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
+			t.Fatalf("header %q, want earliest", got)
+		}
+		if got := strings.Join(s.ids(t, 2), " "); got != "e1 e2" {
+			t.Fatalf("got %s", got)
+		}
+	})
+	t.Run("empty history", func(t *testing.T) {
+		th := newTestHub(t)
+		s := th.subscribe(match, "Last-Event-ID", "e1")
+		if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
+			t.Fatalf("header %q, want earliest", got)
+		}
+	})
+	t.Run("dropped cursor", func(t *testing.T) {
+		th := newTestHub(t, mercure.WithHistory(2))
+		th.publishIDs(bookTopic, "e1", "e2", "e3")
+		s := th.subscribe(match, "Last-Event-ID", "e1")
+		if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
+			t.Fatalf("header %q, want earliest", got)
+		}
+		if got := strings.Join(s.ids(t, 2), " "); got != "e2 e3" {
+			t.Fatalf("got %s", got)
+		}
+	})
+	t.Run("no history kept", func(t *testing.T) {
+		th := newTestHub(t, mercure.WithHistory(0))
+		th.publishIDs(bookTopic, "e1")
+		s := th.subscribe(match, "Last-Event-ID", "e1")
+		if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
+			t.Fatalf("header %q, want earliest", got)
+		}
+		th.publishIDs(bookTopic, "e2")
+		if got := s.next(t).ID; got != "e2" {
+			t.Fatalf("got %s, want the live e2", got)
+		}
+	})
+	t.Run("absent without cursor", func(t *testing.T) {
+		th := newTestHub(t)
+		th.publishIDs(bookTopic, "e1")
+		s := th.subscribe(match)
+		if _, ok := s.res.Header["Mercure-Last-Event-Id"]; ok {
+			t.Fatal("Mercure-Last-Event-ID sent though no cursor was")
+		}
+	})
+}
+
+func TestREC13_HubLastEventID(t *testing.T) {
+	th := newTestHub(t)
+	if got := th.LastEventID(); got != "earliest" {
+		t.Fatalf("LastEventID %q before any publish", got)
+	}
+	th.publishIDs(bookTopic, "e1", "e2")
+	if got := th.LastEventID(); got != "e2" {
+		t.Fatalf("LastEventID %q, want e2", got)
+	}
+}
+
+// TestREC4_SeamHasNoGapNorDuplicate subscribes with cursors while a
+// publisher sends thousands of updates: every subscriber must see exactly
+// the sequence that follows its cursor, across the replay→live seam.
+func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
+	const total = 4000
+	th := newTestHub(t, mercure.WithHistory(total))
+	match := "match=" + url.QueryEscape(bookTopic)
+
+	var wg sync.WaitGroup
+	subscribers := 0
+	for i := range total {
+		if _, err := th.Publish(context.Background(), mercure.Update{
+			Topics: []string{bookTopic}, ID: "u" + strconv.Itoa(i), Data: strconv.Itoa(i),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			time.Sleep(50 * time.Microsecond) // let subscribers connect mid-stream
+		}
+		if i%200 != 100 {
+			continue
+		}
+		// Subscribe with a cursor some updates back while publishing goes on.
+		cursor := i - 1 - subscribers*7%100
+		subscribers++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, res := th.trySubscribe(http.MethodGet, match, "", "Last-Event-ID", "u"+strconv.Itoa(cursor))
+			if s == nil {
+				t.Errorf("cursor u%d: status %d", cursor, res.StatusCode)
+				return
+			}
+			for want := cursor + 1; want < total; want++ {
+				if ev := s.next(t); ev.ID != "u"+strconv.Itoa(want) {
+					t.Errorf("cursor u%d: got %s, want u%d", cursor, ev.ID, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestMemoryStore_ReplayChunksAndWrap(t *testing.T) {
+	s := mercure.NewMemoryStore(600)
+	for i := range 1000 {
+		if err := s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	cursor, err := s.Replay(context.Background(), "450", func(e *mercure.Event) bool {
+		got = append(got, e.ID)
+		return true
+	})
+	if err != nil || cursor != "450" {
+		t.Fatalf("cursor %q, err %v", cursor, err)
+	}
+	if len(got) != 549 || got[0] != "451" || got[548] != "999" {
+		t.Fatalf("replayed %d events from %v to %v", len(got), got[0], got[len(got)-1])
+	}
+	n := 0
+	_, _ = s.Replay(context.Background(), mercure.Earliest, func(*mercure.Event) bool { n++; return n < 10 })
+	if n != 10 {
+		t.Fatalf("replay did not stop when fn returned false: %d calls", n)
+	}
+}
+
+func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
+	s := mercure.NewMemoryStore(3)
+	for _, id := range []string{"x", "a", "x", "b"} { // the first x is evicted
+		_ = s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: id}})
+	}
+	var got []string
+	cursor, _ := s.Replay(context.Background(), "x", func(e *mercure.Event) bool {
+		got = append(got, e.ID)
+		return true
+	})
+	if cursor != "x" || strings.Join(got, " ") != "b" {
+		t.Fatalf("cursor %q, replayed %v; want x then b", cursor, got)
+	}
+}

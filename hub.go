@@ -1,0 +1,238 @@
+package mercure
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/topicurl"
+)
+
+// Hub is a Mercure hub. It is an [http.Handler] serving the hub URL:
+// GET and QUERY subscribe, POST publishes, OPTIONS answers preflights.
+// Mount it at the path of its URL on any router; [Hub.PublishHandler] and
+// [Hub.SubscribeHandler] serve one side each, for applications that put
+// their own middleware in front. Application code publishes with
+// [Hub.Publish].
+//
+// A Hub is safe for concurrent use. Every Hub is independent: two hubs in
+// one process share nothing.
+type Hub struct {
+	cfg      config
+	url      string // hub URL, serialized
+	path     string // hub path (DIS-1)
+	log      *slog.Logger
+	resolver *topicurl.Resolver
+	store    Store
+	unlisten func()
+
+	// mu guards the subscriber index and the dispatch that reads it.
+	mu      sync.Mutex
+	index   *index.Index[*stream]
+	current *Event // the event being dispatched, read by deliverFn
+	deliver func(*stream)
+
+	// life guards closed, streams and the stream WaitGroup.
+	life    sync.Mutex
+	closed  bool
+	done    chan struct{} // closed when Shutdown starts
+	streams map[*stream]struct{}
+	active  sync.WaitGroup
+	conns   connCounter
+
+	lastEventID atomic.Pointer[string]
+	overflows   atomic.Uint64
+}
+
+// New returns a hub configured by opts. [WithURL] is required.
+func New(opts ...Option) (*Hub, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.url == nil {
+		return nil, fmt.Errorf("%w: WithURL is required", ErrInvalidOption)
+	}
+	if cfg.store != nil && cfg.historySet {
+		return nil, fmt.Errorf("%w: WithHistory sizes the default store; configure retention on the store given to WithStore", ErrInvalidOption)
+	}
+	hubURL := cfg.url.String()
+	resolver, err := topicurl.New(hubURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
+	}
+	h := &Hub{
+		cfg:      cfg,
+		url:      hubURL,
+		path:     cfg.url.EscapedPath(),
+		log:      cfg.logger,
+		resolver: resolver,
+		store:    cfg.store,
+		index:    index.New[*stream](resolver),
+		done:     make(chan struct{}),
+		streams:  make(map[*stream]struct{}),
+		conns:    connCounter{perClient: make(map[string]int)},
+	}
+	h.deliver = h.deliverCurrent
+	earliest := Earliest
+	h.lastEventID.Store(&earliest)
+	if h.store == nil {
+		h.store = NewMemoryStore(cfg.history)
+	}
+	h.unlisten = h.store.Listen(h.dispatch)
+	return h, nil
+}
+
+// URL returns the hub's public URL.
+func (h *Hub) URL() string { return h.url }
+
+// Path returns the path of the hub URL, where the hub is to be mounted.
+func (h *Hub) Path() string { return h.path }
+
+// LastEventID returns the id of the last update dispatched, or [Earliest]
+// when there has been none (REC-13). Applications put it in the
+// last-event-id attribute of their Link headers so that clients miss
+// nothing between loading a resource and subscribing to its updates.
+func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
+
+// ServeHTTP serves the hub URL. Requests for other paths get 404, except
+// that a request whose path is empty is taken as already stripped of the
+// hub path (as [http.StripPrefix] leaves it).
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != h.path && r.URL.Path != "" {
+		http.NotFound(w, r)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, methodQuery:
+		h.serveSubscribe(w, r)
+	case http.MethodPost:
+		h.servePublish(w, r)
+	case http.MethodOptions:
+		w.Header().Set("Allow", allowHub)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", allowHub)
+		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+	}
+}
+
+const (
+	methodQuery = "QUERY" // SUB-2: a safe method with a body
+	allowHub    = "GET, QUERY, POST, OPTIONS"
+)
+
+// PublishHandler returns a handler that serves only publication (POST).
+func (h *Hub) PublishHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		h.servePublish(w, r)
+	})
+}
+
+// SubscribeHandler returns a handler that serves only subscriptions (GET
+// and QUERY).
+func (h *Hub) SubscribeHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != methodQuery {
+			w.Header().Set("Allow", "GET, QUERY")
+			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		h.serveSubscribe(w, r)
+	})
+}
+
+// dispatch is the store's listener: it hands e to every matching stream.
+// The store calls it for one event at a time, in sequence order.
+func (h *Hub) dispatch(e *Event) {
+	if e.encoded == nil {
+		e.encoded = encodeEvent(e)
+	}
+	h.mu.Lock()
+	h.current = e
+	h.index.Match(e.Topics, h.deliver)
+	h.current = nil
+	h.mu.Unlock()
+	h.lastEventID.Store(&e.ID)
+}
+
+// deliverCurrent enqueues the event being dispatched for s, once per
+// stream however many of its matchers select it (SUB-13), and only when
+// s may read it (AUTH-35).
+func (h *Hub) deliverCurrent(s *stream) {
+	e := h.current
+	if s.lastSeq == e.Seq {
+		return
+	}
+	s.lastSeq = e.Seq
+	if e.Private && !s.principal.mayRead(e) {
+		return
+	}
+	if !s.enqueue(e) {
+		h.overflows.Add(1)
+	}
+}
+
+// Shutdown stops the hub: it refuses new streams and publications, ends
+// every open stream, stops listening to the store, and returns once all the
+// goroutines serving the hub's streams have returned, or when ctx is done.
+// Call it before [http.Server.Shutdown], which does not wait for streams to
+// end (or register it with [http.Server.RegisterOnShutdown]).
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.life.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.done)
+		h.unlisten()
+		for s := range h.streams {
+			s.abortWrite()
+		}
+	}
+	h.life.Unlock()
+	finished := make(chan struct{})
+	go func() {
+		h.active.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// connCounter enforces the connection limits (SUB-12).
+type connCounter struct {
+	total     int
+	perClient map[string]int
+}
+
+// writeProblem answers with an RFC 9457 problem document (AUTH-18). It
+// never repeats OAuth error codes, which belong in the challenge.
+func writeProblem(w http.ResponseWriter, status int, detail string) {
+	b, _ := json.Marshal(struct {
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail,omitempty"`
+	}{http.StatusText(status), status, detail})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(b)
+}

@@ -1,0 +1,286 @@
+package mercure_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mercurekit/mercure"
+)
+
+func TestNew_RejectsBadOptions(t *testing.T) {
+	cases := map[string][]mercure.Option{
+		"no URL":                 {},
+		"relative URL":           {mercure.WithURL("/.well-known/mercure")},
+		"not http":               {mercure.WithURL("ftp://example.com/hub")},
+		"URL with query":         {mercure.WithURL("https://example.com/hub?x=1")},
+		"URL with fragment":      {mercure.WithURL("https://example.com/hub#x")},
+		"URL with trailing /":    {mercure.WithURL("https://example.com/hub/")},
+		"unparsable URL":         {mercure.WithURL("https://exa mple.com/%zz")},
+		"nil logger":             {mercure.WithURL(testHubURL), mercure.WithLogger(nil)},
+		"negative history":       {mercure.WithURL(testHubURL), mercure.WithHistory(-1)},
+		"nil store":              {mercure.WithURL(testHubURL), mercure.WithStore(nil)},
+		"history with store":     {mercure.WithURL(testHubURL), mercure.WithStore(mercure.NewMemoryStore(1)), mercure.WithHistory(5)},
+		"negative limit":         {mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{MaxTopics: -1})},
+		"zero keep-alive":        {mercure.WithURL(testHubURL), mercure.WithKeepAlive(0)},
+		"negative write timeout": {mercure.WithURL(testHubURL), mercure.WithWriteTimeout(-time.Second)},
+		"nil client key":         {mercure.WithURL(testHubURL), mercure.WithClientKey(nil)},
+		"nil option":             {mercure.WithURL(testHubURL), nil},
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			h, err := mercure.New(opts...)
+			if !errors.Is(err, mercure.ErrInvalidOption) {
+				t.Fatalf("New: hub %v, err %v; want ErrInvalidOption", h, err)
+			}
+		})
+	}
+}
+
+func TestNew_DefaultPath(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL("https://example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.URL() != "https://example.com/.well-known/mercure" || h.Path() != "/.well-known/mercure" {
+		t.Fatalf("URL %q, path %q", h.URL(), h.Path())
+	}
+}
+
+// The hub is mounted at the path of its URL, under any prefix, next to the
+// application's own routes; the URL, not the mount point, decides the
+// reserved namespace (DIS-1, PUB-6).
+func TestHub_MountedUnderPrefix(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL("https://example.com/app/hub"), mercure.WithInsecurePublishing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/app/hub", h)
+	mux.HandleFunc("/app/books", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "books") })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+
+	th := &testHub{Hub: h, srv: srv, t: t}
+	s := th.subscribe("match=" + url.QueryEscape("/.well-known/mercure/x"))
+	if status, body, _ := th.post("topic=/app/hub/x"); status != http.StatusBadRequest {
+		t.Fatalf("reserved topic under the prefix: %d %s", status, body)
+	}
+	id := th.mustPost("topic=" + url.QueryEscape("/.well-known/mercure/x"))
+	if ev := s.next(t); ev.ID != id {
+		t.Fatalf("got %+v", ev)
+	}
+	if status, body, _ := do(t, mustRequest(t, http.MethodGet, srv.URL+"/app/books", "")); status != 200 || body != "books" {
+		t.Fatalf("app route: %d %q", status, body)
+	}
+}
+
+func TestHub_StrippedPrefix(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(h.Path(), http.StripPrefix(h.Path(), h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+	th := &testHub{Hub: h, srv: srv, t: t}
+	th.mustPost("topic=x")
+}
+
+func TestHub_Methods(t *testing.T) {
+	th := newTestHub(t)
+	status, _, hdr := do(t, mustRequest(t, http.MethodOptions, th.endpoint(), ""))
+	if status != http.StatusNoContent || !strings.Contains(hdr.Get("Allow"), "QUERY") {
+		t.Fatalf("OPTIONS: %d Allow %q", status, hdr.Get("Allow"))
+	}
+	status, _, hdr = do(t, mustRequest(t, http.MethodDelete, th.endpoint(), ""))
+	if status != http.StatusMethodNotAllowed || hdr.Get("Allow") == "" {
+		t.Fatalf("DELETE: %d Allow %q", status, hdr.Get("Allow"))
+	}
+	status, _, _ = do(t, mustRequest(t, http.MethodGet, th.srv.URL+th.Path()+"/elsewhere", ""))
+	if status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET of another path: %d", status)
+	}
+}
+
+func TestHub_SeparateHandlers(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var mu sync.Mutex
+	logged := func(name string, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, name)
+			mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST "+h.Path(), logged("publish", h.PublishHandler()))
+	mux.Handle("GET "+h.Path(), logged("subscribe", h.SubscribeHandler()))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+	th := &testHub{Hub: h, srv: srv, t: t}
+	s := th.subscribe("match=x")
+	id := th.mustPost("topic=x")
+	if ev := s.next(t); ev.ID != id {
+		t.Fatalf("got %+v", ev)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != "subscribe,publish" {
+		t.Fatalf("middleware saw %v", seen)
+	}
+	rec := httptest.NewRecorder()
+	h.PublishHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.Path(), nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("PublishHandler on GET: %d", rec.Code)
+	}
+}
+
+// A subscriber that never reads must not delay the others nor block
+// Publish; it is disconnected once its queue overflows, and its connection
+// slot is freed.
+func TestFanout_SlowSubscriberIsDisconnected(t *testing.T) {
+	th := newTestHub(t,
+		mercure.WithLimits(mercure.Limits{QueueEvents: 8, MaxConnections: 2}), // 8 × 64 KiB
+		mercure.WithWriteTimeout(time.Second),
+	)
+	// The slow client: a raw connection that sends its request and never reads.
+	conn, err := net.Dial("tcp", th.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s?match=x HTTP/1.1\r\nHost: example.com\r\n\r\n", th.Path())
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("slow subscriber: %q %v", line, err)
+	}
+	fast := th.subscribe("match=x")
+
+	// Publish in lockstep with the fast subscriber: every publish returns
+	// and is delivered at once while the slow one's socket buffers and
+	// queue fill up, until the hub drops it.
+	data := strings.Repeat("y", 64<<10)
+	for i := range 400 {
+		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data, ID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := fast.next(t); ev.ID != fmt.Sprint(i) {
+			t.Fatalf("fast subscriber got %s, want %d", ev.ID, i)
+		}
+	}
+	// The slow stream was dropped: its slot is free for a new subscriber.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, res := th.trySubscribe(http.MethodGet, "match=x", "")
+		if s != nil {
+			break
+		}
+		res.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow subscriber still holds its connection (status %d)", res.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	th := &testHub{Hub: h, srv: srv, t: t}
+	var subs []*subscription
+	for range 5 {
+		subs = append(subs, th.subscribe("match=x"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for _, s := range subs {
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a stream is still open after Shutdown")
+		}
+	}
+	if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}}); !errors.Is(err, mercure.ErrHubClosed) {
+		t.Fatalf("Publish after Shutdown: %v", err)
+	}
+	if s, res := th.trySubscribe(http.MethodGet, "match=x", ""); s != nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("subscribe after Shutdown: %v", res.Status)
+	}
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	srv.CloseClientConnections()
+	srv.Close()
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// SEC-9: tokens and cookies never reach the logs.
+func TestSEC9_NoCredentialsInLogs(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	th := newTestHub(t, mercure.WithLogger(log), mercure.WithLimits(mercure.Limits{QueueEvents: 1}))
+	const secret = "s3cr3t-t0ken"
+	req := mustRequest(t, http.MethodPost, th.endpoint(), "topic=x&access_token="+secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.AddCookie(&http.Cookie{Name: "__Secure-mercure_access_token", Value: secret})
+	do(t, req)
+	s := th.subscribe("match=x&access_token="+secret, "Authorization", "Bearer "+secret, "Cookie", "__Secure-mercure_access_token="+secret)
+	s.close()
+	th.Shutdown(context.Background())
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(buf.String(), secret) {
+		t.Fatalf("a credential was logged:\n%s", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func mustRequest(t testing.TB, method, u, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}

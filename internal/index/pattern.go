@@ -1,0 +1,121 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dunglas/go-urlpattern"
+
+	"github.com/mercurekit/mercure/internal/topicurl"
+)
+
+// ErrPattern reports a URL pattern that does not compile (or that the
+// engine cannot evaluate in linear time, MAT-9).
+var ErrPattern = errors.New("invalid URL pattern")
+
+// Pattern is a compiled URL pattern, immutable and safe for concurrent use.
+type Pattern struct {
+	raw      string
+	p        *urlpattern.URLPattern
+	resolver *topicurl.Resolver
+	// keys is the literal prefix of the pattern used to place it in the
+	// trie: the lowercase scheme, then the hostname, then leading path
+	// segments (the first is "" for a path that starts with "/"). A
+	// pattern only needs evaluating for topics whose URL has the same
+	// leading components.
+	keys []string
+}
+
+// Raw returns the pattern as the subscriber wrote it.
+func (p *Pattern) Raw() string { return p.raw }
+
+// Compile compiles a URL pattern (MAT-6): absolute patterns without a base,
+// so that non-special schemes keep their own path (urn:* must match
+// urn:isbn:1), relative ones against hubURL, which r resolves topics
+// against. IgnoreCase stays off (MAT-7).
+func Compile(raw, hubURL string, r *topicurl.Resolver) (pat *Pattern, err error) {
+	defer func() {
+		// The engine sees subscriber input; a panic in it must not take the hub down.
+		if recover() != nil {
+			pat, err = nil, fmt.Errorf("%w: %q", ErrPattern, raw)
+		}
+	}()
+	p, err := urlpattern.New(raw, "", nil)
+	if errors.Is(err, urlpattern.ErrNoBaseURL) {
+		p, err = urlpattern.New(raw, hubURL, nil)
+	}
+	if err != nil {
+		// The engine's errors print its internal state: never echo them.
+		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
+	}
+	return &Pattern{raw: raw, p: p, resolver: r, keys: literalPrefix(p)}, nil
+}
+
+// MatchTopic reports whether topic, resolved against the hub URL, matches
+// the pattern; a topic that does not parse as a URL never does (MAT-8).
+func (p *Pattern) MatchTopic(topic string) bool {
+	u, ok := p.resolver.Resolve(topic)
+	return ok && p.Test(u.Href)
+}
+
+// Test reports whether the resolved absolute URL href matches the pattern.
+func (p *Pattern) Test(href string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false // MAT-8/MAT-9: any failure is "no match"
+		}
+	}()
+	return p.p.Test(href, "")
+}
+
+// literalPrefix returns the trie keys of a compiled pattern: as many of
+// scheme, hostname and path segments as are plain literals, stopping at
+// the first component that holds any pattern syntax.
+func literalPrefix(p *urlpattern.URLPattern) []string {
+	proto := p.Protocol()
+	if !isLiteral(proto, schemeByte) {
+		return nil
+	}
+	keys := []string{strings.ToLower(proto)}
+	host := p.Hostname()
+	if !isLiteral(host, hostByte) {
+		return keys
+	}
+	keys = append(keys, host)
+	path := p.Pathname()
+	for seg := range strings.SplitSeq(path, "/") {
+		if seg == "." || seg == ".." || !isLiteral(seg, segmentByte) {
+			break
+		}
+		keys = append(keys, seg)
+	}
+	return keys
+}
+
+func isLiteral(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func schemeByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '.' || b == '-'
+}
+
+// hostByte accepts only what a canonical host name is made of; an upper
+// case letter means the pattern engine did not canonicalize it, so we
+// do not trust it as a key.
+func hostByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '.' || b == '-'
+}
+
+// segmentByte accepts unreserved characters and percent escapes, which
+// the pattern compiler and the URL parser serialize identically.
+func segmentByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+		b == '-' || b == '.' || b == '_' || b == '~' || b == '%'
+}

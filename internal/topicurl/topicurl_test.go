@@ -1,0 +1,269 @@
+package topicurl
+
+import (
+	"sync"
+	"testing"
+)
+
+const defaultHub = "https://example.com/.well-known/mercure"
+
+func mustNew(tb testing.TB, hubURL string) *Resolver {
+	tb.Helper()
+	r, err := New(hubURL)
+	if err != nil {
+		tb.Fatalf("New(%q): %v", hubURL, err)
+	}
+	return r
+}
+
+// reservedCases are the PUB-6 table cases, shared with the fuzz seed corpus.
+var reservedCases = []struct {
+	hub      string // "" means defaultHub
+	topic    string
+	reserved bool
+}{
+	// Reserved, default hub.
+	{"", "/.well-known/mercure", true},
+	{"", "https://any.example/.well-known/mercure/subscriptions/x", true},
+	{"", "/.well-known/%6Dercure/x", true},
+	{"", "/.well-known/%6dercure/x", true},
+	{"", "/.well-known/mercure/../mercure/x", true},
+	{"", "/a/%2E%2E/.well-known/mercure", true},
+	{"", "/a/%2e%2E/.well-known/mercure/", true},
+	{"", "mercure/x", true}, // resolves to /.well-known/mercure/x
+	{"", `\.well-known\mercure`, true},
+	{"", " /.well-known/mercure ", true},   // leading/trailing spaces trimmed
+	{"", "/.well-known/mer\tcure", true},   // tab removed
+	{"", "/.well-known/mer\ncure/x", true}, // newline removed
+	{"", "HTTPS://EXAMPLE.COM/.well-known/mercure/x", true},
+	{"", "//other.host/.well-known/mercure", true},
+	{"", "/.well-known/mercure?x=1", true},
+	{"", "/.well-known/mercure#frag", true},
+	{"", "/.well-known/./mercure/x", true},
+	{"", "/.well-known/mercure//x", true},
+	{"", "/%2E%77ell-known/%6D%65%72%63%75%72%65", true},
+	{"", "/.well-known/mercure/%2E%2E%2E", true},
+	{"", "", true},   // the empty reference resolves to the hub URL itself
+	{"", "?q", true}, // same
+	{"", "#", true},  // same
+	{"", "foo:/.well-known/mercure", true},
+	{"", "foo://h/a/%2e%2E/.well-known/mercure/x", true},
+	{"", "file:///.well-known/mercure", true},
+	// Opaque paths: decoding + RFC 3986 dot removal turn "..//" and ".//"
+	// prefixes into a leading "/".
+	{"", "foo:.//.well-known/mercure", true},
+	{"", "foo:%2E%2E//.well-known/mercure/x", true},
+
+	// Not reserved, default hub.
+	{"", "/.well-known/mercure-x", false},
+	{"", "/.well-known/mercure%2Fx", false},
+	{"", "/.well-known/mercure%2fx", false},
+	{"", "/.well-known/Mercure", false},
+	{"", "/.well-known/%4Dercure", false},
+	{"", "urn:uuid:0b5b6f9e-3c51-4f4a-9d3e-5a1d2c7e8f90", false},
+	{"", "https://example.com/books/1", false},
+	{"", "mercurex", false},
+	{"", "/.well-known/mercur", false},
+	{"", "/.well-known/mercure%252Fx", false},
+	{"", "/.well-known/%256Dercure", false}, // no double decoding
+	// Single pass: decoding "%65" creates "%2e" / "%6D", which stay encoded.
+	{"", "/a/%2%65%2%65/.well-known/mercure", false},
+	{"", "/.well-known/%%36Dercure", false},
+	{"", "//example.com//.well-known/mercure", false},
+	{"", "foo:/.//.well-known/mercure", false}, // path is "//.well-known/mercure"
+	{"", "foo:.well-known/mercure", false},     // opaque path without leading "/"
+	{"", "http://[::1", false},                 // does not parse
+	{"", "https://exa mple.com/", false},       // does not parse
+	{"", "https://example.com:99999/.well-known/mercure", false},
+	{"", "https://\xff/.well-known/mercure", false},
+
+	// Hub below /app.
+	{"https://example.com/app/hub", "/app/hub/x", true},
+	{"https://example.com/app/hub", "/app/hub", true},
+	{"https://example.com/app/hub", "hub/x", true}, // relative to /app/
+	{"https://example.com/app/hub", "hub", true},
+	{"https://example.com/app/hub", "/.well-known/mercure/x", false},
+	{"https://example.com/app/hub", "/app/hubx", false},
+	{"https://example.com/app/hub", "/app/", false},
+
+	// Hub URL needing normalization itself.
+	{"https://example.com/app/hub/", "/app/hub/x", true},
+	{"https://example.com/app/hub/", "/app/hub", true},
+	{"https://example.com/app/hub/", "/app/hubx", false},
+	{"https://example.com/%61pp/./h%75b", "/app/hub/x", true},
+	{"http://localhost:3000/.well-known/mercure", "https://example.com/.well-known/mercure", true},
+}
+
+func TestReservedPUB6(t *testing.T) {
+	for _, tc := range reservedCases {
+		hub := tc.hub
+		if hub == "" {
+			hub = defaultHub
+		}
+		r := mustNew(t, hub)
+		if got := r.Reserved(tc.topic); got != tc.reserved {
+			t.Errorf("hub %q: Reserved(%q) = %v, want %v", hub, tc.topic, got, tc.reserved)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	r := mustNew(t, defaultHub)
+	tests := []struct {
+		topic string
+		want  URL
+	}{
+		{"/books/7", URL{"https://example.com/books/7", "https", "example.com", "/books/7"}},
+		{"https://Example.COM:443/a/../b", URL{"https://example.com/b", "https", "example.com", "/b"}},
+		{"books/1", URL{"https://example.com/.well-known/books/1", "https", "example.com", "/.well-known/books/1"}},
+		{"urn:isbn:123", URL{"urn:isbn:123", "urn", "", "isbn:123"}},
+		{"HTTP://B\u00dcCHER.example:8080/x?q#f", URL{"http://xn--bcher-kva.example:8080/x?q#f", "http", "xn--bcher-kva.example", "/x"}},
+		{"http://0x7f.1/x", URL{"http://127.0.0.1/x", "http", "127.0.0.1", "/x"}},
+		{"http://[0:0::1]/x", URL{"http://[::1]/x", "http", "[::1]", "/x"}},
+		{"/a b/%6D", URL{"https://example.com/a%20b/%6D", "https", "example.com", "/a%20b/%6D"}},
+		{"foo:/x/../y", URL{"foo:/y", "foo", "", "/y"}},
+	}
+	for _, tc := range tests {
+		got, ok := r.Resolve(tc.topic)
+		if !ok {
+			t.Errorf("Resolve(%q): ok = false", tc.topic)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("Resolve(%q) = %+v, want %+v", tc.topic, got, tc.want)
+		}
+	}
+
+	for _, topic := range []string{"http://[::1", "https://exa mple.com/", "http://a:b:c/", "https:///"} {
+		if got, ok := r.Resolve(topic); ok || got != (URL{}) {
+			t.Errorf("Resolve(%q) = %+v, %v; want zero URL, false", topic, got, ok)
+		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	for _, hub := range []string{
+		"",
+		"/.well-known/mercure", // relative
+		"https://exa mple.com/.well-known/mercure",
+		"urn:example:hub",
+		"ftp://example.com/hub",
+		"https://example.com",
+		"https://example.com/",
+		"https://example.com/a/..",
+	} {
+		if r, err := New(hub); err == nil {
+			t.Errorf("New(%q) = %+v, nil; want an error", hub, r)
+		}
+	}
+	r := mustNew(t, "HTTPS://example.com/.well-known/mercure/")
+	if r.hubPath != "/.well-known/mercure" {
+		t.Errorf("hubPath = %q", r.hubPath)
+	}
+}
+
+func TestNormalizePath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"/", "/"},
+		{"/a/b", "/a/b"},
+		{"%", "%"},
+		{"%4", "%4"},
+		{"%4G", "%4G"},
+		{"%41", "A"},
+		{"/%7e%7E%2d%2D%5f%5F%2e", "/~~--__."},
+		{"/%2F%2f%20%25%00%C3%A9", "/%2F%2f%20%25%00%C3%A9"},
+		{"/%25%34%31", "/%2541"}, // single pass
+		{"/a/%2%65", "/a/%2e"},   // single pass: the new escape is not decoded
+		{"/%%36D", "/%6D"},
+		{"/a/%2E%2E/b", "/b"},
+		{"/a/.%2e/b", "/b"},
+		{"/a/b/%2E", "/a/b/"},
+		{"/a/b/..", "/a/"},
+		{"/..", "/"},
+		{"/../../a", "/a"},
+		{"../a", "a"},
+		{"./a", "a"},
+		{"..//a", "/a"},
+		{".", ""},
+		{"..", ""},
+		{"a/..", "/"}, // RFC 3986 5.2.4 as written
+		{"/a/b/c/./../../g", "/a/g"},
+		{"mid/content=5/../6", "mid/6"},
+		{"/a/.../b", "/a/.../b"},
+		{"/a/..b/.c", "/a/..b/.c"},
+	}
+	for _, tc := range tests {
+		if got := normalizePath(tc.in); got != tc.want {
+			t.Errorf("normalizePath(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got := refNormalize(tc.in); got != tc.want {
+			t.Errorf("refNormalize(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestNormalizePathNoAlloc(t *testing.T) {
+	p := "/.well-known/mercure/subscriptions/x"
+	if n := testing.AllocsPerRun(100, func() { _ = normalizePath(p) }); n != 0 {
+		t.Errorf("normalizePath allocates %v times for a clean path", n)
+	}
+}
+
+// TestConcurrent checks, under -race, that a Resolver can be shared. The
+// goroutines are released together so that their first parses overlap: the
+// parser clones the hub URL on every call, and Url.Clone would lazily write
+// to the hub URL on first use if New did not prevent it.
+func TestConcurrent(t *testing.T) {
+	r := mustNew(t, defaultHub)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			<-start
+			for j := range 50 {
+				for _, tc := range reservedCases[:20] {
+					if tc.hub == "" && r.Reserved(tc.topic) != tc.reserved {
+						t.Errorf("goroutine %d: Reserved(%q) mismatch", i, tc.topic)
+					}
+				}
+				if u, ok := r.Resolve("books/1?x#y"); !ok || u.Pathname != "/.well-known/books/1" {
+					t.Errorf("goroutine %d/%d: Resolve = %+v, %v", i, j, u, ok)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+func BenchmarkReserved(b *testing.B) {
+	r := mustNew(b, defaultHub)
+	for _, bc := range []struct{ name, topic string }{
+		{"absolute", "https://example.com/books/1"},
+		{"relative", "books/1"},
+		{"absolute-reserved", "https://example.com/.well-known/%6Dercure/../mercure/subscriptions/x"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reserved(bc.topic)
+			}
+		})
+	}
+}
+
+func BenchmarkResolve(b *testing.B) {
+	r := mustNew(b, defaultHub)
+	for _, bc := range []struct{ name, topic string }{
+		{"absolute", "https://example.com/books/1"},
+		{"relative", "books/1"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Resolve(bc.topic)
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package mercure
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/index"
+)
+
+// Matcher type names, as written after "match_" in subscribe requests and
+// in the match_type of tokens and subscription documents (SUB-6, MAT-1).
+const (
+	MatchExact      = "exact"
+	MatchURLPattern = "urlpattern"
+)
+
+// matcher is one topic matcher of a subscription or a token grant.
+type matcher struct {
+	kind    index.Kind // Wildcard for "*", whatever the type said (MAT-4)
+	typ     string     // MatchExact or MatchURLPattern, as requested (ACT-4)
+	value   string
+	pattern *index.Pattern // compiled, for index.URLPattern
+}
+
+// matches reports whether the matcher selects topic.
+func (m *matcher) matches(topic string) bool {
+	switch m.kind {
+	case index.Wildcard:
+		return true
+	case index.Exact:
+		return m.value == topic // MAT-5: bytes, no resolution, no normalization
+	default:
+		return m.pattern.MatchTopic(topic)
+	}
+}
+
+// errMatcher wraps every reason a matcher is refused (400, SUB-7, SUB-8).
+var errMatcher = errors.New("invalid matcher")
+
+// matcherType maps a subscribe parameter name to a matcher type. ok is
+// false for names that are not matchers; err is set for names in the
+// reserved "match" prefix that name no supported type (SUB-7).
+func matcherType(name string) (typ string, ok bool, err error) {
+	switch name {
+	case "match", "match_exact":
+		return MatchExact, true, nil
+	case "match_urlpattern":
+		return MatchURLPattern, true, nil
+	}
+	if len(name) >= 5 && strings.EqualFold(name[:5], "match") {
+		return "", false, fmt.Errorf("%w: unsupported parameter %q", errMatcher, name)
+	}
+	return "", false, nil
+}
+
+// newMatcher validates and compiles one matcher value (SUB-8, MAT-4).
+func (h *Hub) newMatcher(typ, value string) (matcher, error) {
+	switch {
+	case value == "":
+		return matcher{}, fmt.Errorf("%w: empty value", errMatcher) // SUB-9
+	case len(value) > h.cfg.limits.MaxMatcherBytes:
+		return matcher{}, fmt.Errorf("%w: longer than %d bytes", errMatcher, h.cfg.limits.MaxMatcherBytes)
+	case !chars.Valid(value):
+		return matcher{}, fmt.Errorf("%w: %q holds invalid UTF-8, control or format characters", errMatcher, value)
+	case value == "*":
+		return matcher{kind: index.Wildcard, typ: typ, value: value}, nil
+	case typ == MatchExact:
+		return matcher{kind: index.Exact, typ: typ, value: value}, nil
+	}
+	p, err := h.compilePattern(value)
+	if err != nil {
+		return matcher{}, fmt.Errorf("%w: %v", errMatcher, err)
+	}
+	return matcher{kind: index.URLPattern, typ: typ, value: value, pattern: p}, nil
+}
+
+// compilePattern returns the compiled pattern, shared with the
+// subscriptions already using it so that each distinct pattern is compiled
+// once and costs its memory once.
+func (h *Hub) compilePattern(raw string) (*index.Pattern, error) {
+	h.mu.Lock()
+	p := h.index.Pattern(raw)
+	h.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	// Compiling takes tens of microseconds: not under the dispatch lock.
+	return index.Compile(raw, h.url, h.resolver)
+}

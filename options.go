@@ -1,0 +1,265 @@
+package mercure
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// An Option configures a [Hub]. Options validate their arguments: a bad
+// value makes [New] return an error, never panic.
+type Option func(*config) error
+
+// DefaultHubPath is the path of the hub URL unless [WithURL] says otherwise.
+const DefaultHubPath = "/.well-known/mercure"
+
+// Default values of the options.
+const (
+	DefaultHistory      = 1000
+	DefaultKeepAlive    = 15 * time.Second
+	DefaultWriteTimeout = 15 * time.Second
+)
+
+type config struct {
+	url             *url.URL
+	logger          *slog.Logger
+	store           Store
+	history         int
+	historySet      bool
+	limits          Limits
+	keepAlive       time.Duration
+	writeTimeout    time.Duration
+	clientKey       func(*http.Request) string
+	insecurePublish bool
+}
+
+func defaultConfig() config {
+	return config{
+		logger:       slog.New(slog.DiscardHandler),
+		history:      DefaultHistory,
+		limits:       defaultLimits,
+		keepAlive:    DefaultKeepAlive,
+		writeTimeout: DefaultWriteTimeout,
+		clientKey:    remoteIP,
+	}
+}
+
+// WithURL sets the hub's absolute public URL, for example
+// "https://example.com/.well-known/mercure". It is authoritative (DIS-1):
+// its path decides the reserved topic namespace (PUB-6), it is the base
+// URL of relative topics and URL patterns (MAT-6), and it is the resource
+// identifier that access tokens must name in aud. The hub never infers it
+// from the Host header or from where it is mounted. Required.
+func WithURL(hubURL string) Option {
+	return func(c *config) error {
+		u, err := url.Parse(hubURL)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
+		case !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			return fmt.Errorf("%w: hub URL %q is not an absolute http(s) URL", ErrInvalidOption, hubURL)
+		case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+			return fmt.Errorf("%w: hub URL %q has a query, fragment or user info", ErrInvalidOption, hubURL)
+		}
+		if u.Path == "" {
+			u.Path = DefaultHubPath
+		}
+		if u.Path != "/" && strings.HasSuffix(u.Path, "/") {
+			return fmt.Errorf("%w: hub URL %q ends with a slash", ErrInvalidOption, hubURL)
+		}
+		c.url = u
+		return nil
+	}
+}
+
+// WithLogger sets the logger; by default the hub logs nothing. The hub never
+// logs tokens, cookies or Authorization headers (SEC-9).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithHistory sets how many past updates the default in-memory store keeps
+// for reconnecting subscribers (REC-8); 0 keeps none. The default is
+// [DefaultHistory]. It conflicts with [WithStore], whose store has its own
+// retention.
+func WithHistory(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: negative history size %d", ErrInvalidOption, n)
+		}
+		c.history, c.historySet = n, true
+		return nil
+	}
+}
+
+// WithStore sets the store that keeps history and feeds updates to the hub
+// (and to every other hub sharing it). The caller owns the store: [Hub.Shutdown]
+// stops listening to it but does not close it. By default each hub has its
+// own in-memory store sized by [WithHistory].
+func WithStore(s Store) Option {
+	return func(c *config) error {
+		if s == nil {
+			return fmt.Errorf("%w: nil store", ErrInvalidOption)
+		}
+		c.store = s
+		return nil
+	}
+}
+
+// WithLimits sets resource limits (SEC-6). Zero fields keep their default;
+// negative ones are an error.
+func WithLimits(l Limits) Option {
+	return func(c *config) error {
+		merged, err := l.withDefaults()
+		if err != nil {
+			return err
+		}
+		c.limits = merged
+		return nil
+	}
+}
+
+// WithKeepAlive sets how long a stream may stay silent before the hub writes
+// an SSE comment to keep proxies and clients from timing it out (SUB-17).
+// The default is [DefaultKeepAlive].
+func WithKeepAlive(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: keep-alive interval %v", ErrInvalidOption, d)
+		}
+		c.keepAlive = d
+		return nil
+	}
+}
+
+// WithWriteTimeout bounds each write to a subscriber's connection, so that
+// a peer that stopped reading cannot hold a stream forever. It replaces the
+// host server's WriteTimeout, which the hub clears on streams (SUB-17).
+// The default is [DefaultWriteTimeout].
+func WithWriteTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: write timeout %v", ErrInvalidOption, d)
+		}
+		c.writeTimeout = d
+		return nil
+	}
+}
+
+// WithClientKey sets how the hub tells clients apart for
+// [Limits.MaxConnectionsPerClient]. By default it uses the request's remote
+// IP address; behind a reverse proxy, derive the key from a header the proxy
+// sets and the client cannot forge.
+func WithClientKey(key func(*http.Request) string) Option {
+	return func(c *config) error {
+		if key == nil {
+			return fmt.Errorf("%w: nil client key function", ErrInvalidOption)
+		}
+		c.clientKey = key
+		return nil
+	}
+}
+
+// WithInsecurePublishing lets anyone who can reach the hub publish over
+// HTTP without an access token (AUTH-7).
+//
+// DANGER: use it only on a closed network that no untrusted client can
+// reach; anyone else can then publish anything, private updates included.
+// Publishing from Go code with [Hub.Publish] never needs this option.
+func WithInsecurePublishing() Option {
+	return func(c *config) error {
+		c.insecurePublish = true
+		return nil
+	}
+}
+
+// Limits bounds the resources a client can make the hub spend (SEC-6).
+// A zero field means the default given in its comment.
+type Limits struct {
+	// MaxBodyBytes caps a publish body and a QUERY subscribe body;
+	// larger ones get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxTopics caps the topics of one HTTP publish; more get 413. Default 64.
+	MaxTopics int
+	// MaxFieldBytes caps the length of each published topic, id, type and
+	// retry; longer ones get 413. The data field is capped only by
+	// MaxBodyBytes. Default 4 KiB.
+	MaxFieldBytes int
+	// MaxMatchers caps the matchers of one subscribe request; more get 400
+	// (SUB-10). Default 64.
+	MaxMatchers int
+	// MaxMatcherBytes caps the length of each matcher; longer ones get 400.
+	// Default 2 KiB.
+	MaxMatcherBytes int
+	// MaxConnections caps the streams open at once across all clients;
+	// more get 429 (SUB-12). Default: no limit.
+	MaxConnections int
+	// MaxConnectionsPerClient caps the streams one client (see
+	// [WithClientKey]) holds at once; more get 429. Default: no limit,
+	// because behind a proxy every client has the proxy's address.
+	MaxConnectionsPerClient int
+	// QueueEvents and QueueBytes bound the updates waiting to be written
+	// to one subscriber. A subscriber that falls this far behind is
+	// disconnected, so that it never slows the hub or other subscribers;
+	// it resumes from history with Last-Event-ID. Defaults 1024 events and
+	// 8 MiB.
+	QueueEvents int
+	QueueBytes  int
+}
+
+var defaultLimits = Limits{
+	MaxBodyBytes:    1 << 20,
+	MaxTopics:       64,
+	MaxFieldBytes:   4 << 10,
+	MaxMatchers:     64,
+	MaxMatcherBytes: 2 << 10,
+	QueueEvents:     1024,
+	QueueBytes:      8 << 20,
+}
+
+func (l Limits) withDefaults() (Limits, error) {
+	d := defaultLimits
+	fields := []struct {
+		name string
+		v    int64
+		dst  func(int64)
+	}{
+		{"MaxBodyBytes", l.MaxBodyBytes, func(v int64) { d.MaxBodyBytes = v }},
+		{"MaxTopics", int64(l.MaxTopics), func(v int64) { d.MaxTopics = int(v) }},
+		{"MaxFieldBytes", int64(l.MaxFieldBytes), func(v int64) { d.MaxFieldBytes = int(v) }},
+		{"MaxMatchers", int64(l.MaxMatchers), func(v int64) { d.MaxMatchers = int(v) }},
+		{"MaxMatcherBytes", int64(l.MaxMatcherBytes), func(v int64) { d.MaxMatcherBytes = int(v) }},
+		{"MaxConnections", int64(l.MaxConnections), func(v int64) { d.MaxConnections = int(v) }},
+		{"MaxConnectionsPerClient", int64(l.MaxConnectionsPerClient), func(v int64) { d.MaxConnectionsPerClient = int(v) }},
+		{"QueueEvents", int64(l.QueueEvents), func(v int64) { d.QueueEvents = int(v) }},
+		{"QueueBytes", int64(l.QueueBytes), func(v int64) { d.QueueBytes = int(v) }},
+	}
+	for _, f := range fields {
+		switch {
+		case f.v < 0:
+			return Limits{}, fmt.Errorf("%w: Limits.%s is negative", ErrInvalidOption, f.name)
+		case f.v > 0:
+			f.dst(f.v)
+		}
+	}
+	return d, nil
+}
+
+// remoteIP is the default client key: the host part of RemoteAddr.
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,267 @@
+package mercure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/form"
+	"github.com/mercurekit/mercure/internal/sse"
+)
+
+// Update is what a publisher sends to the hub.
+type Update struct {
+	// Topics name the resource: the first is the canonical topic, the
+	// others alternate topics (TOP-3). Subscribers receive the update when
+	// one of their matchers selects any of them. At least one is required.
+	// The hub compares topics byte for byte: canonicalize them (Unicode
+	// NFC, lowercase host, one percent-encoding) before publishing and
+	// subscribing (TOP-5).
+	Topics []string
+	// Data is the content, opaque to the hub; any UTF-8 text. Subscribers
+	// receive CR and CRLF line breaks as LF (PUB-7).
+	Data string
+	// Private restricts the update to subscribers whose access token grants
+	// subscribe on one of its topics (AUTH-35). Every alternate topic
+	// widens that audience (AUTH-38).
+	Private bool
+	// ID is the SSE id; the hub generates a random urn:uuid: when empty.
+	// Ids are cursors into one hub-wide sequence: keep them unique.
+	ID string
+	// Type is the SSE event type; empty means the default "message".
+	Type string
+	// Retry, when positive, is sent as the SSE reconnection delay.
+	Retry time.Duration
+}
+
+// Publish validates u with the rules of the HTTP endpoint (PUB-19), stores
+// it and dispatches it to the matching subscribers. It returns the update's
+// id. It needs no token: application code is trusted (PUB-18).
+func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
+	if err := h.validate(&u); err != nil {
+		return "", err
+	}
+	return h.publish(ctx, u)
+}
+
+// validate enforces PUB-2 to PUB-12 on an update from any source.
+func (h *Hub) validate(u *Update) error {
+	if len(u.Topics) == 0 {
+		return ErrNoTopic
+	}
+	for i, t := range u.Topics {
+		switch {
+		case !chars.Valid(t):
+			return fmt.Errorf("%w: topic %d %q", ErrInvalidTopic, i, t)
+		case t == "*":
+			return ErrWildcardTopic
+		case h.resolver.Reserved(t):
+			return fmt.Errorf("%w: %q", ErrReservedTopic, t)
+		}
+	}
+	if !utf8.ValidString(u.Data) {
+		return ErrInvalidData
+	}
+	if u.ID != "" && (!chars.Valid(u.ID) || u.ID[0] == '#' || u.ID == Earliest) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, u.ID)
+	}
+	if u.Type != "" && (!chars.Valid(u.Type) || u.Type == "mercure") {
+		return fmt.Errorf("%w: %q", ErrInvalidType, u.Type)
+	}
+	if u.Retry < 0 {
+		return fmt.Errorf("%w: %v", ErrInvalidRetry, u.Retry)
+	}
+	return nil
+}
+
+// publish stores and dispatches a valid update.
+func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
+	if h.isClosed() {
+		return "", ErrHubClosed
+	}
+	if u.ID == "" {
+		u.ID = "urn:uuid:" + uuid.NewString() // random, not time-ordered (REC-12)
+	}
+	u.Topics = slices.Clone(u.Topics) // the caller may reuse its slice
+	e := &Event{Update: u, Time: time.Now()}
+	e.encoded = encodeEvent(e)
+	if err := h.store.Append(ctx, e); err != nil {
+		return "", fmt.Errorf("mercure: storing update: %w", err)
+	}
+	return u.ID, nil
+}
+
+func encodeEvent(e *Event) []byte {
+	retry := e.Retry.Milliseconds()
+	buf := make([]byte, 0, sse.EncodedLen(e.ID, e.Type, retry, e.Data))
+	return sse.AppendEvent(buf, e.ID, e.Type, retry, e.Data)
+}
+
+func (h *Hub) isClosed() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// errTooLarge marks a request over a size limit (413, PUB-16).
+var errTooLarge = errors.New("request too large")
+
+// servePublish is the publish endpoint (PUB-1).
+func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if p == nil && !h.cfg.insecurePublish {
+		// AUTH-1, AUTH-13: publishing needs a token.
+		h.challenge(w, http.StatusUnauthorized, "")
+		return
+	}
+	body, err := readForm(r, h.cfg.limits.MaxBodyBytes)
+	if err != nil {
+		writeFormError(w, err)
+		return
+	}
+	u, err := h.parseUpdate(body)
+	if err == nil {
+		err = h.validate(&u)
+	}
+	switch {
+	case errors.Is(err, errTooLarge):
+		writeProblem(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	case err != nil:
+		writeProblem(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !h.cfg.insecurePublish && !p.mayPublish(u.Topics) {
+		// AUTH-34: publish on every topic, or nothing is dispatched.
+		h.challenge(w, http.StatusForbidden, "insufficient_scope")
+		return
+	}
+	id, err := h.publish(r.Context(), u)
+	if err != nil {
+		status := http.StatusServiceUnavailable
+		h.log.Error("mercure: publish failed", "error", err)
+		writeProblem(w, status, "the update could not be stored")
+		return
+	}
+	// PUB-14: exactly 200, text/plain, the id as the whole body.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, id)
+}
+
+// parseUpdate reads the publish form fields (PUB-2 to PUB-13). Repeated
+// single-valued fields keep their first value, as URLSearchParams.get does.
+func (h *Hub) parseUpdate(body string) (Update, error) {
+	var (
+		u                       Update
+		seenData, seenID        bool
+		seenType, seenRetry     bool
+		lim                     = h.cfg.limits
+	)
+	for _, p := range form.Parse(body) {
+		switch p.Name {
+		case "topic", "id", "type", "retry":
+			if len(p.Value) > lim.MaxFieldBytes {
+				return u, fmt.Errorf("%w: field %s is longer than %d bytes", errTooLarge, p.Name, lim.MaxFieldBytes)
+			}
+		}
+		switch p.Name {
+		case "topic":
+			if len(u.Topics) == lim.MaxTopics {
+				return u, fmt.Errorf("%w: more than %d topics", errTooLarge, lim.MaxTopics)
+			}
+			u.Topics = append(u.Topics, p.Value)
+		case "data":
+			if !seenData {
+				u.Data, seenData = p.Value, true
+			}
+		case "private":
+			u.Private = true // PUB-8: presence alone, whatever the value
+		case "id":
+			if !seenID {
+				if p.Value == "" {
+					return u, fmt.Errorf("%w: empty id", ErrInvalidID)
+				}
+				u.ID, seenID = p.Value, true
+			}
+		case "type":
+			if !seenType {
+				u.Type, seenType = p.Value, true
+			}
+		case "retry":
+			if !seenRetry {
+				d, err := parseRetry(p.Value)
+				if err != nil {
+					return u, err
+				}
+				u.Retry, seenRetry = d, true
+			}
+		}
+		// PUB-13: other fields, access_token included, are ignored.
+	}
+	return u, nil
+}
+
+// parseRetry accepts only ASCII digits (PUB-12), as milliseconds.
+func parseRetry(s string) (time.Duration, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%w: %q is not a number of milliseconds", ErrInvalidRetry, s)
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		return 0, fmt.Errorf("%w: %q is out of range", ErrInvalidRetry, s)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// errUnsupportedMedia marks a body that is not a form (415).
+var errUnsupportedMedia = errors.New("the body must be application/x-www-form-urlencoded")
+
+// readForm reads a form-encoded body of at most limit bytes (PUB-1). It does
+// not use r.ParseForm, whose parser breaks SUB-5.
+func readForm(r *http.Request, limit int64) (string, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/x-www-form-urlencoded" {
+		return "", errUnsupportedMedia
+	}
+	if r.ContentLength > limit {
+		return "", fmt.Errorf("%w: body larger than %d bytes", errTooLarge, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return "", fmt.Errorf("reading body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return "", fmt.Errorf("%w: body larger than %d bytes", errTooLarge, limit)
+	}
+	return string(b), nil
+}
+
+func writeFormError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errUnsupportedMedia):
+		writeProblem(w, http.StatusUnsupportedMediaType, err.Error())
+	case errors.Is(err, errTooLarge):
+		writeProblem(w, http.StatusRequestEntityTooLarge, err.Error())
+	default:
+		writeProblem(w, http.StatusBadRequest, err.Error())
+	}
+}

@@ -1,0 +1,353 @@
+package mercure
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mercurekit/mercure/internal/form"
+	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/sse"
+)
+
+// subscribeRequest is a parsed subscribe request.
+type subscribeRequest struct {
+	matchers  []matcher
+	cursor    string // last event id
+	hasCursor bool
+}
+
+// parseSubscribe reads the matchers and the cursor of a GET or QUERY
+// request: the union of query and body pairs (SUB-3), parsed the WHATWG way
+// (SUB-5).
+func (h *Hub) parseSubscribe(r *http.Request) (subscribeRequest, error) {
+	var req subscribeRequest
+	pairs := form.Parse(r.URL.RawQuery)
+	nquery := len(pairs)
+	if r.Method == methodQuery && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
+		body, err := readForm(r, h.cfg.limits.MaxBodyBytes)
+		if err != nil {
+			return req, err
+		}
+		pairs = form.AppendParse(pairs, body)
+	}
+	var bodyCursor string
+	var hasBodyCursor bool
+	for i, p := range pairs {
+		if p.Name == "last_event_id" {
+			switch {
+			case i < nquery && !req.hasCursor:
+				req.cursor, req.hasCursor = p.Value, true
+			case i >= nquery && !hasBodyCursor:
+				bodyCursor, hasBodyCursor = p.Value, true
+			}
+			continue
+		}
+		typ, ok, err := matcherType(p.Name)
+		if err != nil {
+			return req, err
+		}
+		if !ok {
+			continue // not a matcher: ignored, access_token included (AUTH-9)
+		}
+		if len(req.matchers) == h.cfg.limits.MaxMatchers {
+			return req, fmt.Errorf("%w: more than %d matchers", errMatcher, h.cfg.limits.MaxMatchers)
+		}
+		m, err := h.newMatcher(typ, p.Value)
+		if err != nil {
+			return req, err
+		}
+		req.matchers = append(req.matchers, m)
+	}
+	if len(req.matchers) == 0 {
+		return req, fmt.Errorf("%w: no match parameter", errMatcher) // SUB-9
+	}
+	// REC-3: the header beats the query, which beats the body.
+	if v, ok := r.Header["Last-Event-Id"]; ok && len(v) > 0 {
+		req.cursor, req.hasCursor = v[0], true
+	} else if !req.hasCursor && hasBodyCursor {
+		req.cursor, req.hasCursor = bodyCursor, true
+	}
+	return req, nil
+}
+
+// stream is one subscriber connection.
+type stream struct {
+	hub       *Hub
+	matchers  []matcher
+	principal *principal
+	entries   []*index.Entry[*stream]
+	client    string // connection-limit key
+	rc        *http.ResponseController
+
+	// lastSeq is the last event offered to this stream; dispatch alone
+	// touches it, under hub.mu (SUB-13: at most once per stream).
+	lastSeq uint64
+
+	mu         sync.Mutex
+	queue      []*Event
+	queueBytes int
+	overflowed bool
+	ready      chan struct{} // signalled when queue becomes non-empty
+	kicked     chan struct{} // closed when the queue overflowed
+	finished   bool          // the handler has returned: no more aborts
+}
+
+// enqueue hands e to the stream's writer without blocking. It returns
+// false when the queue is full: the stream is then kicked, and its client
+// will resume from history with Last-Event-ID.
+func (s *stream) enqueue(e *Event) bool {
+	lim := &s.hub.cfg.limits
+	s.mu.Lock()
+	if s.overflowed {
+		s.mu.Unlock()
+		return true
+	}
+	if len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded) > lim.QueueBytes {
+		s.overflowed = true
+		s.queue, s.queueBytes = nil, 0
+		if !s.finished {
+			// Unblock a write stuck on the peer that stopped reading.
+			_ = s.rc.SetWriteDeadline(time.Now())
+		}
+		s.mu.Unlock()
+		close(s.kicked)
+		return false
+	}
+	s.queue = append(s.queue, e)
+	s.queueBytes += len(e.encoded)
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take swaps the pending events with spare (emptied), so that the writer
+// drains everything queued in one go and the two slices are reused.
+func (s *stream) take(spare []*Event) []*Event {
+	clear(spare)
+	s.mu.Lock()
+	q := s.queue
+	s.queue, s.queueBytes = spare[:0], 0
+	s.mu.Unlock()
+	return q
+}
+
+// abortWrite makes a write blocked on a stalled peer fail now.
+func (s *stream) abortWrite() {
+	s.mu.Lock()
+	if !s.finished {
+		_ = s.rc.SetWriteDeadline(time.Now())
+	}
+	s.mu.Unlock()
+}
+
+// matches reports whether one of the stream's matchers selects one of e's
+// topics and the stream may read e: the same rules as live dispatch,
+// applied to replayed events with the principal presented now (REC-5).
+func (s *stream) matches(e *Event) bool {
+	if e.Private && !s.principal.mayRead(e) {
+		return false
+	}
+	for i := range s.matchers {
+		for _, t := range e.Topics {
+			if s.matchers[i].matches(t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
+func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
+	req, err := h.parseSubscribe(r)
+	if err != nil {
+		writeFormError(w, err)
+		return
+	}
+	p, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	s := &stream{
+		hub:       h,
+		matchers:  req.matchers,
+		principal: p,
+		client:    h.cfg.clientKey(r),
+		rc:        http.NewResponseController(w),
+		ready:     make(chan struct{}, 1),
+		kicked:    make(chan struct{}),
+	}
+	if status, msg := h.open(s); status != 0 {
+		writeProblem(w, status, msg)
+		return
+	}
+	defer h.close(s)
+
+	// SUB-17: the host server's WriteTimeout would cut the stream; each
+	// write gets its own deadline instead.
+	_ = s.rc.SetWriteDeadline(time.Time{})
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
+	var minSeq uint64
+	var replay func() error
+	if req.hasCursor {
+		// The stream is registered: live events queue up while history is
+		// read, and replayed ones are dropped from the queue by sequence,
+		// so the seam has neither gap nor duplicate (REC-4).
+		var events []*Event
+		cursor, err := h.store.Replay(r.Context(), req.cursor, func(e *Event) bool {
+			minSeq = max(minSeq, e.Seq)
+			if s.matches(e) {
+				events = append(events, e)
+			}
+			return true
+		})
+		if err != nil {
+			h.log.Warn("mercure: reading history failed", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
+			return
+		}
+		hdr.Set("Mercure-Last-Event-ID", cursor) // REC-9
+		replay = func() error {
+			for _, e := range events {
+				if err := s.write(w, e.encoded); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	if replay != nil {
+		if err := replay(); err != nil {
+			return
+		}
+	}
+	if err := s.flush(); err != nil {
+		if errors.Is(err, http.ErrNotSupported) {
+			h.log.Error("mercure: the response writer cannot flush; streams need http.Flusher")
+		}
+		return
+	}
+	s.run(w, r, minSeq)
+}
+
+// run writes queued events until the client leaves, the stream is kicked or
+// the hub shuts down.
+func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
+	h := s.hub
+	keepAlive := time.NewTimer(h.cfg.keepAlive)
+	defer keepAlive.Stop()
+	var spare []*Event
+	for {
+		select {
+		case <-s.ready:
+			batch := s.take(spare)
+			wrote := false
+			for _, e := range batch {
+				if e.Seq <= minSeq {
+					continue // already sent by the replay
+				}
+				if err := s.write(w, e.encoded); err != nil {
+					return
+				}
+				wrote = true
+			}
+			spare = batch
+			if !wrote {
+				continue
+			}
+		case <-keepAlive.C:
+			if err := s.write(w, keepAliveComment); err != nil {
+				return
+			}
+		case <-s.kicked:
+			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+			return
+		case <-r.Context().Done():
+			return
+		case <-h.done:
+			return
+		}
+		if err := s.flush(); err != nil {
+			return
+		}
+		keepAlive.Reset(h.cfg.keepAlive)
+	}
+}
+
+func (s *stream) write(w http.ResponseWriter, b []byte) error {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.hub.cfg.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func (s *stream) flush() error { return s.rc.Flush() }
+
+// open registers s, enforcing the connection limits (SUB-12). It returns a
+// non-zero status when s is refused.
+func (h *Hub) open(s *stream) (status int, msg string) {
+	lim := &h.cfg.limits
+	h.life.Lock()
+	switch {
+	case h.closed:
+		h.life.Unlock()
+		return http.StatusServiceUnavailable, "the hub is shutting down"
+	case lim.MaxConnections > 0 && h.conns.total >= lim.MaxConnections:
+		h.life.Unlock()
+		return http.StatusTooManyRequests, "too many connections"
+	case lim.MaxConnectionsPerClient > 0 && h.conns.perClient[s.client] >= lim.MaxConnectionsPerClient:
+		h.life.Unlock()
+		return http.StatusTooManyRequests, "too many connections from this client"
+	}
+	h.conns.total++
+	h.conns.perClient[s.client]++
+	h.streams[s] = struct{}{}
+	h.active.Add(1)
+	h.life.Unlock()
+
+	h.mu.Lock()
+	for i := range s.matchers {
+		m := &s.matchers[i]
+		e := h.index.Add(m.kind, m.value, m.pattern, s)
+		if m.kind == index.URLPattern {
+			m.pattern = h.index.Pattern(m.value) // share the interned copy
+		}
+		s.entries = append(s.entries, e)
+	}
+	h.mu.Unlock()
+	return 0, ""
+}
+
+// close unregisters s once its handler is done.
+func (h *Hub) close(s *stream) {
+	h.mu.Lock()
+	for _, e := range s.entries {
+		h.index.Remove(e)
+	}
+	h.mu.Unlock()
+	s.mu.Lock()
+	s.finished = true
+	s.queue = nil
+	s.mu.Unlock()
+	h.life.Lock()
+	delete(h.streams, s)
+	h.conns.total--
+	if h.conns.perClient[s.client]--; h.conns.perClient[s.client] == 0 {
+		delete(h.conns.perClient, s.client)
+	}
+	h.life.Unlock()
+	h.active.Done()
+}
+
+var keepAliveComment = []byte(sse.KeepAlive)

@@ -193,7 +193,8 @@ type Limits struct {
 	MaxTopics int
 	// MaxFieldBytes caps the length of each published topic, id, type and
 	// retry; longer ones get 413. The data field is capped only by
-	// MaxBodyBytes. Default 4 KiB.
+	// MaxBodyBytes. Default 2 KiB; topics are never longer than
+	// [MaxTopicBytes] whatever this says.
 	MaxFieldBytes int
 	// MaxMatchers caps the matchers of one subscribe request; more get 400
 	// (SUB-10). Default 64.
@@ -220,7 +221,7 @@ type Limits struct {
 var defaultLimits = Limits{
 	MaxBodyBytes:    1 << 20,
 	MaxTopics:       64,
-	MaxFieldBytes:   4 << 10,
+	MaxFieldBytes:   2 << 10,
 	MaxMatchers:     64,
 	MaxMatcherBytes: 2 << 10,
 	QueueEvents:     1024,

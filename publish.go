@@ -18,7 +18,13 @@ import (
 	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/sse"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
+
+// MaxTopicBytes is the longest topic the hub accepts. Resolving a topic as
+// a URL costs time quadratic in its length on some inputs, so longer ones
+// are refused outright.
+const MaxTopicBytes = topicurl.MaxTopicLength
 
 // Update is what a publisher sends to the hub.
 type Update struct {
@@ -41,8 +47,9 @@ type Update struct {
 	ID string
 	// Type is the SSE event type; empty means the default "message".
 	Type string
-	// Retry, when positive, is sent as the SSE reconnection delay.
-	Retry time.Duration
+	// Retry, when set, is sent as the SSE reconnection delay, in whole
+	// milliseconds: Retry: new(5 * time.Second).
+	Retry *time.Duration
 }
 
 // Publish validates u with the rules of the HTTP endpoint (PUB-19), stores
@@ -64,6 +71,8 @@ func (h *Hub) validate(u *Update) error {
 		switch {
 		case !chars.Valid(t):
 			return fmt.Errorf("%w: topic %d %q", ErrInvalidTopic, i, t)
+		case len(t) > MaxTopicBytes:
+			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrInvalidTopic, i, MaxTopicBytes)
 		case t == "*":
 			return ErrWildcardTopic
 		case h.resolver.Reserved(t):
@@ -79,8 +88,8 @@ func (h *Hub) validate(u *Update) error {
 	if u.Type != "" && (!chars.Valid(u.Type) || u.Type == "mercure") {
 		return fmt.Errorf("%w: %q", ErrInvalidType, u.Type)
 	}
-	if u.Retry < 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidRetry, u.Retry)
+	if u.Retry != nil && *u.Retry < 0 {
+		return fmt.Errorf("%w: %v", ErrInvalidRetry, *u.Retry)
 	}
 	return nil
 }
@@ -103,7 +112,10 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 }
 
 func encodeEvent(e *Event) []byte {
-	retry := e.Retry.Milliseconds()
+	retry := int64(-1)
+	if e.Retry != nil {
+		retry = e.Retry.Milliseconds()
+	}
 	buf := make([]byte, 0, sse.EncodedLen(e.ID, e.Type, retry, e.Data))
 	return sse.AppendEvent(buf, e.ID, e.Type, retry, e.Data)
 }
@@ -171,10 +183,10 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 // single-valued fields keep their first value, as URLSearchParams.get does.
 func (h *Hub) parseUpdate(body string) (Update, error) {
 	var (
-		u                       Update
-		seenData, seenID        bool
-		seenType, seenRetry     bool
-		lim                     = h.cfg.limits
+		u                   Update
+		seenData, seenID    bool
+		seenType, seenRetry bool
+		lim                 = h.cfg.limits
 	)
 	for _, p := range form.Parse(body) {
 		switch p.Name {
@@ -212,7 +224,7 @@ func (h *Hub) parseUpdate(body string) (Update, error) {
 				if err != nil {
 					return u, err
 				}
-				u.Retry, seenRetry = d, true
+				u.Retry, seenRetry = &d, true
 			}
 		}
 		// PUB-13: other fields, access_token included, are ignored.

@@ -108,7 +108,7 @@ func (s *stream) enqueue(e *Event) bool {
 	if len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded) > lim.QueueBytes {
 		s.overflowed = true
 		s.queue, s.queueBytes = nil, 0
-		if !s.finished {
+		if !s.finished && s.rc != nil {
 			// Unblock a write stuck on the peer that stopped reading.
 			_ = s.rc.SetWriteDeadline(time.Now())
 		}
@@ -140,7 +140,7 @@ func (s *stream) take(spare []*Event) []*Event {
 // abortWrite makes a write blocked on a stalled peer fail now.
 func (s *stream) abortWrite() {
 	s.mu.Lock()
-	if !s.finished {
+	if !s.finished && s.rc != nil {
 		_ = s.rc.SetWriteDeadline(time.Now())
 	}
 	s.mu.Unlock()

@@ -52,7 +52,7 @@ const (
 //   - id is always written, even when empty (an empty id resets the client's
 //     last event ID, as the standard specifies);
 //   - event is omitted when typ == "";
-//   - retry is omitted when retryMillis <= 0;
+//   - retry is omitted when retryMillis < 0 (0 is sent: reconnect at once);
 //   - data is written as one "data: " line per line of data, where CRLF, a
 //     lone CR and a lone LF each count as one line break, and an empty data or
 //     a trailing break still produce a (final) empty "data: " line.
@@ -81,7 +81,7 @@ func AppendEvent(dst []byte, id, typ string, retryMillis int64, data string) []b
 		dst = append(dst, typ...)
 		dst = append(dst, '\n')
 	}
-	if retryMillis > 0 {
+	if retryMillis >= 0 {
 		dst = append(dst, retryPrefix...)
 		dst = strconv.AppendInt(dst, retryMillis, 10)
 		dst = append(dst, '\n')
@@ -103,7 +103,7 @@ func encodedLen(id, typ string, retryMillis int64, data string) int {
 	if typ != "" {
 		n += len(eventPrefix) + len(typ) + 1
 	}
-	if retryMillis > 0 {
+	if retryMillis >= 0 {
 		n += len(retryPrefix) + decimalLen(retryMillis) + 1
 	}
 

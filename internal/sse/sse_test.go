@@ -91,13 +91,15 @@ func normalize(s string) string {
 
 const testID = "urn:uuid:0b5b6f9e-3c51-4f4a-9d3e-5a1d2c7e8f90"
 
+// eventTests lists encodings; a row's retry is -1 (none) unless it sets retrySet.
 var eventTests = []struct {
-	name  string
-	id    string
-	typ   string
-	retry int64
-	data  string
-	want  string
+	name     string
+	id       string
+	typ      string
+	retry    int64
+	retrySet bool
+	data     string
+	want     string
 }{
 	{
 		name: "SEC-1 data cannot forge fields",
@@ -126,7 +128,7 @@ var eventTests = []struct {
 		id:   testID, typ: "book-updated", retry: 5000, data: "{\"title\":\n \"Dune\"}",
 		want: "id: " + testID + "\nevent: book-updated\nretry: 5000\ndata: {\"title\":\ndata:  \"Dune\"}\n\n",
 	},
-	{name: "retry 0 omitted", id: "1", typ: "t", retry: 0, data: "d", want: "id: 1\nevent: t\ndata: d\n\n"},
+	{name: "retry 0 sent", id: "1", typ: "t", retry: 0, retrySet: true, data: "d", want: "id: 1\nevent: t\nretry: 0\ndata: d\n\n"},
 	{name: "retry negative omitted", id: "1", retry: -5, data: "d", want: "id: 1\ndata: d\n\n"},
 	{name: "retry 1", id: "1", retry: 1, data: "d", want: "id: 1\nretry: 1\ndata: d\n\n"},
 	{name: "retry max", id: "1", retry: 1<<63 - 1, data: "d", want: "id: 1\nretry: 9223372036854775807\ndata: d\n\n"},
@@ -149,6 +151,14 @@ var eventTests = []struct {
 		name: "defensive: type cut to empty is omitted", id: "1", typ: "\r\n\r\nid: x", data: "d",
 		want: "id: 1\ndata: d\n\n",
 	},
+}
+
+func init() {
+	for i := range eventTests {
+		if eventTests[i].retry == 0 && !eventTests[i].retrySet {
+			eventTests[i].retry = -1
+		}
+	}
 }
 
 func TestAppendEvent(t *testing.T) {
@@ -231,7 +241,7 @@ func checkDecode(t *testing.T, id, typ string, retry int64, data string) {
 	if strings.Contains(want.ID, "\x00") {
 		want.ID = "" // clients ignore an id with NUL and keep the previous one
 	}
-	if retry > 0 {
+	if retry >= 0 {
 		want.Retry = retry
 	}
 	if events[0] != want {
@@ -338,7 +348,7 @@ func TestAppendComment(t *testing.T) {
 
 	// A comment, even a multi-line one, does not disturb the next event.
 	stream := sse.AppendComment(nil, "x\r\ndata: forged")
-	stream = sse.AppendEvent(stream, "1", "", 0, "d")
+	stream = sse.AppendEvent(stream, "1", "", -1, "d")
 	events, _ := parseStream(stream)
 	if len(events) != 1 || events[0].Data != "d" {
 		t.Errorf("events after comment = %+v", events)
@@ -438,18 +448,18 @@ func BenchmarkAppendEvent(b *testing.B) {
 	} {
 		b.Run(bc.name+"/reused", func(b *testing.B) {
 			b.ReportAllocs()
-			b.SetBytes(int64(sse.EncodedLen(testID, "", 0, bc.data)))
+			b.SetBytes(int64(sse.EncodedLen(testID, "", -1, bc.data)))
 			buf := make([]byte, 0, 512)
 			for b.Loop() {
-				buf = sse.AppendEvent(buf[:0], testID, "", 0, bc.data)
+				buf = sse.AppendEvent(buf[:0], testID, "", -1, bc.data)
 			}
 			benchSink = buf
 		})
 		b.Run(bc.name+"/nil", func(b *testing.B) {
 			b.ReportAllocs()
-			b.SetBytes(int64(sse.EncodedLen(testID, "", 0, bc.data)))
+			b.SetBytes(int64(sse.EncodedLen(testID, "", -1, bc.data)))
 			for b.Loop() {
-				benchSink = sse.AppendEvent(nil, testID, "", 0, bc.data)
+				benchSink = sse.AppendEvent(nil, testID, "", -1, bc.data)
 			}
 		})
 	}
@@ -458,6 +468,6 @@ func BenchmarkAppendEvent(b *testing.B) {
 func BenchmarkEncodedLen(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		benchLenSink = sse.EncodedLen(testID, "", 0, benchDataLines)
+		benchLenSink = sse.EncodedLen(testID, "", -1, benchDataLines)
 	}
 }

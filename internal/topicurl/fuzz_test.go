@@ -90,6 +90,13 @@ func FuzzReserved(f *testing.F) {
 			t.Fatalf("Resolve(%q) = %+v, %v", topic, u, ok)
 		}
 
+		if len(topic) > MaxTopicLength {
+			if !got || ok {
+				t.Fatalf("over-long topic: Reserved = %v, Resolve ok = %v", got, ok)
+			}
+			return
+		}
+
 		var want bool
 		if p, ok := refParse(topic); ok {
 			if p.Href(false) != u.Href || p.Pathname() != u.Pathname {

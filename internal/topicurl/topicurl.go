@@ -17,6 +17,15 @@ import (
 	whatwg "github.com/nlnwa/whatwg-url/url"
 )
 
+// MaxTopicLength is the length in bytes above which a topic is not handed
+// to the WHATWG parser. The parser takes quadratic time on some inputs (for
+// instance a long run of "a@" in the authority costs about 3 ms at 2 KiB and
+// over 2 s at 64 KiB), so longer topics are rejected without parsing:
+// Resolve reports them as unparsable and Reserved fails closed, reporting
+// them as reserved. Callers that want a clearer error can check the length
+// themselves first.
+const MaxTopicLength = 2048
+
 // Resolver resolves topics against a hub URL. It is safe for concurrent use.
 type Resolver struct {
 	// base is the parsed hub URL. It is never modified after New returns;
@@ -69,7 +78,13 @@ func New(hubURL string) (*Resolver, error) {
 // segments are removed (RFC 3986, section 5.2.4), and the topic is reserved
 // iff that path equals the hub path or starts with the hub path followed by
 // "/". Scheme, host and port are ignored.
+//
+// A topic longer than MaxTopicLength is not parsed and is reported as
+// reserved.
 func (r *Resolver) Reserved(topic string) bool {
+	if len(topic) > MaxTopicLength {
+		return true
+	}
 	u, ok := r.parse(topic)
 	if !ok {
 		return false
@@ -94,7 +109,7 @@ type URL struct {
 
 // Resolve parses topic as a URL reference relative to the hub URL; ok is
 // false when it does not parse (MAT-8: such a topic never matches a URL
-// pattern).
+// pattern). A topic longer than MaxTopicLength is not parsed: ok is false.
 //
 // Href includes the query and fragment, if any. Hostname is the WHATWG
 // serialization of the host, so IPv6 addresses keep their brackets (e.g.
@@ -114,9 +129,12 @@ func (r *Resolver) Resolve(topic string) (u URL, ok bool) {
 	}, true
 }
 
-// parse parses topic relative to the hub URL. ok is false if the parser
-// reports an error or panics.
+// parse parses topic relative to the hub URL. ok is false if topic is longer
+// than MaxTopicLength, or if the parser reports an error or panics.
 func (r *Resolver) parse(topic string) (u *whatwg.Url, ok bool) {
+	if len(topic) > MaxTopicLength {
+		return nil, false
+	}
 	defer func() {
 		if recover() != nil {
 			u, ok = nil, false

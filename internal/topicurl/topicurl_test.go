@@ -1,6 +1,7 @@
 package topicurl
 
 import (
+	"strings"
 	"sync"
 	"testing"
 )
@@ -137,6 +138,42 @@ func TestResolve(t *testing.T) {
 	for _, topic := range []string{"http://[::1", "https://exa mple.com/", "http://a:b:c/", "https:///"} {
 		if got, ok := r.Resolve(topic); ok || got != (URL{}) {
 			t.Errorf("Resolve(%q) = %+v, %v; want zero URL, false", topic, got, ok)
+		}
+	}
+}
+
+func TestMaxTopicLength(t *testing.T) {
+	r := mustNew(t, defaultHub)
+	pad := func(prefix string, n int) string { return prefix + strings.Repeat("a", n-len(prefix)) }
+
+	// At the limit, topics are parsed as usual.
+	for _, tc := range []struct {
+		topic    string
+		reserved bool
+	}{
+		{pad("/.well-known/mercure/", MaxTopicLength), true},
+		{pad("urn:x:", MaxTopicLength), false},
+		{pad("https://example.com/books/", MaxTopicLength), false},
+	} {
+		if got := r.Reserved(tc.topic); got != tc.reserved {
+			t.Errorf("Reserved(%.30q…) = %v, want %v", tc.topic, got, tc.reserved)
+		}
+		if _, ok := r.Resolve(tc.topic); !ok {
+			t.Errorf("Resolve(%.30q…): ok = false", tc.topic)
+		}
+	}
+
+	// Above it, Reserved fails closed and Resolve fails.
+	for _, topic := range []string{
+		pad("/.well-known/mercure/", MaxTopicLength+1),
+		pad("urn:x:", MaxTopicLength+1),
+		"http://" + strings.Repeat("a@", 32<<10), // quadratic in the parser
+	} {
+		if !r.Reserved(topic) {
+			t.Errorf("Reserved(%.30q…) = false for an over-long topic", topic)
+		}
+		if u, ok := r.Resolve(topic); ok {
+			t.Errorf("Resolve(%.30q…) = %+v, true for an over-long topic", topic, u)
 		}
 	}
 }

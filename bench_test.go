@@ -1,0 +1,192 @@
+package mercure
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// benchHub is a hub with in-process subscribers: streams registered in the
+// index whose "writer" drains the queue without a network, so the figures
+// are the hub's own cost of publish → match → authorize → enqueue → dequeue.
+type benchHub struct {
+	*Hub
+	delivered atomic.Int64
+	wg        sync.WaitGroup
+	stop      chan struct{}
+	streams   []*stream
+}
+
+func newBenchHub(b *testing.B, opts ...Option) *benchHub {
+	b.Helper()
+	h, err := New(append([]Option{WithURL("https://example.com/.well-known/mercure"), WithHistory(0)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bh := &benchHub{Hub: h, stop: make(chan struct{})}
+	b.Cleanup(func() {
+		close(bh.stop)
+		bh.wg.Wait()
+		for _, s := range bh.streams {
+			h.close(s)
+		}
+		h.Shutdown(context.Background())
+	})
+	return bh
+}
+
+// attach registers an in-process subscriber; with drain, a goroutine
+// empties its queue as a stream writer would.
+func (bh *benchHub) attach(b *testing.B, drain bool, typ, value string) *stream {
+	b.Helper()
+	m, err := bh.newMatcher(typ, value)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &stream{hub: bh.Hub, matchers: []matcher{m}, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
+	if status, msg := bh.open(s); status != 0 {
+		b.Fatal(msg)
+	}
+	bh.streams = append(bh.streams, s)
+	if drain {
+		bh.wg.Go(func() {
+			var spare []*Event
+			for {
+				select {
+				case <-s.ready:
+					spare = s.take(spare)
+					bh.delivered.Add(int64(len(spare)))
+				case <-bh.stop:
+					return
+				}
+			}
+		})
+	}
+	return s
+}
+
+// BenchmarkPublishDeliver publishes on one topic that every subscriber
+// matches, and waits until each update reached every queue's reader.
+func BenchmarkPublishDeliver(b *testing.B) {
+	for _, n := range []int{1, 100, 10_000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			bh := newBenchHub(b, WithLimits(Limits{QueueEvents: 1 << 20}))
+			for range n {
+				bh.attach(b, true, MatchExact, "https://example.com/fanout")
+			}
+			u := Update{Topics: []string{"https://example.com/fanout"}, Data: `{"n":1,"text":"a hundred bytes of JSON payload, roughly what an app sends per update....."}`}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := bh.Publish(ctx, u); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for bh.delivered.Load() < int64(b.N*n) {
+				// wait for the readers to drain the last updates
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
+		})
+	}
+}
+
+// BenchmarkDispatchMatched measures matching plus enqueue per matched
+// subscriber, without publishing overhead: one pre-built event dispatched
+// to n subscribers whose queues are emptied outside the timer.
+func BenchmarkDispatchMatched(b *testing.B) {
+	for _, kind := range []string{MatchExact, MatchURLPattern, "wildcard"} {
+		b.Run(kind, func(b *testing.B) {
+			const n = 10_000
+			bh := newBenchHub(b, WithLimits(Limits{QueueEvents: 1 << 20}))
+			value := map[string]string{MatchExact: "https://example.com/fanout", MatchURLPattern: "https://example.com/:t", "wildcard": "*"}[kind]
+			typ := kind
+			if kind == "wildcard" {
+				typ = MatchExact
+			}
+			streams := make([]*stream, n)
+			for i := range streams {
+				streams[i] = bh.attach(b, false, typ, value)
+			}
+			e := &Event{Update: Update{Topics: []string{"https://example.com/fanout"}, ID: "x"}}
+			e.encoded = encodeEvent(e)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				e.Seq = uint64(i + 1)
+				bh.dispatch(e)
+				if i%512 == 511 {
+					b.StopTimer()
+					for _, s := range streams {
+						s.take(nil)
+					}
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
+		})
+	}
+}
+
+// BenchmarkSelective has n subscribers on n distinct topics. "hit" publishes
+// on a subscriber's topic (one delivery); "miss" on a topic nobody matches,
+// whose cost must not grow with n.
+func BenchmarkSelective(b *testing.B) {
+	for _, kind := range []string{MatchExact, MatchURLPattern} {
+		for _, n := range []int{10, 10_000} {
+			for _, hit := range []bool{true, false} {
+				name := fmt.Sprintf("%s/subs=%d/miss", kind, n)
+				if hit {
+					name = fmt.Sprintf("%s/subs=%d/hit", kind, n)
+				}
+				b.Run(name, func(b *testing.B) {
+					bh := newBenchHub(b)
+					for i := range n {
+						v := fmt.Sprintf("https://example.com/sel/%d", i)
+						if kind == MatchURLPattern {
+							v += "/:n"
+						}
+						bh.attach(b, true, kind, v)
+					}
+					topics := make([]string, 4096)
+					for i := range topics {
+						switch {
+						case !hit:
+							topics[i] = fmt.Sprintf("https://example.com/nobody/%d", i)
+						case kind == MatchExact:
+							topics[i] = fmt.Sprintf("https://example.com/sel/%d", i%n)
+						default: // a topic never seen before: no cache can help
+							topics[i] = fmt.Sprintf("https://example.com/sel/%d/%d", i%n, i)
+						}
+					}
+					ctx := context.Background()
+					u := Update{Data: "x"}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; b.Loop(); i++ {
+						u.Topics = topics[i%len(topics) : i%len(topics)+1]
+						if _, err := bh.Publish(ctx, u); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkEncodeEvent is the one-time SSE encoding of an update.
+func BenchmarkEncodeEvent(b *testing.B) {
+	e := &Event{Update: Update{
+		ID:     "urn:uuid:0b5b6f9e-3c51-4f4a-9d3e-5a1d2c7e8f90",
+		Topics: []string{"https://example.com/books/1"},
+		Data:   "{\"title\":\"Dune\",\n\"author\":\"Frank Herbert\",\n\"status\":\"checked out\"}",
+	}}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.encoded = encodeEvent(e)
+	}
+}

@@ -1,0 +1,223 @@
+package index
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/mercurekit/mercure/internal/topicurl"
+)
+
+const hubURL = "https://example.com/.well-known/mercure"
+
+func newIndex(t testing.TB) (*Index[int], *topicurl.Resolver) {
+	t.Helper()
+	r, err := topicurl.New(hubURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New[int](r), r
+}
+
+func compile(t testing.TB, raw string, r *topicurl.Resolver) *Pattern {
+	t.Helper()
+	p, err := Compile(raw, hubURL, r)
+	if err != nil {
+		t.Fatalf("Compile(%q): %v", raw, err)
+	}
+	return p
+}
+
+func match(ix *Index[int], topics ...string) []int {
+	var got []int
+	ix.Match(topics, func(v int) { got = append(got, v) })
+	slices.Sort(got)
+	return slices.Compact(got)
+}
+
+func TestLiteralPrefix(t *testing.T) {
+	_, r := newIndex(t)
+	cases := map[string][]string{
+		"https://example.com/books/:id":     {"https", "example.com", "", "books"},
+		"/books/:id":                        {"https", "example.com", "", "books"},
+		"https://example.com/a/b/c":         {"https", "example.com", "", "a", "b", "c"},
+		"https://Example.COM/caf%C3%A9/x":   {"https", "example.com", "", "caf%C3%A9", "x"},
+		"*://example.com/a":                 nil,
+		"http{s}?://example.com/a":          nil,
+		"https://*.example.com/a":           {"https"},
+		"https://example.com/books{s}?/:id": {"https", "example.com", ""},
+		"https://example.com/foo*":          {"https", "example.com", ""},
+		"https://example.com/(a|b)/c":       {"https", "example.com", ""},
+		"urn:*":                             {"urn", ""},
+	}
+	for raw, want := range cases {
+		if got := compile(t, raw, r).keys; !slices.Equal(got, want) {
+			t.Errorf("%q: keys %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// TestMatchAgreesWithPatterns checks the trie against the definition:
+// Match must return exactly the subscriptions whose pattern Test accepts
+// the topic, for patterns with and without literal prefixes.
+func TestMatchAgreesWithPatterns(t *testing.T) {
+	ix, r := newIndex(t)
+	patterns := []string{
+		"https://example.com/books/:id", "/books/:id", "/books/:id/chapters/:c",
+		"https://example.com/books/*", "https://example.com/*", "*://example.com/books/:id",
+		"https://*.example.com/books/:id", "https://example.com/books{/:id}?",
+		"https://other.example/books/:id", "http://example.com/books/:id",
+		"https://example.com:8443/books/:id", "books/:id", "urn\\:isbn\\:*", "urn:*",
+		"https://example.com/caf%C3%A9/:x", "https://example.com/café/:x",
+		"https://example.com/books/:id\\?*", "https://example.com/BOOKS/:id",
+		"https://example.com/(books|authors)/:id", "https://example.com/a/b/c/d",
+	}
+	topics := []string{
+		"https://example.com/books/1", "/books/1", "books/1", "https://example.com/books/1/chapters/2",
+		"https://example.com/books", "https://example.com/books/", "https://EXAMPLE.com/books/1",
+		"https://www.example.com/books/1", "https://other.example/books/1", "http://example.com/books/1",
+		"https://example.com:8443/books/1", "https://example.com:443/books/1",
+		"https://example.com/.well-known/books/1", "urn:isbn:123", "urn:x", "https://example.com/café/1",
+		"https://example.com/caf%C3%A9/1", "https://example.com/books/1?x=y", "https://example.com/BOOKS/1",
+		"https://example.com/authors/1", "https://example.com/a/b/c/d", "https://example.com/a/b/c",
+		"https://example.com/books/../books/1", "https://exa mple.com/x", "http://[::1", "",
+		"https://example.com/%62ooks/1",
+	}
+	compiled := make([]*Pattern, len(patterns))
+	for i, raw := range patterns {
+		compiled[i] = compile(t, raw, r)
+		ix.Add(URLPattern, raw, compiled[i], i)
+	}
+	for _, topic := range topics {
+		var want []int
+		for i, p := range compiled {
+			if p.MatchTopic(topic) {
+				want = append(want, i)
+			}
+		}
+		if got := match(ix, topic); !slices.Equal(got, want) {
+			t.Errorf("topic %q: index matched %v, patterns %v", topic, names(patterns, got), names(patterns, want))
+		}
+	}
+}
+
+func names(patterns []string, idx []int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, patterns[i])
+	}
+	return out
+}
+
+func TestAddRemove(t *testing.T) {
+	ix, r := newIndex(t)
+	p := compile(t, "/books/:id", r)
+	var entries []*Entry[int]
+	entries = append(entries,
+		ix.Add(Exact, "a", nil, 1),
+		ix.Add(Exact, "a", nil, 2),
+		ix.Add(URLPattern, p.Raw(), p, 3),
+		ix.Add(URLPattern, p.Raw(), p, 4),
+		ix.Add(Wildcard, "*", nil, 5),
+	)
+	if got := match(ix, "a", "/books/1"); !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
+		t.Fatalf("got %v", got)
+	}
+	ix.Remove(entries[0])
+	ix.Remove(entries[0]) // idempotent
+	ix.Remove(entries[2])
+	if got := match(ix, "a", "/books/1"); !slices.Equal(got, []int{2, 4, 5}) {
+		t.Fatalf("got %v", got)
+	}
+	for _, e := range entries {
+		ix.Remove(e)
+	}
+	if got := match(ix, "a", "/books/1"); len(got) != 0 {
+		t.Fatalf("got %v after removing all", got)
+	}
+	if len(ix.exact) != 0 || len(ix.patterns) != 0 || len(ix.trie.children) != 0 || ix.npattern != 0 {
+		t.Fatalf("state left behind: %d exact, %d patterns, %d trie children", len(ix.exact), len(ix.patterns), len(ix.trie.children))
+	}
+}
+
+// TestRandomChurn adds and removes subscriptions at random and compares
+// Match with a plain list after every step.
+func TestRandomChurn(t *testing.T) {
+	ix, r := newIndex(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	type sub struct {
+		kind  Kind
+		value string
+		pat   *Pattern
+		entry *Entry[int]
+	}
+	var live []*sub
+	pats := map[string]*Pattern{}
+	results := map[[2]string]bool{}
+	memo := func(p *Pattern, topic string) bool {
+		k := [2]string{p.Raw(), topic}
+		ok, seen := results[k]
+		if !seen {
+			ok = p.MatchTopic(topic)
+			results[k] = ok
+		}
+		return ok
+	}
+	next := 0
+	for step := range 3000 {
+		if len(live) > 0 && rng.IntN(3) == 0 {
+			i := rng.IntN(len(live))
+			ix.Remove(live[i].entry)
+			live = slices.Delete(live, i, i+1)
+		} else {
+			s := &sub{}
+			switch rng.IntN(3) {
+			case 0:
+				s.kind, s.value = Exact, fmt.Sprintf("https://example.com/t/%d", rng.IntN(20))
+			case 1:
+				s.kind, s.value = URLPattern, fmt.Sprintf("https://example.com/t/%d/:x", rng.IntN(20))
+				if pats[s.value] == nil {
+					pats[s.value] = compile(t, s.value, r)
+				}
+				s.pat = pats[s.value]
+			default:
+				s.kind, s.value = URLPattern, fmt.Sprintf("https://example.com/*/%d", rng.IntN(5))
+				if pats[s.value] == nil {
+					pats[s.value] = compile(t, s.value, r)
+				}
+				s.pat = pats[s.value]
+			}
+			s.entry = ix.Add(s.kind, s.value, s.pat, next)
+			next++
+			live = append(live, s)
+		}
+		topic := fmt.Sprintf("https://example.com/t/%d", rng.IntN(20))
+		if rng.IntN(2) == 0 {
+			topic += fmt.Sprintf("/%d", rng.IntN(5))
+		}
+		var want []int
+		for _, s := range live {
+			if s.kind == Exact && s.value == topic || s.kind == URLPattern && memo(s.pat, topic) {
+				want = append(want, s.entry.list.vals[s.entry.slot])
+			}
+		}
+		slices.Sort(want)
+		if got := match(ix, topic); !slices.Equal(got, want) {
+			t.Fatalf("step %d, topic %q: got %v, want %v", step, topic, got, want)
+		}
+	}
+}
+
+func TestCompileRefusesBadPatterns(t *testing.T) {
+	_, r := newIndex(t)
+	for _, raw := range []string{"https://example.com/(?=a)", "https://example.com/(a", "#*0", "https://[::1/x"} {
+		if p, err := Compile(raw, hubURL, r); err == nil {
+			// A pattern the engine accepts must at least never panic.
+			_ = p.MatchTopic("https://example.com/a")
+		}
+	}
+	if _, err := Compile("https://example.com/(?=a)", hubURL, r); err == nil {
+		t.Error("lookahead compiled: RE2 cannot run it in linear time (MAT-9)")
+	}
+}

@@ -1,0 +1,116 @@
+package mercure_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// ExampleNew mounts a hub on an application's own router, next to the
+// application's routes.
+func ExampleNew() {
+	hub, err := mercure.New(
+		mercure.WithURL("https://example.com/.well-known/mercure"),
+		mercure.WithHistory(10_000),
+		mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 32}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+
+	mux := http.NewServeMux()
+	mux.Handle(hub.Path(), hub)
+	mux.HandleFunc("GET /books/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"@id":"/books/%s"}`, r.PathValue("id"))
+	})
+	fmt.Println(hub.Path())
+	// Output: /.well-known/mercure
+}
+
+// ExampleHub_Publish publishes from application code, right where the
+// state changes, and shows a subscriber receiving the update.
+func ExampleHub_Publish() {
+	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+	defer hub.Shutdown(context.Background())
+
+	// A subscriber listens to every book through a URL pattern.
+	res, err := http.Get(srv.URL + "/.well-known/mercure?match_urlpattern=" + url.QueryEscape("/books/:id"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer res.Body.Close()
+
+	id, err := hub.Publish(context.Background(), mercure.Update{
+		Topics: []string{"https://example.com/books/1"},
+		Data:   `{"status":"checked out"}`,
+		ID:     "urn:uuid:7b0bd6b8-2c55-4d7a-8f6c-1a1d8e5f3c21",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("published", id)
+
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && sc.Text() != "" {
+		fmt.Println(sc.Text())
+	}
+	// Output:
+	// published urn:uuid:7b0bd6b8-2c55-4d7a-8f6c-1a1d8e5f3c21
+	// id: urn:uuid:7b0bd6b8-2c55-4d7a-8f6c-1a1d8e5f3c21
+	// data: {"status":"checked out"}
+}
+
+// ExampleHub_Publish_errors shows that invalid updates are refused with
+// errors that can be inspected.
+func ExampleHub_Publish_errors() {
+	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+
+	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"/.well-known/mercure/subscriptions/x"}})
+	fmt.Println(errors.Is(err, mercure.ErrReservedTopic))
+	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/a"}, Type: "mercure"})
+	fmt.Println(errors.Is(err, mercure.ErrInvalidType))
+	// Output:
+	// true
+	// true
+}
+
+// ExampleHub_Shutdown stops a server that serves a hub: the hub first, so
+// that its streams end, then the server.
+func ExampleHub_Shutdown() {
+	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{Addr: "localhost:0", Handler: hub}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hub.Shutdown(ctx); err != nil {
+		log.Print(err)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Print(err)
+	}
+	_, err = hub.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/a"}})
+	fmt.Println(strings.TrimPrefix(err.Error(), "mercure: "))
+	// Output: hub is shut down
+}

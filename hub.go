@@ -109,7 +109,7 @@ func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 // that a request whose path is empty is taken as already stripped of the
 // hub path (as [http.StripPrefix] leaves it).
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != h.path && r.URL.Path != "" {
+	if r.URL.Path != h.cfg.url.Path && r.URL.Path != "" {
 		http.NotFound(w, r)
 		return
 	}

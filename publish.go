@@ -166,10 +166,13 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := h.publish(r.Context(), u)
-	if err != nil {
-		status := http.StatusServiceUnavailable
+	switch {
+	case errors.Is(err, ErrHubClosed):
+		writeProblem(w, http.StatusServiceUnavailable, "the hub is shutting down")
+		return
+	case err != nil:
 		h.log.Error("mercure: publish failed", "error", err)
-		writeProblem(w, status, "the update could not be stored")
+		writeProblem(w, http.StatusServiceUnavailable, "the update could not be stored")
 		return
 	}
 	// PUB-14: exactly 200, text/plain, the id as the whole body.

@@ -32,42 +32,50 @@ var indexHTML string
 var page = template.Must(template.New("index").Parse(indexHTML))
 
 func main() {
-	if err := run(); err != nil {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(os.Args[1:], log); err != nil {
 		fmt.Fprintln(os.Stderr, "standalone:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	var (
-		addr            = flag.String("addr", "localhost:3000", "listen address (plain HTTP)")
-		hubURL          = flag.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
-		history         = flag.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
-		insecurePublish = flag.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
-		debug           = flag.Bool("debug", false, "log at debug level")
-		// Flags of the launch contract whose features later versions bring.
-		issuer         = flag.String("issuer", "", "trusted token issuer (iss)")
-		publisherJWKS  = flag.String("publisher-jwks", "", "JWK Set file verifying publisher tokens")
-		subscriberJWKS = flag.String("subscriber-jwks", "", "JWK Set file verifying subscriber tokens")
-		anonymous      = flag.Bool("anonymous", false, "accept subscribers without a token")
-		subscriptions  = flag.Bool("subscriptions", false, "enable active subscriptions")
-		corsOrigins    = flag.String("cors-origins", "", "comma-separated browser origins allowed to subscribe")
-		cookie         = flag.String("cookie", "", "name of the cookie carrying the access token")
-	)
-	flag.Parse()
+// server is the configured hub and the handler serving it and the page.
+type server struct {
+	addr    string
+	hub     *mercure.Hub
+	handler http.Handler
+}
 
-	level := slog.LevelInfo
-	if *debug {
-		level = slog.LevelDebug
+// configure parses the flags of the launch contract into a server.
+func configure(args []string, log *slog.Logger) (*server, error) {
+	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
+	var (
+		addr            = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
+		hubURL          = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
+		history         = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
+		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
+		// Flags of the launch contract whose features later versions bring.
+		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
+		publisherJWKS  = fs.String("publisher-jwks", "", "JWK Set file verifying publisher tokens")
+		subscriberJWKS = fs.String("subscriber-jwks", "", "JWK Set file verifying subscriber tokens")
+		anonymous      = fs.Bool("anonymous", false, "accept subscribers without a token")
+		subscriptions  = fs.Bool("subscriptions", false, "enable active subscriptions")
+		corsOrigins    = fs.String("cors-origins", "", "comma-separated browser origins allowed to subscribe")
+		cookie         = fs.String("cookie", "", "name of the cookie carrying the access token")
+	)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	notYet := map[string]bool{
-		"issuer": *issuer != "", "publisher-jwks": *publisherJWKS != "", "subscriber-jwks": *subscriberJWKS != "",
-		"anonymous": *anonymous, "subscriptions": *subscriptions, "cors-origins": *corsOrigins != "", "cookie": *cookie != "",
+	notYet := []struct {
+		name string
+		set  bool
+	}{
+		{"issuer", *issuer != ""}, {"publisher-jwks", *publisherJWKS != ""}, {"subscriber-jwks", *subscriberJWKS != ""},
+		{"anonymous", *anonymous}, {"subscriptions", *subscriptions}, {"cors-origins", *corsOrigins != ""}, {"cookie", *cookie != ""},
 	}
-	for name, set := range notYet {
-		if set {
-			log.Warn("flag accepted but not in effect yet: this version of the hub does not implement it", "flag", "-"+name)
+	for _, f := range notYet {
+		if f.set {
+			log.Warn("flag accepted but not in effect yet: this version of the hub does not implement it", "flag", "-"+f.name)
 		}
 	}
 	if *hubURL == "" {
@@ -84,22 +92,28 @@ func run() error {
 	}
 	hub, err := mercure.New(opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	mux := http.NewServeMux()
 	mux.Handle(hub.Path(), hub)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = page.Execute(w, struct{ HubPath string }{hub.Path()})
 	})
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return &server{addr: *addr, hub: hub, handler: mux}, nil
+}
 
+func run(args []string, log *slog.Logger) error {
+	s, err := configure(args, log)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: s.addr, Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("hub listening", "addr", *addr, "hub_url", hub.URL())
+	log.Info("hub listening", "addr", s.addr, "hub_url", s.hub.URL())
 	select {
 	case err := <-errc:
 		return err
@@ -108,7 +122,7 @@ func run() error {
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = hub.Shutdown(sctx) // streams first: the server would wait for them
+	_ = s.hub.Shutdown(sctx) // streams first: the server would wait for them
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

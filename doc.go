@@ -39,6 +39,9 @@
 // and topics resolved against the hub URL; the matcher "*" selects every
 // topic. Canonicalize topics (Unicode NFC, lowercase host, one
 // percent-encoding) on both sides: look-alike strings are different topics.
+// A topic is an identifier, not a link: clients must check its scheme
+// against an allowlist before dereferencing it, since a pattern such as
+// *://* also matches javascript: and data: topics (MAT-10).
 //
 // # History and reconnection
 //

@@ -264,3 +264,16 @@ func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
 		t.Fatalf("cursor %q, replayed %v; want x then b", cursor, got)
 	}
 }
+
+// REC-5: replayed events pass the same authorization filter as live ones;
+// an anonymous stream never gets a private event from history.
+func TestREC5_ReplayIsReauthorized(t *testing.T) {
+	th := newTestHub(t)
+	topic := url.QueryEscape(bookTopic)
+	th.mustPost("topic=" + topic + "&id=secret&private=on")
+	th.mustPost("topic=" + topic + "&id=public")
+	s := th.subscribe("match="+topic, "Last-Event-ID", "earliest")
+	if got := s.next(t).ID; got != "public" {
+		t.Fatalf("first replayed event %q, want public (the private one must be skipped)", got)
+	}
+}

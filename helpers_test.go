@@ -221,15 +221,5 @@ func (s *subscription) next(t testing.TB) sseEvent {
 	return sseEvent{}
 }
 
-// expectNone fails the test if an event arrives within d.
-func (s *subscription) expectNone(t testing.TB, d time.Duration) {
-	t.Helper()
-	select {
-	case ev := <-s.events:
-		t.Fatalf("unexpected event %+v", ev)
-	case <-time.After(d):
-	}
-}
-
 // header returns a response header of the stream.
 func (s *subscription) header(name string) string { return s.res.Header.Get(name) }

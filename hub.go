@@ -164,10 +164,10 @@ func (h *Hub) dispatch(e *Event) {
 		e.encoded = encodeEvent(e)
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.current = e
 	h.index.Match(e.Topics, h.deliver)
 	h.current = nil
-	h.mu.Unlock()
 	h.lastEventID.Store(&e.ID)
 }
 

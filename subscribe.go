@@ -316,7 +316,14 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 	h.active.Add(1)
 	h.life.Unlock()
 
+	h.register(s)
+	return 0, ""
+}
+
+// register adds s's matchers to the index.
+func (h *Hub) register(s *stream) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for i := range s.matchers {
 		m := &s.matchers[i]
 		e := h.index.Add(m.kind, m.value, m.pattern, s)
@@ -325,17 +332,20 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 		}
 		s.entries = append(s.entries, e)
 	}
-	h.mu.Unlock()
-	return 0, ""
+}
+
+// unregister removes s's matchers from the index.
+func (h *Hub) unregister(s *stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range s.entries {
+		h.index.Remove(e)
+	}
 }
 
 // close unregisters s once its handler is done.
 func (h *Hub) close(s *stream) {
-	h.mu.Lock()
-	for _, e := range s.entries {
-		h.index.Remove(e)
-	}
-	h.mu.Unlock()
+	h.unregister(s)
 	s.mu.Lock()
 	s.finished = true
 	s.queue = nil

@@ -274,6 +274,79 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
+func TestReservedFilter(t *testing.T) {
+	for _, hub := range filterHubs {
+		r := mustNew(t, hub)
+		for _, topic := range filterSeeds {
+			if got, want := r.Reserved(topic), r.reservedSlow(topic); got != want {
+				t.Errorf("hub %q: Reserved(%q) = %v, reservedSlow = %v", hub, topic, got, want)
+			}
+		}
+		for _, tc := range reservedCases {
+			if got, want := r.Reserved(tc.topic), r.reservedSlow(tc.topic); got != want {
+				t.Errorf("hub %q: Reserved(%q) = %v, reservedSlow = %v", hub, tc.topic, got, want)
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		hub, token  string
+		dirHasToken bool
+	}{
+		{defaultHub, "mercure", false},
+		{"https://example.com/app/hub", "hub", false},
+		{"https://example.com/app/hub/", "hub", true},
+		{"https://example.com/mercure/mercure", "mercure", true},
+		{"https://example.com/%6Dercure/mercure", "mercure", true},
+		{"https://example.com/%61pp/./h%75b", "hub", false},
+		{"https://example.com/hub@1", "", false},
+		{"https://example.com/hub%2F", "", false},
+		{"https://example.com/hub//", "", false},
+	} {
+		f := mustNew(t, tc.hub).filter
+		if f.token != tc.token || f.dirHasToken != tc.dirHasToken {
+			t.Errorf("hub %q: token %q, dirHasToken %v; want %q, %v", tc.hub, f.token, f.dirHasToken, tc.token, tc.dirHasToken)
+		}
+	}
+
+	// The filter answers for these topics without parsing.
+	r := mustNew(t, defaultHub)
+	for _, topic := range []string{
+		"https://example.com/books/1", "books/1", "/books/1", "urn:uuid:1", "https:books/1", "//h/x",
+		"mercur", "%6Dercur", "%6Dercur%2565", "https://example.com/merc\x01ure",
+	} {
+		if r.filter.mayBeReserved(topic) {
+			t.Errorf("mayBeReserved(%q) = true", topic)
+		}
+	}
+	for _, topic := range []string{
+		"", " ", "?x", "#", "https:", "HTTPS:?x", "ht\ttps:#", "mercure", "%6Dercure", "merc\tu%72e",
+		"/.well-known/mercure", "x/mercure-books",
+	} {
+		if !r.filter.mayBeReserved(topic) {
+			t.Errorf("mayBeReserved(%q) = false", topic)
+		}
+	}
+	// With the token in the hub URL's directory, relative references are
+	// parsed, while absolute ones are not.
+	r = mustNew(t, "https://example.com/hub/")
+	if !r.filter.mayBeReserved("x") || !r.filter.mayBeReserved("https:x") || r.filter.mayBeReserved("/x") || r.filter.mayBeReserved("http:x") {
+		t.Error("filter with the token in the hub URL's directory")
+	}
+	if !r.Reserved("x") {
+		t.Error(`hub "https://example.com/hub/": Reserved("x") = false`)
+	}
+}
+
+func TestReservedFilterNoAlloc(t *testing.T) {
+	r := mustNew(t, defaultHub)
+	for _, topic := range []string{"https://example.com/books/1", "books/1", "/a%20b/%6Dercur\tx", "urn:uuid:1"} {
+		if n := testing.AllocsPerRun(100, func() { r.Reserved(topic) }); n != 0 {
+			t.Errorf("Reserved(%q) allocates %v times", topic, n)
+		}
+	}
+}
+
 func BenchmarkReserved(b *testing.B) {
 	r := mustNew(b, defaultHub)
 	for _, bc := range []struct{ name, topic string }{

@@ -81,6 +81,7 @@ type stream struct {
 	entries   []*index.Entry[*stream]
 	client    string // connection-limit key
 	rc        *http.ResponseController
+	deadline  time.Time // the write deadline set last, by the writer
 
 	// lastSeq is the last event offered to this stream; dispatch alone
 	// touches it, under hub.mu (SUB-13: at most once per stream).
@@ -196,17 +197,18 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
-	var minSeq uint64
-	var replay func() error
+	var (
+		replayed []*Event
+		minSeq   uint64 // queued events up to here were replayed
+	)
 	if req.hasCursor {
 		// The stream is registered: live events queue up while history is
 		// read, and replayed ones are dropped from the queue by sequence,
 		// so the seam has neither gap nor duplicate (REC-4).
-		var events []*Event
 		cursor, err := h.store.Replay(r.Context(), req.cursor, func(e *Event) bool {
 			minSeq = max(minSeq, e.Seq)
 			if s.matches(e) {
-				events = append(events, e)
+				replayed = append(replayed, e)
 			}
 			return true
 		})
@@ -215,19 +217,11 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
 			return
 		}
-		hdr.Set("Mercure-Last-Event-ID", cursor) // REC-9
-		replay = func() error {
-			for _, e := range events {
-				if err := s.write(w, e.encoded); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+		hdr.Set("Mercure-Last-Event-ID", cursor) // REC-9: before the first byte
 	}
 	w.WriteHeader(http.StatusOK)
-	if replay != nil {
-		if err := replay(); err != nil {
+	for _, e := range replayed {
+		if err := s.write(w, e.encoded); err != nil {
 			return
 		}
 	}
@@ -244,8 +238,11 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 // the hub shuts down.
 func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	h := s.hub
+	// The keep-alive timer is not reset on every write: when it fires
+	// early it is re-armed for the rest of the idle interval.
 	keepAlive := time.NewTimer(h.cfg.keepAlive)
 	defer keepAlive.Stop()
+	lastWrite := time.Now()
 	var spare []*Event
 	for {
 		select {
@@ -266,9 +263,14 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 				continue
 			}
 		case <-keepAlive.C:
+			if idle := time.Since(lastWrite); idle < h.cfg.keepAlive {
+				keepAlive.Reset(h.cfg.keepAlive - idle)
+				continue
+			}
 			if err := s.write(w, keepAliveComment); err != nil {
 				return
 			}
+			keepAlive.Reset(h.cfg.keepAlive)
 		case <-s.kicked:
 			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
 			return
@@ -280,13 +282,22 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 		if err := s.flush(); err != nil {
 			return
 		}
-		keepAlive.Reset(h.cfg.keepAlive)
+		lastWrite = time.Now()
 	}
 }
 
+// write writes b under a write deadline, so that a peer that stopped
+// reading cannot hold the stream's goroutine forever. Moving a deadline
+// costs a timer update, so it is extended only once half of the write
+// timeout has elapsed: a write may then fail after between half and all
+// of the timeout.
 func (s *stream) write(w http.ResponseWriter, b []byte) error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(s.hub.cfg.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+	now := time.Now()
+	if timeout := s.hub.cfg.writeTimeout; s.deadline.Sub(now) < timeout/2 {
+		s.deadline = now.Add(timeout)
+		if err := s.rc.SetWriteDeadline(s.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
 	}
 	_, err := w.Write(b)
 	return err

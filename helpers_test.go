@@ -29,14 +29,25 @@ type testHub struct {
 // without tokens, which this issue does not validate yet) plus opts.
 func newTestHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	opts = append([]mercure.Option{mercure.WithURL(testHubURL), mercure.WithInsecurePublishing()}, opts...)
+	return startHub(t, nil, append([]mercure.Option{mercure.WithURL(testHubURL), mercure.WithInsecurePublishing()}, opts...)...)
+}
+
+// startHub builds a hub from opts, mounts it at its path and serves it;
+// setup, when not nil, adjusts the server before it starts. The hub and
+// the server stop when the test ends.
+func startHub(t testing.TB, setup func(*http.Server), opts ...mercure.Option) *testHub {
+	t.Helper()
 	h, err := mercure.New(opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(h.Path(), h)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	if setup != nil {
+		setup(srv.Config)
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -20,7 +20,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -197,22 +196,7 @@ func pubFieldLines(ev sseEvent, name string) []string {
 // publishing needs a token there (AUTH-1).
 func newPubSecureHub(t testing.TB) *testHub {
 	t.Helper()
-	h, err := mercure.New(mercure.WithURL(testHubURL))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(h.Path(), h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		srv.Close()
-	})
-	return &testHub{Hub: h, srv: srv, t: t}
+	return startHub(t, nil, mercure.WithURL(testHubURL))
 }
 
 // ---------------------------------------------------------------------

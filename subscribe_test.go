@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -812,24 +811,8 @@ func TestSUB17_KeepAliveComment(t *testing.T) {
 }
 
 func TestSUB17_ServerWriteTimeoutDoesNotCutStreams(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(h.Path(), h)
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.WriteTimeout = 200 * time.Millisecond
-	srv.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		srv.Close()
-	})
-	th := &testHub{Hub: h, srv: srv, t: t}
+	th := startHub(t, func(srv *http.Server) { srv.WriteTimeout = 200 * time.Millisecond },
+		mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
 
 	s := th.subscribe("match=urn%3Aw")
 	time.Sleep(600 * time.Millisecond) // three times the server's WriteTimeout

@@ -108,6 +108,7 @@ type subscription struct {
 	events   chan sseEvent
 	comments chan string
 	done     chan struct{} // closed when the stream ends
+	err      error         // why the stream ended (nil: a clean end), once done is closed
 	cancel   context.CancelFunc
 }
 
@@ -205,6 +206,7 @@ func (s *subscription) read() {
 			ev.HasData = true
 		}
 	}
+	s.err = sc.Err()
 }
 
 func (s *subscription) close() {

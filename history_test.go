@@ -3,6 +3,7 @@ package mercure_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -225,28 +226,64 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 	wg.Wait()
 }
 
-func TestMemoryStore_ReplayChunksAndWrap(t *testing.T) {
+// replayIDs returns the cursor and the ids of the events Replay yields.
+func replayIDs(t *testing.T, s mercure.Store, lastEventID string) (string, []string) {
+	t.Helper()
+	cursor, events, err := s.Replay(context.Background(), lastEventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for e, err := range events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	return cursor, ids
+}
+
+func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
 	s := mercure.NewMemoryStore(600)
 	for i := range 1000 {
 		if err := s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var got []string
-	cursor, err := s.Replay(context.Background(), "450", func(e *mercure.Event) bool {
-		got = append(got, e.ID)
-		return true
-	})
-	if err != nil || cursor != "450" {
-		t.Fatalf("cursor %q, err %v", cursor, err)
+	cursor, got := replayIDs(t, s, "450")
+	if cursor != "450" || len(got) != 549 || got[0] != "451" || got[548] != "999" {
+		t.Fatalf("cursor %q, replayed %d events from %v to %v", cursor, len(got), got[0], got[len(got)-1])
 	}
-	if len(got) != 549 || got[0] != "451" || got[548] != "999" {
-		t.Fatalf("replayed %d events from %v to %v", len(got), got[0], got[len(got)-1])
+	if cursor, got := replayIDs(t, s, "100"); cursor != mercure.Earliest || len(got) != 600 || got[0] != "400" {
+		t.Fatalf("dropped cursor: %q, %d events from %v", cursor, len(got), got[0])
 	}
-	n := 0
-	_, _ = s.Replay(context.Background(), mercure.Earliest, func(*mercure.Event) bool { n++; return n < 10 })
-	if n != 10 {
-		t.Fatalf("replay did not stop when fn returned false: %d calls", n)
+}
+
+// Appends during a replay, evicting what the replay has not reached yet,
+// must not open a gap in it (REC-4).
+func TestMemoryStore_ReplayHasNoGapUnderEviction(t *testing.T) {
+	s := mercure.NewMemoryStore(300)
+	ctx := context.Background()
+	for i := range 300 {
+		_ = s.Append(ctx, &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}})
+	}
+	_, events, err := s.Replay(ctx, mercure.Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev uint64
+	for e := range events {
+		if prev == 0 {
+			for i := range 600 { // evicts every event the replay has still to yield
+				_ = s.Append(ctx, &mercure.Event{Update: mercure.Update{ID: fmt.Sprint("late", i)}})
+			}
+		} else if e.Seq != prev+1 {
+			t.Fatalf("gap in replay: %d then %d", prev, e.Seq)
+		}
+		prev = e.Seq
+	}
+	if prev != 300 {
+		t.Fatalf("replay ended at %d, want 300", prev)
 	}
 }
 
@@ -255,25 +292,34 @@ func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
 	for _, id := range []string{"x", "a", "x", "b"} { // the first x is evicted
 		_ = s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: id}})
 	}
-	var got []string
-	cursor, _ := s.Replay(context.Background(), "x", func(e *mercure.Event) bool {
-		got = append(got, e.ID)
-		return true
-	})
-	if cursor != "x" || strings.Join(got, " ") != "b" {
+	if cursor, got := replayIDs(t, s, "x"); cursor != "x" || strings.Join(got, " ") != "b" {
 		t.Fatalf("cursor %q, replayed %v; want x then b", cursor, got)
 	}
 }
 
-// REC-5: replayed events pass the same authorization filter as live ones;
-// an anonymous stream never gets a private event from history.
-func TestREC5_ReplayIsReauthorized(t *testing.T) {
-	th := newTestHub(t)
-	topic := url.QueryEscape(bookTopic)
-	th.mustPost("topic=" + topic + "&id=secret&private=on")
-	th.mustPost("topic=" + topic + "&id=public")
-	s := th.subscribe("match="+topic, "Last-Event-ID", "earliest")
-	if got := s.next(t).ID; got != "public" {
-		t.Fatalf("first replayed event %q, want public (the private one must be skipped)", got)
+// copyingStore hands out fresh copies of its events, as a store that
+// decodes them from a database or the network does.
+type copyingStore struct{ *mercure.MemoryStore }
+
+func (c copyingStore) Replay(ctx context.Context, id string) (string, iter.Seq2[*mercure.Event, error], error) {
+	cursor, events, err := c.MemoryStore.Replay(ctx, id)
+	return cursor, func(yield func(*mercure.Event, error) bool) {
+		for e, err := range events {
+			if !yield(&mercure.Event{Update: e.Update, Seq: e.Seq, Time: e.Time}, err) {
+				return
+			}
+		}
+	}, err
+}
+
+func TestREC4_ReplayFromAnotherStore(t *testing.T) {
+	th := newTestHub(t, mercure.WithStore(copyingStore{mercure.NewMemoryStore(100)}))
+	th.mustPost("topic=x&data=hello")
+	s := th.subscribe("match=x&last_event_id=earliest")
+	th.mustPost("topic=x&data=live")
+	for _, want := range []string{"hello", "live"} {
+		if ev := s.next(t); ev.Data != want {
+			t.Fatalf("got %q, want %q", ev.Data, want)
+		}
 	}
 }

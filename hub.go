@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -40,7 +41,8 @@ type Hub struct {
 	// life guards closed, streams and the stream WaitGroup.
 	life    sync.Mutex
 	closed  bool
-	done    chan struct{} // closed when Shutdown starts
+	ctx     context.Context // canceled when Shutdown starts
+	stop    context.CancelFunc
 	streams map[*stream]struct{}
 	active  sync.WaitGroup
 	conns   connCounter
@@ -79,10 +81,10 @@ func New(opts ...Option) (*Hub, error) {
 		resolver: resolver,
 		store:    cfg.store,
 		index:    index.New[*stream](resolver),
-		done:     make(chan struct{}),
 		streams:  make(map[*stream]struct{}),
 		conns:    connCounter{perClient: make(map[string]int)},
 	}
+	h.ctx, h.stop = context.WithCancel(context.Background())
 	h.deliver = h.deliverCurrent
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
@@ -160,9 +162,7 @@ func (h *Hub) SubscribeHandler() http.Handler {
 // dispatch is the store's listener: it hands e to every matching stream.
 // The store calls it for one event at a time, in sequence order.
 func (h *Hub) dispatch(e *Event) {
-	if e.encoded == nil {
-		e.encoded = encodeEvent(e)
-	}
+	e.encoded() // before taking the lock, for events from other instances
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.current = e
@@ -188,20 +188,23 @@ func (h *Hub) deliverCurrent(s *stream) {
 	}
 }
 
+// shutdownGrace is how long Shutdown lets streams end on their own before
+// it cuts the writes of those stuck on peers that stopped reading.
+const shutdownGrace = time.Second
+
 // Shutdown stops the hub: it refuses new streams and publications, ends
-// every open stream, stops listening to the store, and returns once all the
-// goroutines serving the hub's streams have returned, or when ctx is done.
-// Call it before [http.Server.Shutdown], which does not wait for streams to
-// end (or register it with [http.Server.RegisterOnShutdown]).
+// every open stream (each ends its response properly, so clients see a
+// clean end of stream and reconnect), stops listening to the store, and
+// returns once all the goroutines serving the hub's streams have returned.
+// When ctx ends first, it cuts the remaining streams' connections and
+// returns ctx's error. Call it before [http.Server.Shutdown], which does
+// not wait for streams to end.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.life.Lock()
 	if !h.closed {
 		h.closed = true
-		close(h.done)
+		h.stop()
 		h.unlisten()
-		for s := range h.streams {
-			s.abortWrite()
-		}
 	}
 	h.life.Unlock()
 	finished := make(chan struct{})
@@ -209,11 +212,33 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		h.active.Wait()
 		close(finished)
 	}()
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+		return nil
+	case <-grace.C:
+		h.abortStreams()
+	case <-ctx.Done():
+		h.abortStreams()
+		return ctx.Err()
+	}
 	select {
 	case <-finished:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// abortStreams makes every write still blocked on a peer fail now.
+func (h *Hub) abortStreams() {
+	h.life.Lock()
+	defer h.life.Unlock()
+	for s := range h.streams {
+		s.mu.Lock()
+		s.abortLocked()
+		s.mu.Unlock()
 	}
 }
 

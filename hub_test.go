@@ -228,6 +228,9 @@ func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a stream is still open after Shutdown")
 		}
+		if s.err != nil {
+			t.Fatalf("stream cut instead of ended cleanly: %v", s.err)
+		}
 	}
 	if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}}); !errors.Is(err, mercure.ErrHubClosed) {
 		t.Fatalf("Publish after Shutdown: %v", err)
@@ -283,4 +286,36 @@ func mustRequest(t testing.TB, method, u, body string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// A stream whose writer is stuck on a peer that stopped reading does not
+// hold Shutdown: after a grace period its write is cut.
+func TestShutdown_CutsStuckWriters(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithWriteTimeout(time.Hour),
+		mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueBytes: 1 << 30}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s?match=x HTTP/1.1\r\nHost: example.com\r\n\r\n", h.Path())
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("subscribe: %q %v", line, err)
+	}
+	data := strings.Repeat("y", 1<<20)
+	for range 64 { // far more than the socket buffers hold
+		if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/form"
-	"github.com/mercurekit/mercure/internal/sse"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
@@ -56,6 +55,12 @@ type Update struct {
 // it and dispatches it to the matching subscribers. It returns the update's
 // id. It needs no token: application code is trusted (PUB-18).
 func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
+	// Own the caller's slices and pointers before checking them: the
+	// caller may change them while the update is validated or retained.
+	u.Topics = slices.Clone(u.Topics)
+	if u.Retry != nil {
+		u.Retry = new(*u.Retry)
+	}
 	if err := h.validate(&u); err != nil {
 		return "", err
 	}
@@ -102,32 +107,15 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	if u.ID == "" {
 		u.ID = "urn:uuid:" + uuid.NewString() // random, not time-ordered (REC-12)
 	}
-	u.Topics = slices.Clone(u.Topics) // the caller may reuse its slice
 	e := &Event{Update: u, Time: time.Now()}
-	e.encoded = encodeEvent(e)
+	e.encoded() // once, here, rather than under the store's lock
 	if err := h.store.Append(ctx, e); err != nil {
 		return "", fmt.Errorf("mercure: storing update: %w", err)
 	}
 	return u.ID, nil
 }
 
-func encodeEvent(e *Event) []byte {
-	retry := int64(-1)
-	if e.Retry != nil {
-		retry = e.Retry.Milliseconds()
-	}
-	buf := make([]byte, 0, sse.EncodedLen(e.ID, e.Type, retry, e.Data))
-	return sse.AppendEvent(buf, e.ID, e.Type, retry, e.Data)
-}
-
-func (h *Hub) isClosed() bool {
-	select {
-	case <-h.done:
-		return true
-	default:
-		return false
-	}
-}
+func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
 
 // errTooLarge marks a request over a size limit (413, PUB-16).
 var errTooLarge = errors.New("request too large")

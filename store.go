@@ -2,8 +2,12 @@ package mercure
 
 import (
 	"context"
+	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/sse"
 )
 
 // Earliest is the cursor that names the start of the retained history
@@ -12,20 +16,38 @@ const Earliest = "earliest"
 
 // Event is an update as the hub records and delivers it: the update with
 // its final id, its position in the hub-wide sequence and its publication
-// time. Events are immutable once appended.
+// time. Events are immutable once appended; several hubs may share one.
 type Event struct {
 	Update
 	// Seq is the event's position in the hub-wide sequence, set by
-	// [Store.Append]: strictly increasing in the order listeners see
-	// events, and never 0.
+	// [Store.Append]. It is one total order shared by every hub using the
+	// store, the same in Replay and Listen, strictly increasing in the
+	// order listeners see events, and never 0: a new stream drops the live
+	// events whose Seq its replay already covered.
 	Seq uint64
 	// Time is when the hub accepted the update.
 	Time time.Time
 
-	// encoded caches the SSE bytes; the publishing hub sets it before
-	// Append, a hub receiving the event from another instance on first
-	// delivery.
-	encoded []byte
+	// sse caches the event's SSE encoding, shared by every subscriber. The
+	// publishing hub sets it before Append; a hub receiving the event from
+	// another instance computes it on first use.
+	sse atomic.Pointer[[]byte]
+}
+
+// encoded returns the event's SSE bytes, encoding them on first use.
+// Concurrent first uses may both encode; either result is kept.
+func (e *Event) encoded() []byte {
+	if b := e.sse.Load(); b != nil {
+		return *b
+	}
+	retry := int64(-1)
+	if e.Retry != nil {
+		retry = e.Retry.Milliseconds()
+	}
+	b := make([]byte, 0, sse.EncodedLen(e.ID, e.Type, retry, e.Data))
+	b = sse.AppendEvent(b, e.ID, e.Type, retry, e.Data)
+	e.sse.Store(&b)
+	return b
 }
 
 // A Store keeps the history of updates and feeds every update, from any
@@ -36,22 +58,27 @@ type Event struct {
 // Implementations must be safe for concurrent use.
 type Store interface {
 	// Append sets e.Seq, records e in the history and delivers it to
-	// every listener of every hub sharing the store. When Append returns
-	// nil, e is recorded: an accepted update is never lost.
+	// every listener of every hub sharing the store (a store shared over
+	// the network may deliver it after Append returns). When Append
+	// returns nil, e is recorded: an accepted update is never lost.
 	Append(ctx context.Context, e *Event) error
 
-	// Replay calls fn, in sequence order, with each retained event that
-	// follows the cursor lastEventID, until fn returns false. The cursor
-	// resolves to the oldest retained event with that id (REC-7); when it
-	// is [Earliest], unknown or no longer retained, every retained event
-	// is replayed. Replay returns the id of the event just before the
-	// first one it replays, or [Earliest] when there is none: the value
-	// of the Mercure-Last-Event-ID header (REC-9).
-	Replay(ctx context.Context, lastEventID string, fn func(*Event) bool) (cursor string, err error)
+	// Replay resolves the cursor lastEventID and returns the retained
+	// events that follow it, in sequence order. The cursor resolves to
+	// the oldest retained event with that id (REC-7); when it is
+	// [Earliest], unknown or no longer retained, events holds every
+	// retained event. cursor is the id of the event just before the
+	// first one in events, or [Earliest] when there is none: the value of
+	// the Mercure-Last-Event-ID header (REC-9), known before the first
+	// event is read. events must not skip a retained event between two it
+	// yields; it may end with an error.
+	Replay(ctx context.Context, lastEventID string) (cursor string, events iter.Seq2[*Event, error], err error)
 
 	// Listen calls fn with every event appended from now on, by any hub
 	// sharing the store, one at a time and in Seq order, until cancel is
-	// called. fn does not block.
+	// called. fn does not block. A store that loses its connection
+	// resumes after the last event it delivered, so listeners never see a
+	// gap or a repeat.
 	Listen(fn func(*Event)) (cancel func())
 }
 
@@ -140,56 +167,26 @@ func (s *MemoryStore) evictOldest() {
 
 func (s *MemoryStore) at(i int) *Event { return s.ring[(s.start+i)%len(s.ring)] }
 
-// replayChunk bounds how many events Replay copies per lock hold, so a long
-// replay never stalls publishers.
-const replayChunk = 256
-
-// Replay implements [Store].
-func (s *MemoryStore) Replay(ctx context.Context, lastEventID string, fn func(*Event) bool) (string, error) {
-	var chunk [replayChunk]*Event
+// Replay implements [Store]. It copies the retained events' pointers
+// under the lock, so that evictions during a long replay cannot open a gap.
+func (s *MemoryStore) Replay(_ context.Context, lastEventID string) (string, iter.Seq2[*Event, error], error) {
 	s.mu.RLock()
-	cursor, next := Earliest, uint64(0)
+	cursor, from := Earliest, 0
 	if ref, ok := s.ids[lastEventID]; ok && lastEventID != Earliest {
-		cursor, next = lastEventID, ref.seq+1
+		cursor, from = lastEventID, int(ref.seq-s.at(0).Seq)+1
 	}
-	for {
-		if s.n == 0 {
-			s.mu.RUnlock()
-			return cursor, nil
-		}
-		first := s.at(0).Seq
-		i := 0
-		if next > first {
-			i = int(next - first)
-		}
-		m := copy(chunk[:], s.window(i))
-		s.mu.RUnlock()
-		if m == 0 {
-			return cursor, nil
-		}
-		for _, e := range chunk[:m] {
-			if !fn(e) {
-				return cursor, nil
+	events := make([]*Event, 0, s.n-from)
+	for i := from; i < s.n; i++ {
+		events = append(events, s.at(i))
+	}
+	s.mu.RUnlock()
+	return cursor, func(yield func(*Event, error) bool) {
+		for _, e := range events {
+			if !yield(e, nil) {
+				return
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			return cursor, err
-		}
-		next = chunk[m-1].Seq + 1
-		clear(chunk[:m])
-		s.mu.RLock()
-	}
-}
-
-// window returns up to replayChunk retained events starting at position i,
-// as one contiguous piece of the ring.
-func (s *MemoryStore) window(i int) []*Event {
-	if i >= s.n {
-		return nil
-	}
-	from := (s.start + i) % len(s.ring)
-	to := min(from+(s.n-i), len(s.ring), from+replayChunk)
-	return s.ring[from:to]
+	}, nil
 }
 
 // Listen implements [Store].

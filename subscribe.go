@@ -1,6 +1,7 @@
 package mercure
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -93,6 +94,7 @@ type stream struct {
 	overflowed bool
 	ready      chan struct{} // signalled when queue becomes non-empty
 	kicked     chan struct{} // closed when the queue overflowed
+	aborted    bool          // writes are cut: the deadline stays in the past
 	finished   bool          // the handler has returned: no more aborts
 }
 
@@ -106,19 +108,16 @@ func (s *stream) enqueue(e *Event) bool {
 		s.mu.Unlock()
 		return true
 	}
-	if len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded) > lim.QueueBytes {
+	if len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded()) > lim.QueueBytes {
 		s.overflowed = true
 		s.queue, s.queueBytes = nil, 0
-		if !s.finished && s.rc != nil {
-			// Unblock a write stuck on the peer that stopped reading.
-			_ = s.rc.SetWriteDeadline(time.Now())
-		}
+		s.abortLocked() // unblock a write stuck on the peer that stopped reading
 		s.mu.Unlock()
 		close(s.kicked)
 		return false
 	}
 	s.queue = append(s.queue, e)
-	s.queueBytes += len(e.encoded)
+	s.queueBytes += len(e.encoded())
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
@@ -130,6 +129,9 @@ func (s *stream) enqueue(e *Event) bool {
 // take swaps the pending events with spare (emptied), so that the writer
 // drains everything queued in one go and the two slices are reused.
 func (s *stream) take(spare []*Event) []*Event {
+	if cap(spare) > 64 && len(spare) < cap(spare)/8 {
+		spare = nil // a burst is over: give its memory back
+	}
 	clear(spare)
 	s.mu.Lock()
 	q := s.queue
@@ -138,13 +140,13 @@ func (s *stream) take(spare []*Event) []*Event {
 	return q
 }
 
-// abortWrite makes a write blocked on a stalled peer fail now.
-func (s *stream) abortWrite() {
-	s.mu.Lock()
+// abortLocked makes the stream's current and future writes fail at once.
+// The caller holds s.mu.
+func (s *stream) abortLocked() {
+	s.aborted = true
 	if !s.finished && s.rc != nil {
 		_ = s.rc.SetWriteDeadline(time.Now())
 	}
-	s.mu.Unlock()
 }
 
 // matches reports whether one of the stream's matchers selects one of e's
@@ -197,33 +199,13 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
-	var (
-		replayed []*Event
-		minSeq   uint64 // queued events up to here were replayed
-	)
+	var minSeq uint64 // queued events up to here were replayed
 	if req.hasCursor {
-		// The stream is registered: live events queue up while history is
-		// read, and replayed ones are dropped from the queue by sequence,
-		// so the seam has neither gap nor duplicate (REC-4).
-		cursor, err := h.store.Replay(r.Context(), req.cursor, func(e *Event) bool {
-			minSeq = max(minSeq, e.Seq)
-			if s.matches(e) {
-				replayed = append(replayed, e)
-			}
-			return true
-		})
-		if err != nil {
-			h.log.Warn("mercure: reading history failed", "error", err)
-			writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
+		if minSeq, ok = h.replay(w, r, s, req.cursor); !ok {
 			return
 		}
-		hdr.Set("Mercure-Last-Event-ID", cursor) // REC-9: before the first byte
-	}
-	w.WriteHeader(http.StatusOK)
-	for _, e := range replayed {
-		if err := s.write(w, e.encoded); err != nil {
-			return
-		}
+	} else {
+		w.WriteHeader(http.StatusOK)
 	}
 	if err := s.flush(); err != nil {
 		if errors.Is(err, http.ErrNotSupported) {
@@ -232,6 +214,42 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.run(w, r, minSeq)
+}
+
+// replay sends the retained events that follow cursor (REC-4) and returns
+// the highest sequence it covered. The stream is already registered: live
+// events queue up meanwhile, and run drops those the replay covered, so the
+// seam has neither gap nor duplicate. ok is false when the stream must end.
+func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts a slow store
+	resolved, events, err := h.store.Replay(ctx, cursor)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("mercure: reading history failed", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
+		}
+		return 0, false
+	}
+	w.Header().Set("Mercure-Last-Event-ID", resolved) // REC-9: before the first byte
+	w.WriteHeader(http.StatusOK)
+	for e, err := range events {
+		if err != nil {
+			// The client resumes from the last event it received.
+			if ctx.Err() == nil {
+				h.log.Warn("mercure: reading history failed", "error", err)
+			}
+			return 0, false
+		}
+		minSeq = e.Seq
+		if s.matches(e) {
+			if err := s.write(w, e.encoded()); err != nil {
+				return 0, false
+			}
+		}
+	}
+	return minSeq, true
 }
 
 // run writes queued events until the client leaves, the stream is kicked or
@@ -253,7 +271,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 				if e.Seq <= minSeq {
 					continue // already sent by the replay
 				}
-				if err := s.write(w, e.encoded); err != nil {
+				if err := s.write(w, e.encoded()); err != nil {
 					return
 				}
 				wrote = true
@@ -276,7 +294,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			return
 		case <-r.Context().Done():
 			return
-		case <-h.done:
+		case <-h.ctx.Done():
 			return
 		}
 		if err := s.flush(); err != nil {
@@ -294,13 +312,28 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 func (s *stream) write(w http.ResponseWriter, b []byte) error {
 	now := time.Now()
 	if timeout := s.hub.cfg.writeTimeout; s.deadline.Sub(now) < timeout/2 {
-		s.deadline = now.Add(timeout)
-		if err := s.rc.SetWriteDeadline(s.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		if err := s.extendDeadline(now.Add(timeout)); err != nil {
 			return err
 		}
 	}
 	_, err := w.Write(b)
 	return err
+}
+
+// errAborted ends a stream whose writes were cut (overflow or shutdown).
+var errAborted = errors.New("stream aborted")
+
+func (s *stream) extendDeadline(d time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aborted {
+		return errAborted // keep the past deadline that aborted it
+	}
+	s.deadline = d
+	if err := s.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 func (s *stream) flush() error { return s.rc.Flush() }

@@ -199,7 +199,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
-	var minSeq uint64 // queued events up to here were replayed
+	var minSeq uint64                  // queued events up to here were replayed
 	if req.hasCursor {
 		if minSeq, ok = h.replay(w, r, s, req.cursor); !ok {
 			return

@@ -182,8 +182,12 @@ func (h *Hub) parseUpdate(body string) (Update, error) {
 	for _, p := range form.Parse(body) {
 		switch p.Name {
 		case "topic", "id", "type", "retry":
-			if len(p.Value) > lim.MaxFieldBytes {
-				return u, fmt.Errorf("%w: field %s is longer than %d bytes", errTooLarge, p.Name, lim.MaxFieldBytes)
+			max := lim.MaxFieldBytes
+			if p.Name == "topic" {
+				max = min(max, MaxTopicBytes)
+			}
+			if len(p.Value) > max {
+				return u, fmt.Errorf("%w: field %s is longer than %d bytes", errTooLarge, p.Name, max)
 			}
 		}
 		switch p.Name {

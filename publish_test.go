@@ -1031,6 +1031,16 @@ func TestPUB16_Limits(t *testing.T) {
 			pubWantNothing(t, th, "/t", s)
 		}
 	})
+
+	t.Run("topics never exceed MaxTopicBytes", func(t *testing.T) {
+		th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxFieldBytes: 8192}))
+		long := "/" + strings.Repeat("a", mercure.MaxTopicBytes)
+		pubPost(t, th, "topic="+long).wantProblem(t, http.StatusRequestEntityTooLarge)
+		pubPost(t, th, "topic=/t&id="+long).wantOK(t) // other fields follow MaxFieldBytes
+		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{long}}); !errors.Is(err, mercure.ErrInvalidTopic) {
+			t.Fatalf("Go publish of a %d-byte topic: %v", len(long), err)
+		}
+	})
 }
 
 // TestPUB_ErrorResponsesAreProblemDetails (AUTH-18): the 400, 413 and 415

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -360,14 +361,28 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 	h.active.Add(1)
 	h.life.Unlock()
 
-	h.register(s)
+	if !h.register(s) {
+		h.release(s)
+		return http.StatusTooManyRequests, "too many distinct URL patterns without a literal host"
+	}
 	return 0, ""
 }
 
-// register adds s's matchers to the index.
-func (h *Hub) register(s *stream) {
+// register adds s's matchers to the index, unless its new unanchored
+// patterns would exceed their limit.
+func (h *Hub) register(s *stream) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	added := 0
+	for i, m := range s.matchers {
+		if m.kind == index.URLPattern && m.pattern.Unanchored() && h.index.Pattern(m.value) == nil &&
+			!slices.ContainsFunc(s.matchers[:i], func(o matcher) bool { return o.value == m.value && o.kind == m.kind }) {
+			added++
+		}
+	}
+	if added > 0 && h.index.Unanchored()+added > h.cfg.limits.MaxUnanchoredPatterns {
+		return false
+	}
 	for i := range s.matchers {
 		m := &s.matchers[i]
 		e := h.index.Add(m.kind, m.value, m.pattern, s)
@@ -376,6 +391,7 @@ func (h *Hub) register(s *stream) {
 		}
 		s.entries = append(s.entries, e)
 	}
+	return true
 }
 
 // unregister removes s's matchers from the index.
@@ -394,6 +410,11 @@ func (h *Hub) close(s *stream) {
 	s.finished = true
 	s.queue = nil
 	s.mu.Unlock()
+	h.release(s)
+}
+
+// release frees the connection slot and lifetime accounting of s.
+func (h *Hub) release(s *stream) {
 	h.life.Lock()
 	delete(h.streams, s)
 	h.conns.total--

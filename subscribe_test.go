@@ -1240,3 +1240,32 @@ func subChurn(th *testHub, g, rounds int) error {
 	}
 	return nil
 }
+
+// SEC-6, SEC-7: patterns without a literal scheme and host are evaluated
+// for every update topic, so their distinct number is capped (429); shared
+// and anchored patterns do not count.
+func TestSEC6_UnanchoredPatternLimit(t *testing.T) {
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxUnanchoredPatterns: 2}))
+	q := func(patterns ...string) string {
+		v := url.Values{"match_urlpattern": patterns}
+		return v.Encode()
+	}
+	first := th.subscribe(q("*://*/a/:id", "https://*.example.com/:id", "*://*/a/:id"))
+	th.subscribe(q("*://*/a/:id", "https://example.com/books/:id", "/books/:id")) // shared or anchored
+	if s, res := th.trySubscribe(http.MethodGet, q("*://*/c/:id"), ""); s != nil || res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third distinct unanchored pattern: status %d, want 429", res.StatusCode)
+	}
+	first.close()
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the first stream's own pattern is released once it ends
+		s, res := th.trySubscribe(http.MethodGet, q("*://*/c/:id"), "")
+		if s != nil {
+			break
+		}
+		res.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("pattern slot not released: status %d", res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

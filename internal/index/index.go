@@ -35,6 +35,9 @@ type Index[T any] struct {
 	patterns map[string]*patternSubs[T] // interned by raw pattern
 	trie     node[T]
 	npattern int
+	// unanchored counts the patterns with no literal scheme and host: they
+	// sit near the trie's root and are evaluated for every topic.
+	unanchored int
 }
 
 // Entry is one registered subscription; keep it to remove the subscription.
@@ -79,6 +82,10 @@ func (ix *Index[T]) Pattern(raw string) *Pattern {
 	return nil
 }
 
+// Unanchored returns the number of distinct unanchored patterns
+// registered (see [Pattern.Unanchored]).
+func (ix *Index[T]) Unanchored() int { return ix.unanchored }
+
 // Add registers v under one matcher. For URLPattern, pat is the compiled
 // value (from [Compile] or [Index.Pattern]); for Exact, value is the topic.
 func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
@@ -113,6 +120,9 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 			ps.slot = len(n.patterns)
 			n.patterns = append(n.patterns, ps)
 			ix.npattern++
+			if pat.Unanchored() {
+				ix.unanchored++
+			}
 		}
 		e.list, e.pattern = &ps.subs, ps
 	}
@@ -154,6 +164,9 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 func (ix *Index[T]) removePattern(ps *patternSubs[T]) {
 	delete(ix.patterns, ps.pat.raw)
 	ix.npattern--
+	if ps.pat.Unanchored() {
+		ix.unanchored--
+	}
 	path := make([]*node[T], 0, len(ps.pat.keys)+1)
 	n := &ix.trie
 	path = append(path, n)

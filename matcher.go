@@ -3,10 +3,12 @@ package mercure
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // Matcher type names, as written after "match_" in subscribe requests and
@@ -34,6 +36,23 @@ func (m *matcher) matches(topic string) bool {
 	default:
 		return m.pattern.MatchTopic(topic)
 	}
+}
+
+// matchesEvent reports whether the matcher selects one of e's topics,
+// resolving them against the hub URL at most once per event.
+func (m *matcher) matchesEvent(e *Event, r *topicurl.Resolver) bool {
+	switch m.kind {
+	case index.Wildcard:
+		return true
+	case index.Exact:
+		return slices.Contains(e.Topics, m.value)
+	}
+	for _, href := range e.hrefs(r) {
+		if href != "" && m.pattern.Test(href) { // MAT-8: unparsable topics never match
+			return true
+		}
+	}
+	return false
 }
 
 // errMatcher wraps every reason a matcher is refused (400, SUB-7, SUB-8).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/sse"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // Earliest is the cursor that names the start of the retained history
@@ -32,6 +33,31 @@ type Event struct {
 	// publishing hub sets it before Append; a hub receiving the event from
 	// another instance computes it on first use.
 	sse atomic.Pointer[[]byte]
+	// resolved caches the topics resolved as URLs, for URL pattern
+	// matchers outside the index (replays, grants).
+	resolved atomic.Pointer[resolvedTopics]
+}
+
+// resolvedTopics is an event's topics resolved against one hub URL: the
+// absolute URL of each, "" for one that does not parse (MAT-8).
+type resolvedTopics struct {
+	by    *topicurl.Resolver
+	hrefs []string
+}
+
+// hrefs returns e's topics resolved by r, computing them on first use.
+func (e *Event) hrefs(r *topicurl.Resolver) []string {
+	if c := e.resolved.Load(); c != nil && c.by == r {
+		return c.hrefs
+	}
+	hrefs := make([]string, len(e.Topics))
+	for i, t := range e.Topics {
+		if u, ok := r.Resolve(t); ok {
+			hrefs[i] = u.Href
+		}
+	}
+	e.resolved.Store(&resolvedTopics{by: r, hrefs: hrefs})
+	return hrefs
 }
 
 // encoded returns the event's SSE bytes, encoding them on first use.

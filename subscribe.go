@@ -158,10 +158,8 @@ func (s *stream) matches(e *Event) bool {
 		return false
 	}
 	for i := range s.matchers {
-		for _, t := range e.Topics {
-			if s.matchers[i].matches(t) {
-				return true
-			}
+		if s.matchers[i].matchesEvent(e, s.hub.resolver) {
+			return true
 		}
 	}
 	return false

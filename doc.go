@@ -65,10 +65,11 @@
 // # Authorization
 //
 // Application code publishes with [Hub.Publish] and needs no token. Over
-// HTTP, publishing needs an access token; [WithInsecurePublishing] lifts
-// that requirement for closed networks only. Subscribers are anonymous and
-// receive public updates only; private updates reach subscribers whose
-// token grants them.
+// HTTP, publishing needs an access token. This version does not validate
+// access tokens yet: HTTP publishing is refused with 401 unless
+// [WithInsecurePublishing] lifts the requirement (for closed networks
+// only), and every subscriber is anonymous, so private updates are stored
+// but reach no stream.
 //
 // See the examples directory for a standalone hub.
 package mercure

@@ -15,7 +15,7 @@ import (
 )
 
 // Hub is a Mercure hub. It is an [http.Handler] serving the hub URL:
-// GET and QUERY subscribe, POST publishes, OPTIONS answers preflights.
+// GET and QUERY subscribe, POST publishes, OPTIONS lists the methods.
 // Mount it at the path of its URL on any router; [Hub.PublishHandler] and
 // [Hub.SubscribeHandler] serve one side each, for applications that put
 // their own middleware in front. Application code publishes with

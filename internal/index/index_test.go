@@ -110,6 +110,79 @@ func names(patterns []string, idx []int) []string {
 	return out
 }
 
+// TestMatchAgreesAcrossHubs repeats the agreement check with hub URLs that
+// stress canonicalization (host case, default ports, IDNA, escapes in the
+// hub path) and patterns and topics that the WHATWG parsers rewrite.
+func TestMatchAgreesAcrossHubs(t *testing.T) {
+	hubs := []string{
+		"https://example.com/.well-known/mercure",
+		"https://Example.COM:443/.well-known/mercure",
+		"https://example.com:8443/app/hub",
+		"http://127.0.0.1:8080/.well-known/mercure",
+		"https://bücher.example/.well-known/mercure",
+		"https://example.com/a%20b/hub",
+	}
+	patterns := []string{
+		"https://example.com/books/:id", "/books/:id", "books/:id", "/app/books/:id",
+		"https://example.com/a/%2e%2e/b/:id", "https://example.com/a/%2E/b/:id", "https://example.com/a/.%2e/b/:id",
+		"https://xn--bcher-kva.example/books/:id", "https://bücher.example/books/:id",
+		"https://127.0.0.1/x/:id", "http://127.0.0.1:8080/x/:id", "https://0x7f.1/x/:id", "https://2130706433/x/:id",
+		"foo://host/a/:id", "foo://HOST/a/:id", "foo:/a/:id", "foo:a/:id", "foo:a", "mailto:x@y",
+		"file:///etc/:f", "file://localhost/etc/:f", "https://example.com./books/:id",
+		"https://ex%61mple.com/books/:id", "https://example.com/b%6Foks/:id", "https://example.com/books",
+		"https://example.com", "https://example.com/", "https://example.com/books/", "urn:isbn:*", "urn:isbn\\:*",
+		"https:example.com/books/:id", "https://user:pw@example.com/books/:id", "//example.com/books/:id",
+		"https://example.com/~x/_y.-z/:id", "https://example.com/a%2Fb/:id", "https://example.com/a%2fb/:id",
+		"http://example.com:80/books/:id", "https://example.com/books/:id?", "https://example.com/books/*?",
+		"https://example.com/a b/:id", "https://example.com/%7Ex/:id", "https://example.com/%7ex/:id",
+		"/.well-known/mercure/subscriptions/exact/:topic/:subscriber", "../x/:id", "./x/:id", "?q=*", "#h",
+	}
+	topics := []string{
+		"https://example.com/books/1", "/books/1", "books/1", "/app/books/1", "https://example.com/b/1", "https://example.com/a/b/1",
+		"https://example.com/a/%2e%2e/b/1", "https://bücher.example/books/1", "https://xn--bcher-kva.example/books/1",
+		"https://BÜCHER.example/books/1", "https://127.0.0.1/x/1", "https://0x7f.1/x/1", "https://2130706433/x/1",
+		"http://127.0.0.1:8080/x/1", "foo://host/a/1", "foo://HOST/a/1", "foo:/a/1", "foo:a/1", "foo:a", "mailto:x@y",
+		"file:///etc/p", "file://localhost/etc/p", "https://example.com./books/1", "https://ex%61mple.com/books/1",
+		"https://example.com/b%6Foks/1", "https://example.com/books", "https://example.com", "https://example.com/",
+		"https://example.com/books/", "urn:isbn:1", "https:example.com/books/1", "https://user:pw@example.com/books/1",
+		"//example.com/books/1", "https://example.com/~x/_y.-z/1", "https://example.com/%7Ex/1", "https://example.com/%7ex/1",
+		"https://example.com/a%2Fb/1", "https://example.com/a%2fb/1", "http://example.com/books/1", "http://example.com:80/books/1",
+		"https://example.com/a b/1", "https://example.com/a%20b/1", "https:\\\\example.com\\books\\1", " https://example.com/books/1 ",
+		"https://example.com/books/1\t", "HTTPS://EXAMPLE.COM/books/1", "/.well-known/mercure/subscriptions/exact/a/b",
+		"https://example.com:8443/app/books/1", "https://example.com:8443/x/1", "https://example.com/x/1", "/x/1", "x/1",
+		"https://example.com/.well-known/x/1", "https://example.com/app/x/1", "?q=1", "#h", "https://example.com/a%20b/books/1",
+	}
+	for _, hub := range hubs {
+		r, err := topicurl.New(hub)
+		if err != nil {
+			t.Fatalf("hub %q: %v", hub, err)
+		}
+		ix := New[int](r)
+		var compiled []*Pattern
+		var raws []string
+		for _, raw := range patterns {
+			p, err := Compile(raw, hub, r)
+			if err != nil {
+				continue // patterns the engine refuses are 400s, not index entries
+			}
+			compiled = append(compiled, p)
+			raws = append(raws, raw)
+			ix.Add(URLPattern, raw, p, len(compiled)-1)
+		}
+		for _, topic := range topics {
+			var want []int
+			for i, p := range compiled {
+				if p.MatchTopic(topic) {
+					want = append(want, i)
+				}
+			}
+			if got := match(ix, topic); !slices.Equal(got, want) {
+				t.Errorf("hub %q, topic %q: index matched %v, patterns %v", hub, topic, names(raws, got), names(raws, want))
+			}
+		}
+	}
+}
+
 func TestAddRemove(t *testing.T) {
 	ix, r := newIndex(t)
 	p := compile(t, "/books/:id", r)

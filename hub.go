@@ -48,7 +48,29 @@ type Hub struct {
 	conns   connCounter
 
 	lastEventID atomic.Pointer[string]
+	dispatched  atomic.Uint64
 	overflows   atomic.Uint64
+}
+
+// Stats is a snapshot of a hub's activity, for metrics and health checks.
+type Stats struct {
+	// Streams is the number of subscriber connections open now.
+	Streams int
+	// Dispatched counts the updates this hub has dispatched to its
+	// subscribers, including those published through other hubs sharing
+	// its store.
+	Dispatched uint64
+	// Overflows counts the streams disconnected because they fell behind
+	// (see [Limits.QueueEvents]).
+	Overflows uint64
+}
+
+// Stats returns a snapshot of the hub's activity.
+func (h *Hub) Stats() Stats {
+	h.life.Lock()
+	streams := len(h.streams)
+	h.life.Unlock()
+	return Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load()}
 }
 
 // New returns a hub configured by opts. [WithURL] is required.
@@ -169,6 +191,7 @@ func (h *Hub) dispatch(e *Event) {
 	h.index.Match(e.Topics, h.deliver)
 	h.current = nil
 	h.lastEventID.Store(&e.ID)
+	h.dispatched.Add(1)
 }
 
 // deliverCurrent enqueues the event being dispatched for s, once per

@@ -190,6 +190,9 @@ func TestFanout_SlowSubscriberIsDisconnected(t *testing.T) {
 			t.Fatalf("fast subscriber got %s, want %d", ev.ID, i)
 		}
 	}
+	if st := th.Stats(); st.Overflows != 1 || st.Dispatched != 400 {
+		t.Fatalf("stats %+v, want 1 overflow and 400 dispatched", st)
+	}
 	// The slow stream was dropped: its slot is free for a new subscriber.
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -167,6 +167,11 @@ func (s *stream) matches(e *Event) bool {
 
 // serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
 func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
+	client := h.cfg.clientKey(r)
+	if status, msg := h.refuse(client); status != 0 {
+		writeProblem(w, status, msg)
+		return
+	}
 	req, err := h.parseSubscribe(r)
 	if err != nil {
 		writeFormError(w, err)
@@ -180,7 +185,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		hub:       h,
 		matchers:  req.matchers,
 		principal: p,
-		client:    h.cfg.clientKey(r),
+		client:    client,
 		rc:        http.NewResponseController(w),
 		ready:     make(chan struct{}, 1),
 		kicked:    make(chan struct{}),
@@ -340,18 +345,10 @@ func (s *stream) flush() error { return s.rc.Flush() }
 // open registers s, enforcing the connection limits (SUB-12). It returns a
 // non-zero status when s is refused.
 func (h *Hub) open(s *stream) (status int, msg string) {
-	lim := &h.cfg.limits
 	h.life.Lock()
-	switch {
-	case h.closed:
+	if status, msg := h.refuseLocked(s.client); status != 0 {
 		h.life.Unlock()
-		return http.StatusServiceUnavailable, "the hub is shutting down"
-	case lim.MaxConnections > 0 && h.conns.total >= lim.MaxConnections:
-		h.life.Unlock()
-		return http.StatusTooManyRequests, "too many connections"
-	case lim.MaxConnectionsPerClient > 0 && h.conns.perClient[s.client] >= lim.MaxConnectionsPerClient:
-		h.life.Unlock()
-		return http.StatusTooManyRequests, "too many connections from this client"
+		return status, msg
 	}
 	h.conns.total++
 	h.conns.perClient[s.client]++
@@ -362,6 +359,29 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 	if !h.register(s) {
 		h.release(s)
 		return http.StatusTooManyRequests, "too many distinct URL patterns without a literal host"
+	}
+	return 0, ""
+}
+
+// refuse reports, without reserving anything, whether a stream of client
+// would be refused now: checked before the request is parsed, so that a
+// client over its limit cannot make the hub compile its patterns.
+func (h *Hub) refuse(client string) (status int, msg string) {
+	h.life.Lock()
+	defer h.life.Unlock()
+	return h.refuseLocked(client)
+}
+
+// refuseLocked applies the connection limits (SUB-12). The caller holds h.life.
+func (h *Hub) refuseLocked(client string) (status int, msg string) {
+	lim := &h.cfg.limits
+	switch {
+	case h.closed:
+		return http.StatusServiceUnavailable, "the hub is shutting down"
+	case lim.MaxConnections > 0 && h.conns.total >= lim.MaxConnections:
+		return http.StatusTooManyRequests, "too many connections"
+	case lim.MaxConnectionsPerClient > 0 && h.conns.perClient[client] >= lim.MaxConnectionsPerClient:
+		return http.StatusTooManyRequests, "too many connections from this client"
 	}
 	return 0, ""
 }

@@ -14,7 +14,9 @@ import (
 // Matcher type names, as written after "match_" in subscribe requests and
 // in the match_type of tokens and subscription documents (SUB-6, MAT-1).
 const (
-	MatchExact      = "exact"
+	// MatchExact compares topics byte for byte (MAT-5).
+	MatchExact = "exact"
+	// MatchURLPattern evaluates WHATWG URL patterns (MAT-6).
 	MatchURLPattern = "urlpattern"
 )
 

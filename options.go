@@ -19,8 +19,11 @@ const DefaultHubPath = "/.well-known/mercure"
 
 // Default values of the options.
 const (
-	DefaultHistory      = 1000
-	DefaultKeepAlive    = 15 * time.Second
+	// DefaultHistory is the number of updates the default store keeps.
+	DefaultHistory = 1000
+	// DefaultKeepAlive is the idle time after which a stream gets a comment.
+	DefaultKeepAlive = 15 * time.Second
+	// DefaultWriteTimeout bounds each write to a subscriber.
 	DefaultWriteTimeout = 15 * time.Second
 )
 

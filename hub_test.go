@@ -37,6 +37,8 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		"negative limit":         {mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{MaxTopics: -1})},
 		"zero keep-alive":        {mercure.WithURL(testHubURL), mercure.WithKeepAlive(0)},
 		"negative write timeout": {mercure.WithURL(testHubURL), mercure.WithWriteTimeout(-time.Second)},
+		"negative write delay":   {mercure.WithURL(testHubURL), mercure.WithWriteDelay(-time.Millisecond)},
+		"write delay over 1s":    {mercure.WithURL(testHubURL), mercure.WithWriteDelay(2 * time.Second)},
 		"nil client key":         {mercure.WithURL(testHubURL), mercure.WithClientKey(nil)},
 		"nil option":             {mercure.WithURL(testHubURL), nil},
 	}

@@ -265,10 +265,30 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	keepAlive := time.NewTimer(h.cfg.keepAlive)
 	defer keepAlive.Stop()
 	lastWrite := time.Now()
-	var spare []*Event
+	var (
+		spare []*Event
+		delay *time.Timer // for WithWriteDelay
+	)
 	for {
 		select {
 		case <-s.ready:
+			if wait := time.Until(lastWrite.Add(h.cfg.writeDelay)); wait > 0 {
+				if delay == nil {
+					delay = time.NewTimer(wait)
+					defer delay.Stop()
+				} else {
+					delay.Reset(wait)
+				}
+				select {
+				case <-delay.C: // let more updates join this write
+				case <-s.kicked:
+					return
+				case <-r.Context().Done():
+					return
+				case <-h.ctx.Done():
+					return
+				}
+			}
 			batch := s.take(spare)
 			wrote := false
 			for _, e := range batch {

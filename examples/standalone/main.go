@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -41,9 +42,10 @@ func main() {
 
 // server is the configured hub and the handler serving it and the page.
 type server struct {
-	addr    string
-	hub     *mercure.Hub
-	handler http.Handler
+	addr       string
+	hub        *mercure.Hub
+	handler    http.Handler
+	cpuProfile string
 }
 
 // configure parses the flags of the launch contract into a server.
@@ -54,6 +56,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		hubURL          = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history         = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
 		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
+		cpuProfile      = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
 		// Flags of the launch contract whose features later versions bring.
 		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
 		publisherJWKS  = fs.String("publisher-jwks", "", "JWK Set file verifying publisher tokens")
@@ -85,6 +89,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		mercure.WithURL(*hubURL),
 		mercure.WithHistory(*history),
 		mercure.WithLogger(log),
+		mercure.WithWriteDelay(*writeDelay),
 	}
 	if *insecurePublish {
 		log.Warn("publishing without a token is enabled: anyone who can reach this hub can publish")
@@ -100,13 +105,24 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = page.Execute(w, struct{ HubPath string }{hub.Path()})
 	})
-	return &server{addr: *addr, hub: hub, handler: mux}, nil
+	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile}, nil
 }
 
 func run(args []string, log *slog.Logger) error {
 	s, err := configure(args, log)
 	if err != nil {
 		return err
+	}
+	if s.cpuProfile != "" {
+		f, err := os.Create(s.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	srv := &http.Server{Addr: s.addr, Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

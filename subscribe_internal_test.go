@@ -1,0 +1,81 @@
+package mercure
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// flushCounter is a ResponseWriter that records what a stream writes and
+// how many times it flushes.
+type flushCounter struct {
+	header  http.Header
+	mu      sync.Mutex
+	body    strings.Builder
+	flushes int
+}
+
+func (f *flushCounter) Header() http.Header { return f.header }
+func (f *flushCounter) WriteHeader(int)     {}
+func (f *flushCounter) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.body.Write(b)
+}
+func (f *flushCounter) Flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushes++
+}
+func (f *flushCounter) state() (events, flushes int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Count(f.body.String(), "\n\n"), f.flushes
+}
+
+// waitFor polls cond: the stream runs on its own goroutine.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// WithWriteDelay: updates that arrive within the delay of the last write go
+// out together, in one write and one flush.
+func TestWriteDelayCoalescesWrites(t *testing.T) {
+	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithWriteDelay(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &flushCounter{header: http.Header{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
+	}()
+	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+
+	// Ten updates 5 ms apart: without a delay each would get its own
+	// write; all arrive well inside the one-second delay.
+	for range 10 {
+		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitFor(t, "10 events", func() bool { e, _ := w.state(); return e == 10 })
+	if _, flushes := w.state(); flushes != 2 {
+		t.Fatalf("%d flushes for 10 updates, want 1 after the headers' one", flushes)
+	}
+	cancel()
+	<-done
+	h.Shutdown(context.Background())
+}

@@ -218,20 +218,31 @@ func (s *subscription) close() {
 // next returns the next event, failing the test after a timeout.
 func (s *subscription) next(t testing.TB) sseEvent {
 	t.Helper()
+	ev, ok := s.tryNext(t)
+	if !ok {
+		t.FailNow()
+	}
+	return ev
+}
+
+// tryNext is next for goroutines other than the test's own: it reports a
+// failure with t.Error and returns false.
+func (s *subscription) tryNext(t testing.TB) (sseEvent, bool) {
+	t.Helper()
 	select {
 	case ev := <-s.events:
-		return ev
+		return ev, true
 	case <-s.done:
 		select {
 		case ev := <-s.events:
-			return ev
+			return ev, true
 		default:
 		}
-		t.Fatal("stream ended while waiting for an event")
-	case <-time.After(5 * time.Second):
-		t.Fatal("timed out waiting for an event")
+		t.Error("stream ended while waiting for an event")
+	case <-time.After(10 * time.Second):
+		t.Error("timed out waiting for an event")
 	}
-	return sseEvent{}
+	return sseEvent{}, false
 }
 
 // header returns a response header of the stream.

@@ -3,7 +3,6 @@ package mercure_test
 import (
 	"context"
 	"fmt"
-	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -216,7 +215,11 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 				return
 			}
 			for want := cursor + 1; want < total; want++ {
-				if ev := s.next(t); ev.ID != "u"+strconv.Itoa(want) {
+				ev, ok := s.tryNext(t)
+				if !ok {
+					return
+				}
+				if ev.ID != "u"+strconv.Itoa(want) {
 					t.Errorf("cursor u%d: got %s, want u%d", cursor, ev.ID, want)
 					return
 				}
@@ -229,18 +232,18 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 // replayIDs returns the cursor and the ids of the events Replay yields.
 func replayIDs(t *testing.T, s mercure.Store, lastEventID string) (string, []string) {
 	t.Helper()
-	cursor, events, err := s.Replay(context.Background(), lastEventID)
+	b, err := s.Replay(context.Background(), lastEventID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for e, err := range events {
+	for e, err := range b.Events {
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, e.ID)
 	}
-	return cursor, ids
+	return b.Cursor, ids
 }
 
 func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
@@ -267,12 +270,12 @@ func TestMemoryStore_ReplayHasNoGapUnderEviction(t *testing.T) {
 	for i := range 300 {
 		_ = s.Append(ctx, &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}})
 	}
-	_, events, err := s.Replay(ctx, mercure.Earliest)
+	b, err := s.Replay(ctx, mercure.Earliest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var prev uint64
-	for e := range events {
+	for e := range b.Events {
 		if prev == 0 {
 			for i := range 600 { // evicts every event the replay has still to yield
 				_ = s.Append(ctx, &mercure.Event{Update: mercure.Update{ID: fmt.Sprint("late", i)}})
@@ -301,15 +304,17 @@ func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
 // decodes them from a database or the network does.
 type copyingStore struct{ *mercure.MemoryStore }
 
-func (c copyingStore) Replay(ctx context.Context, id string) (string, iter.Seq2[*mercure.Event, error], error) {
-	cursor, events, err := c.MemoryStore.Replay(ctx, id)
-	return cursor, func(yield func(*mercure.Event, error) bool) {
+func (c copyingStore) Replay(ctx context.Context, id string) (mercure.Backlog, error) {
+	b, err := c.MemoryStore.Replay(ctx, id)
+	events := b.Events
+	b.Events = func(yield func(*mercure.Event, error) bool) {
 		for e, err := range events {
 			if !yield(&mercure.Event{Update: e.Update, Seq: e.Seq, Time: e.Time}, err) {
 				return
 			}
 		}
-	}, err
+	}
+	return b, err
 }
 
 func TestREC4_ReplayFromAnotherStore(t *testing.T) {
@@ -321,5 +326,56 @@ func TestREC4_ReplayFromAnotherStore(t *testing.T) {
 		if ev := s.next(t); ev.Data != want {
 			t.Fatalf("got %q, want %q", ev.Data, want)
 		}
+	}
+}
+
+// laggingStore delivers events to listeners only when the test says so, as
+// a store shared over the network delivers them after Append returns.
+type laggingStore struct {
+	*mercure.MemoryStore
+	release chan struct{} // each receive lets one event through
+}
+
+func (l laggingStore) Listen(fn func(*mercure.Event)) func() {
+	pending := make(chan *mercure.Event, 100)
+	cancel := l.MemoryStore.Listen(func(e *mercure.Event) { pending <- e })
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-l.release:
+				fn(<-pending)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return func() { cancel(); close(stop); <-done }
+}
+
+// A live feed that lags behind Append must not repeat what the replay sent
+// or what precedes the cursor (REC-4): the store's Head marks what the
+// replay covered.
+func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
+	store := laggingStore{mercure.NewMemoryStore(100), make(chan struct{})}
+	th := newTestHub(t, mercure.WithStore(store))
+	for _, id := range []string{"e1", "e2"} {
+		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The cursor is the latest event: the replay yields nothing, yet e1 and
+	// e2 are still on their way through the feed.
+	s := th.subscribe("match=x", "Last-Event-ID", "e2")
+	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: "e3"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the feed catches up: e1 and e2 late, then e3
+		store.release <- struct{}{}
+	}
+	if got := s.next(t).ID; got != "e3" {
+		t.Fatalf("got %s, want e3: the client already has e1 and e2", got)
 	}
 }

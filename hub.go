@@ -47,9 +47,10 @@ type Hub struct {
 	active  sync.WaitGroup
 	conns   connCounter
 
-	lastEventID atomic.Pointer[string]
-	dispatched  atomic.Uint64
-	overflows   atomic.Uint64
+	lastEventID     atomic.Pointer[string]
+	warnedDeadlines atomic.Bool
+	dispatched      atomic.Uint64
+	overflows       atomic.Uint64
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.

@@ -324,3 +324,52 @@ func TestShutdown_CutsStuckWriters(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// stallingStore's replays yield one event, then wait for their context, as
+// a store behind a slow network would.
+type stallingStore struct{ *mercure.MemoryStore }
+
+func (s stallingStore) Replay(ctx context.Context, id string) (mercure.Backlog, error) {
+	b, err := s.MemoryStore.Replay(ctx, id)
+	events := b.Events
+	b.Events = func(yield func(*mercure.Event, error) bool) {
+		for e, err := range events {
+			if !yield(e, err) {
+				return
+			}
+			break
+		}
+		<-ctx.Done()
+		yield(nil, ctx.Err())
+	}
+	return b, err
+}
+
+// Shutdown interrupts a replay in progress, and the stream still ends
+// cleanly rather than being cut.
+func TestShutdown_InterruptsReplay(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(stallingStore{mercure.NewMemoryStore(10)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	th := &testHub{Hub: h, srv: srv, t: t}
+	for range 2 {
+		if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// subscribe returns once the headers are flushed; the replay then
+	// stalls after its first event.
+	s := th.subscribe("match=x&last_event_id=earliest")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	<-s.done
+	if s.err != nil {
+		t.Fatalf("stream cut instead of ended: %v", s.err)
+	}
+}

@@ -228,13 +228,15 @@ type Limits struct {
 	// [WithClientKey]) holds at once; more get 429. Default: no limit,
 	// because behind a proxy every client has the proxy's address.
 	MaxConnectionsPerClient int
-	// MaxUnanchoredPatterns caps the distinct URL patterns without a
-	// literal scheme and host (such as *://*/books/:id or
-	// https://*.example.com/:id) across all streams. The index narrows
-	// other patterns down by their literal prefix, but evaluates each of
-	// these for every update topic, so their number bounds the cost of
-	// every publish. A stream that would exceed it gets 429. Default 256.
-	MaxUnanchoredPatterns int
+	// MaxPatternsPerPrefix caps the distinct URL patterns that share a
+	// literal prefix: the scheme, host and leading path segments written
+	// without pattern syntax. The hub indexes patterns by that prefix and
+	// evaluates, for each update topic, only those whose prefix the topic
+	// has; patterns with a short prefix (*://*/x/:id, https://*.example.com/:id,
+	// https://example.com/:a/:b) are evaluated for many topics, so this
+	// bounds the cost of every publish. Subscribers sharing a pattern count
+	// it once. A stream that would exceed it gets 429. Default 64.
+	MaxPatternsPerPrefix int
 	// QueueEvents and QueueBytes bound the updates waiting to be written
 	// to one subscriber. A subscriber that falls this far behind is
 	// disconnected, so that it never slows the hub or other subscribers;
@@ -245,14 +247,14 @@ type Limits struct {
 }
 
 var defaultLimits = Limits{
-	MaxBodyBytes:          1 << 20,
-	MaxTopics:             64,
-	MaxFieldBytes:         2 << 10,
-	MaxMatchers:           64,
-	MaxMatcherBytes:       2 << 10,
-	MaxUnanchoredPatterns: 256,
-	QueueEvents:           1024,
-	QueueBytes:            8 << 20,
+	MaxBodyBytes:         1 << 20,
+	MaxTopics:            64,
+	MaxFieldBytes:        2 << 10,
+	MaxMatchers:          64,
+	MaxMatcherBytes:      2 << 10,
+	MaxPatternsPerPrefix: 64,
+	QueueEvents:          1024,
+	QueueBytes:           8 << 20,
 }
 
 func (l Limits) withDefaults() (Limits, error) {
@@ -269,7 +271,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"MaxMatcherBytes", int64(l.MaxMatcherBytes), func(v int64) { d.MaxMatcherBytes = int(v) }},
 		{"MaxConnections", int64(l.MaxConnections), func(v int64) { d.MaxConnections = int(v) }},
 		{"MaxConnectionsPerClient", int64(l.MaxConnectionsPerClient), func(v int64) { d.MaxConnectionsPerClient = int(v) }},
-		{"MaxUnanchoredPatterns", int64(l.MaxUnanchoredPatterns), func(v int64) { d.MaxUnanchoredPatterns = int(v) }},
+		{"MaxPatternsPerPrefix", int64(l.MaxPatternsPerPrefix), func(v int64) { d.MaxPatternsPerPrefix = int(v) }},
 		{"QueueEvents", int64(l.QueueEvents), func(v int64) { d.QueueEvents = int(v) }},
 		{"QueueBytes", int64(l.QueueBytes), func(v int64) { d.QueueBytes = int(v) }},
 	}

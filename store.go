@@ -34,7 +34,7 @@ type Event struct {
 	// another instance computes it on first use.
 	sse atomic.Pointer[[]byte]
 	// resolved caches the topics resolved as URLs, for URL pattern
-	// matchers outside the index (replays, grants).
+	// matchers outside the index (replays).
 	resolved atomic.Pointer[resolvedTopics]
 }
 
@@ -90,15 +90,11 @@ type Store interface {
 	Append(ctx context.Context, e *Event) error
 
 	// Replay resolves the cursor lastEventID and returns the retained
-	// events that follow it, in sequence order. The cursor resolves to
-	// the oldest retained event with that id (REC-7); when it is
-	// [Earliest], unknown or no longer retained, events holds every
-	// retained event. cursor is the id of the event just before the
-	// first one in events, or [Earliest] when there is none: the value of
-	// the Mercure-Last-Event-ID header (REC-9), known before the first
-	// event is read. events must not skip a retained event between two it
-	// yields; it may end with an error.
-	Replay(ctx context.Context, lastEventID string) (cursor string, events iter.Seq2[*Event, error], err error)
+	// events that follow it (see [Backlog]). The cursor resolves to the
+	// oldest retained event with that id (REC-7); when it is [Earliest],
+	// unknown or no longer retained, the backlog holds every retained
+	// event.
+	Replay(ctx context.Context, lastEventID string) (Backlog, error)
 
 	// Listen calls fn with every event appended from now on, by any hub
 	// sharing the store, one at a time and in Seq order, until cancel is
@@ -106,6 +102,22 @@ type Store interface {
 	// resumes after the last event it delivered, so listeners never see a
 	// gap or a repeat.
 	Listen(fn func(*Event)) (cancel func())
+}
+
+// Backlog is what [Store.Replay] returns to a reconnecting subscriber.
+type Backlog struct {
+	// Cursor is the id of the event just before the first one of Events,
+	// or [Earliest] when there is none: the value of the
+	// Mercure-Last-Event-ID header (REC-9), known before any event is read.
+	Cursor string
+	// Head is the Seq of the latest event appended to the store when the
+	// replay began, 0 if none. Events from the live feed up to Head were
+	// either replayed or precede the cursor, so the hub drops them: a feed
+	// that lags behind Append then repeats nothing.
+	Head uint64
+	// Events yields the events after the cursor in sequence order, without
+	// skipping a retained one; it may end with an error.
+	Events iter.Seq2[*Event, error]
 }
 
 // MemoryStore is the default [Store]: a ring buffer of the most recent
@@ -195,24 +207,26 @@ func (s *MemoryStore) at(i int) *Event { return s.ring[(s.start+i)%len(s.ring)] 
 
 // Replay implements [Store]. It copies the retained events' pointers
 // under the lock, so that evictions during a long replay cannot open a gap.
-func (s *MemoryStore) Replay(_ context.Context, lastEventID string) (string, iter.Seq2[*Event, error], error) {
+func (s *MemoryStore) Replay(_ context.Context, lastEventID string) (Backlog, error) {
 	s.mu.RLock()
-	cursor, from := Earliest, 0
+	b := Backlog{Cursor: Earliest, Head: s.nextSeq - 1}
+	from := 0
 	if ref, ok := s.ids[lastEventID]; ok && lastEventID != Earliest {
-		cursor, from = lastEventID, int(ref.seq-s.at(0).Seq)+1
+		b.Cursor, from = lastEventID, int(ref.seq-s.at(0).Seq)+1
 	}
 	events := make([]*Event, 0, s.n-from)
 	for i := from; i < s.n; i++ {
 		events = append(events, s.at(i))
 	}
 	s.mu.RUnlock()
-	return cursor, func(yield func(*Event, error) bool) {
+	b.Events = func(yield func(*Event, error) bool) {
 		for _, e := range events {
 			if !yield(e, nil) {
 				return
 			}
 		}
-	}, nil
+	}
+	return b, nil
 }
 
 // Listen implements [Store].

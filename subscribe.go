@@ -94,6 +94,7 @@ type stream struct {
 	queueBytes int
 	overflowed bool
 	ready      chan struct{} // signalled when queue becomes non-empty
+	urgent     chan struct{} // with a write delay: signalled when the queue is half full
 	kicked     chan struct{} // closed when the queue overflowed
 	aborted    bool          // writes are cut: the deadline stays in the past
 	finished   bool          // the handler has returned: no more aborts
@@ -119,10 +120,18 @@ func (s *stream) enqueue(e *Event) bool {
 	}
 	s.queue = append(s.queue, e)
 	s.queueBytes += len(e.encoded())
+	urgent := s.urgent != nil && (2*len(s.queue) >= lim.QueueEvents || 2*s.queueBytes >= lim.QueueBytes)
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
 	default:
+	}
+	if urgent {
+		// A write delay must not let the queue overflow: write now.
+		select {
+		case s.urgent <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -190,15 +199,21 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		ready:     make(chan struct{}, 1),
 		kicked:    make(chan struct{}),
 	}
+	if h.cfg.writeDelay > 0 {
+		s.urgent = make(chan struct{}, 1)
+	}
+	// SUB-17: the host server's WriteTimeout would cut the stream; each
+	// write gets its own deadline instead. Cleared before the stream is
+	// registered, so that it cannot undo an abort.
+	if err := s.rc.SetWriteDeadline(time.Time{}); errors.Is(err, http.ErrNotSupported) && h.warnedDeadlines.CompareAndSwap(false, true) {
+		h.log.Warn("mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")
+	}
 	if status, msg := h.open(s); status != 0 {
 		writeProblem(w, status, msg)
 		return
 	}
 	defer h.close(s)
 
-	// SUB-17: the host server's WriteTimeout would cut the stream; each
-	// write gets its own deadline instead.
-	_ = s.rc.SetWriteDeadline(time.Time{})
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
@@ -227,34 +242,56 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts a slow store
-	resolved, events, err := h.store.Replay(ctx, cursor)
-	if err != nil {
-		if ctx.Err() == nil {
-			h.log.Warn("mercure: reading history failed", "error", err)
-			writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
-		}
+	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts the replay
+	backlog, err := h.store.Replay(ctx, cursor)
+	switch {
+	case err == nil:
+	case h.ctx.Err() != nil:
+		writeProblem(w, http.StatusServiceUnavailable, "the hub is shutting down")
+		return 0, false
+	case r.Context().Err() != nil:
+		return 0, false // the client left
+	default:
+		h.log.Warn("mercure: reading history failed", "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
 		return 0, false
 	}
-	w.Header().Set("Mercure-Last-Event-ID", resolved) // REC-9: before the first byte
+	w.Header().Set("Mercure-Last-Event-ID", backlog.Cursor) // REC-9: before the first byte
 	w.WriteHeader(http.StatusOK)
-	for e, err := range events {
-		if err != nil {
-			// The client resumes from the last event it received.
-			if ctx.Err() == nil {
+	if err := s.flush(); err != nil { // SUB-14: headers at once, however long the replay
+		return 0, false
+	}
+	minSeq = backlog.Head
+	unflushed := 0
+	for e, err := range backlog.Events {
+		if err != nil || ctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
 				h.log.Warn("mercure: reading history failed", "error", err)
 			}
+			return 0, false // the client resumes from the last event it got
+		}
+		minSeq = max(minSeq, e.Seq)
+		if !s.matches(e) {
+			continue
+		}
+		b := e.encoded()
+		if err := s.write(w, b); err != nil {
 			return 0, false
 		}
-		minSeq = e.Seq
-		if s.matches(e) {
-			if err := s.write(w, e.encoded()); err != nil {
+		// Flush in large batches: a long replay costs few system calls, and
+		// a slow store still lets the client make progress.
+		if unflushed += len(b); unflushed >= replayFlushBytes {
+			if err := s.flush(); err != nil {
 				return 0, false
 			}
+			unflushed = 0
 		}
 	}
 	return minSeq, true
 }
+
+// replayFlushBytes is how much replayed data is written between flushes.
+const replayFlushBytes = 32 << 10
 
 // run writes queued events until the client leaves, the stream is kicked or
 // the hub shuts down.
@@ -264,10 +301,10 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	// early it is re-armed for the rest of the idle interval.
 	keepAlive := time.NewTimer(h.cfg.keepAlive)
 	defer keepAlive.Stop()
-	lastWrite := time.Now()
 	var (
-		spare []*Event
-		delay *time.Timer // for WithWriteDelay
+		lastWrite time.Time   // zero: the first update after connecting is not delayed
+		delay     *time.Timer // for WithWriteDelay
+		spare     []*Event
 	)
 	for {
 		select {
@@ -281,7 +318,10 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 				}
 				select {
 				case <-delay.C: // let more updates join this write
+				case <-s.urgent:
+					delay.Stop() // Go 1.23 timers: no stale tick is left to drain
 				case <-s.kicked:
+					h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
 					return
 				case <-r.Context().Done():
 					return
@@ -378,7 +418,7 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 
 	if !h.register(s) {
 		h.release(s)
-		return http.StatusTooManyRequests, "too many distinct URL patterns without a literal host"
+		return http.StatusTooManyRequests, "too many distinct URL patterns with the same literal prefix"
 	}
 	return 0, ""
 }
@@ -406,20 +446,25 @@ func (h *Hub) refuseLocked(client string) (status int, msg string) {
 	return 0, ""
 }
 
-// register adds s's matchers to the index, unless its new unanchored
-// patterns would exceed their limit.
+// register adds s's matchers to the index, unless its new patterns would
+// exceed [Limits.MaxPatternsPerPrefix].
 func (h *Hub) register(s *stream) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	added := 0
+	var added map[string]int // new distinct patterns per literal prefix
 	for i, m := range s.matchers {
-		if m.kind == index.URLPattern && m.pattern.Unanchored() && h.index.Pattern(m.value) == nil &&
-			!slices.ContainsFunc(s.matchers[:i], func(o matcher) bool { return o.value == m.value && o.kind == m.kind }) {
-			added++
+		if m.kind != index.URLPattern || h.index.Pattern(m.value) != nil ||
+			slices.ContainsFunc(s.matchers[:i], func(o matcher) bool { return o.kind == m.kind && o.value == m.value }) {
+			continue
 		}
-	}
-	if added > 0 && h.index.Unanchored()+added > h.cfg.limits.MaxUnanchoredPatterns {
-		return false
+		if added == nil {
+			added = make(map[string]int)
+		}
+		prefix := m.pattern.Prefix()
+		added[prefix]++
+		if h.index.SamePrefix(m.pattern)+added[prefix] > h.cfg.limits.MaxPatternsPerPrefix {
+			return false
+		}
 	}
 	for i := range s.matchers {
 		m := &s.matchers[i]

@@ -48,7 +48,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // WithWriteDelay: updates that arrive within the delay of the last write go
-// out together, in one write and one flush.
+// out together, in one write and one flush; a first update goes out at once.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
 	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithWriteDelay(time.Second))
 	if err != nil {
@@ -72,8 +72,43 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	waitFor(t, "10 events", func() bool { e, _ := w.state(); return e == 10 })
-	if _, flushes := w.state(); flushes != 2 {
-		t.Fatalf("%d flushes for 10 updates, want 1 after the headers' one", flushes)
+	// The headers' flush, the first update's at once (nothing was written
+	// for the delay), then one for the nine that waited for it.
+	if _, flushes := w.state(); flushes != 3 {
+		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
+	}
+	cancel()
+	<-done
+	h.Shutdown(context.Background())
+}
+
+// A write delay never lets the queue overflow: once it is half full the
+// writer stops waiting.
+func TestWriteDelayDoesNotOverflow(t *testing.T) {
+	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithWriteDelay(time.Second),
+		WithLimits(Limits{QueueEvents: 8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &flushCounter{header: http.Header{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
+	}()
+	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	// One update every 2 ms: within the one-second delay a queue of 8
+	// would overflow after 16 ms; half full, the writer must go at once.
+	for range 40 {
+		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	waitFor(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
+	if st := h.Stats(); st.Overflows != 0 {
+		t.Fatalf("%d overflows", st.Overflows)
 	}
 	cancel()
 	<-done

@@ -1241,23 +1241,30 @@ func subChurn(th *testHub, g, rounds int) error {
 	return nil
 }
 
-// SEC-6, SEC-7: patterns without a literal scheme and host are evaluated
-// for every update topic, so their distinct number is capped (429); shared
-// and anchored patterns do not count.
-func TestSEC6_UnanchoredPatternLimit(t *testing.T) {
-	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxUnanchoredPatterns: 2}))
-	q := func(patterns ...string) string {
-		v := url.Values{"match_urlpattern": patterns}
-		return v.Encode()
+// SEC-6, SEC-7: the index evaluates, for each topic, the patterns whose
+// literal prefix the topic has; their distinct number per prefix is capped
+// (429) so that no client can make every publish slow. Shared patterns
+// count once, and a pattern's slot is freed when its last stream ends.
+func TestSEC6_PatternsPerPrefixLimit(t *testing.T) {
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxPatternsPerPrefix: 2}))
+	q := func(patterns ...string) string { return url.Values{"match_urlpattern": patterns}.Encode() }
+	refused := func(patterns ...string) {
+		t.Helper()
+		if s, res := th.trySubscribe(http.MethodGet, q(patterns...), ""); s != nil || res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("%v: status %d, want 429", patterns, res.StatusCode)
+		}
 	}
-	first := th.subscribe(q("*://*/a/:id", "https://*.example.com/:id", "*://*/a/:id"))
-	th.subscribe(q("*://*/a/:id", "https://example.com/books/:id", "/books/:id")) // shared or anchored
-	if s, res := th.trySubscribe(http.MethodGet, q("*://*/c/:id"), ""); s != nil || res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("third distinct unanchored pattern: status %d, want 429", res.StatusCode)
-	}
+	first := th.subscribe(q("*://*/a/:id", "*://*/b/:id", "*://*/a/:id")) // no literal prefix at all
+	th.subscribe(q("*://*/a/:id", "/books/:id", "/books/:id/x"))          // shared, and another prefix
+	th.subscribe(q("/*?n=1", "https://example.com/:id"))                  // prefix https://example.com/
+	refused("*://*/c/:id")
+	refused("/books/*")
+	refused("/*?n=2")
+	th.subscribe(q("/authors/:id", "https://other.example/:id"))
+
 	first.close()
 	deadline := time.Now().Add(5 * time.Second)
-	for { // the first stream's own pattern is released once it ends
+	for { // *://*/b/:id is released with the first stream; *://*/a/:id is still shared
 		s, res := th.trySubscribe(http.MethodGet, q("*://*/c/:id"), "")
 		if s != nil {
 			break
@@ -1268,4 +1275,5 @@ func TestSEC6_UnanchoredPatternLimit(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	refused("*://*/d/:id")
 }

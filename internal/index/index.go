@@ -35,9 +35,6 @@ type Index[T any] struct {
 	patterns map[string]*patternSubs[T] // interned by raw pattern
 	trie     node[T]
 	npattern int
-	// unanchored counts the patterns with no literal scheme and host: they
-	// sit near the trie's root and are evaluated for every topic.
-	unanchored int
 }
 
 // Entry is one registered subscription; keep it to remove the subscription.
@@ -82,9 +79,19 @@ func (ix *Index[T]) Pattern(raw string) *Pattern {
 	return nil
 }
 
-// Unanchored returns the number of distinct unanchored patterns
-// registered (see [Pattern.Unanchored]).
-func (ix *Index[T]) Unanchored() int { return ix.unanchored }
+// SamePrefix returns the number of distinct patterns registered with the
+// same literal prefix as p (p included if registered). Each of them is
+// evaluated for every update topic that has this prefix, so the hub caps
+// this number.
+func (ix *Index[T]) SamePrefix(p *Pattern) int {
+	n := &ix.trie
+	for _, k := range p.keys {
+		if n = n.children[k]; n == nil {
+			return 0
+		}
+	}
+	return len(n.patterns)
+}
 
 // Add registers v under one matcher. For URLPattern, pat is the compiled
 // value (from [Compile] or [Index.Pattern]); for Exact, value is the topic.
@@ -120,9 +127,6 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 			ps.slot = len(n.patterns)
 			n.patterns = append(n.patterns, ps)
 			ix.npattern++
-			if pat.Unanchored() {
-				ix.unanchored++
-			}
 		}
 		e.list, e.pattern = &ps.subs, ps
 	}
@@ -164,9 +168,6 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 func (ix *Index[T]) removePattern(ps *patternSubs[T]) {
 	delete(ix.patterns, ps.pat.raw)
 	ix.npattern--
-	if ps.pat.Unanchored() {
-		ix.unanchored--
-	}
 	path := make([]*node[T], 0, len(ps.pat.keys)+1)
 	n := &ix.trie
 	path = append(path, n)

@@ -59,10 +59,9 @@ func (p *Pattern) MatchTopic(topic string) bool {
 	return ok && p.Test(u.Href)
 }
 
-// Unanchored reports whether the pattern has no literal scheme and host
-// (e.g. *://*/x or https://*.example.com/:id). The index cannot narrow
-// such patterns down by topic: each is evaluated for every update topic.
-func (p *Pattern) Unanchored() bool { return len(p.keys) < 2 }
+// Prefix identifies the pattern's literal prefix: patterns with equal
+// prefixes share a trie node and are evaluated for the same topics.
+func (p *Pattern) Prefix() string { return strings.Join(p.keys, "\x00") }
 
 // Test reports whether the resolved absolute URL href matches the pattern.
 func (p *Pattern) Test(href string) (ok bool) {

@@ -302,13 +302,17 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	keepAlive := time.NewTimer(h.cfg.keepAlive)
 	defer keepAlive.Stop()
 	var (
-		lastWrite time.Time   // zero: the first update after connecting is not delayed
-		delay     *time.Timer // for WithWriteDelay
+		lastWrite time.Time        // zero: the first update after connecting is not delayed
+		delay     *time.Timer      // for WithWriteDelay
+		waiting   <-chan time.Time // delay.C while updates wait for the delay
 		spare     []*Event
 	)
 	for {
 		select {
 		case <-s.ready:
+			if waiting != nil {
+				continue // they will go out when the delay ends
+			}
 			if wait := time.Until(lastWrite.Add(h.cfg.writeDelay)); wait > 0 {
 				if delay == nil {
 					delay = time.NewTimer(wait)
@@ -316,43 +320,28 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 				} else {
 					delay.Reset(wait)
 				}
-				select {
-				case <-delay.C: // let more updates join this write
-				case <-s.urgent:
-					delay.Stop() // Go 1.23 timers: no stale tick is left to drain
-				case <-s.kicked:
-					h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
-					return
-				case <-r.Context().Done():
-					return
-				case <-h.ctx.Done():
-					return
-				}
-			}
-			batch := s.take(spare)
-			wrote := false
-			for _, e := range batch {
-				if e.Seq <= minSeq {
-					continue // already sent by the replay
-				}
-				if err := s.write(w, e.encoded()); err != nil {
-					return
-				}
-				wrote = true
-			}
-			spare = batch
-			if !wrote {
+				waiting = delay.C
 				continue
 			}
+		case <-waiting: // more updates joined this write
+			waiting = nil
+		case <-s.urgent: // the queue is half full: write now
+			if waiting == nil {
+				continue
+			}
+			delay.Stop() // Go 1.23 timers: no stale tick is left to drain
+			waiting = nil
 		case <-keepAlive.C:
 			if idle := time.Since(lastWrite); idle < h.cfg.keepAlive {
 				keepAlive.Reset(h.cfg.keepAlive - idle)
 				continue
 			}
-			if err := s.write(w, keepAliveComment); err != nil {
+			if s.write(w, keepAliveComment) != nil || s.flush() != nil {
 				return
 			}
+			lastWrite = time.Now()
 			keepAlive.Reset(h.cfg.keepAlive)
+			continue
 		case <-s.kicked:
 			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
 			return
@@ -360,6 +349,21 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			return
 		case <-h.ctx.Done():
 			return
+		}
+		batch := s.take(spare)
+		wrote := false
+		for _, e := range batch {
+			if e.Seq <= minSeq {
+				continue // already sent by the replay
+			}
+			if err := s.write(w, e.encoded()); err != nil {
+				return
+			}
+			wrote = true
+		}
+		spare = batch
+		if !wrote {
+			continue
 		}
 		if err := s.flush(); err != nil {
 			return

@@ -47,6 +47,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// serveStream runs a stream of h for query on a flushCounter, once its
+// headers are flushed; stop ends it and shuts h down.
+func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func()) {
+	t.Helper()
+	w = &flushCounter{header: http.Header{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
+	}()
+	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	return w, func() {
+		cancel()
+		<-done
+		h.Shutdown(context.Background())
+	}
+}
+
 // WithWriteDelay: updates that arrive within the delay of the last write go
 // out together, in one write and one flush; a first update goes out at once.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
@@ -54,14 +73,8 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &flushCounter{header: http.Header{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
-	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	w, stop := serveStream(t, h, "match=x")
+	defer stop()
 
 	// Ten updates 5 ms apart: without a delay each would get its own
 	// write; all arrive well inside the one-second delay.
@@ -77,9 +90,6 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 	if _, flushes := w.state(); flushes != 3 {
 		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
 	}
-	cancel()
-	<-done
-	h.Shutdown(context.Background())
 }
 
 // A write delay never lets the queue overflow: once it is half full the
@@ -90,14 +100,8 @@ func TestWriteDelayDoesNotOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &flushCounter{header: http.Header{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
-	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	w, stop := serveStream(t, h, "match=x")
+	defer stop()
 	// One update every 2 ms: within the one-second delay a queue of 8
 	// would overflow after 16 ms; half full, the writer must go at once.
 	for range 40 {
@@ -110,7 +114,4 @@ func TestWriteDelayDoesNotOverflow(t *testing.T) {
 	if st := h.Stats(); st.Overflows != 0 {
 		t.Fatalf("%d overflows", st.Overflows)
 	}
-	cancel()
-	<-done
-	h.Shutdown(context.Background())
 }

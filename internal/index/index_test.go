@@ -89,6 +89,13 @@ func TestMatchAgreesWithPatterns(t *testing.T) {
 		compiled[i] = compile(t, raw, r)
 		ix.Add(URLPattern, raw, compiled[i], i)
 	}
+	checkAgreement(t, ix, hubURL, compiled, patterns, topics)
+}
+
+// checkAgreement fails the test when Match disagrees, for some topic, with
+// testing each pattern (registered with its index as value) directly.
+func checkAgreement(t *testing.T, ix *Index[int], hub string, compiled []*Pattern, raws, topics []string) {
+	t.Helper()
 	for _, topic := range topics {
 		var want []int
 		for i, p := range compiled {
@@ -97,7 +104,7 @@ func TestMatchAgreesWithPatterns(t *testing.T) {
 			}
 		}
 		if got := match(ix, topic); !slices.Equal(got, want) {
-			t.Errorf("topic %q: index matched %v, patterns %v", topic, names(patterns, got), names(patterns, want))
+			t.Errorf("hub %q, topic %q: index matched %v, patterns %v", hub, topic, names(raws, got), names(raws, want))
 		}
 	}
 }
@@ -169,17 +176,7 @@ func TestMatchAgreesAcrossHubs(t *testing.T) {
 			raws = append(raws, raw)
 			ix.Add(URLPattern, raw, p, len(compiled)-1)
 		}
-		for _, topic := range topics {
-			var want []int
-			for i, p := range compiled {
-				if p.MatchTopic(topic) {
-					want = append(want, i)
-				}
-			}
-			if got := match(ix, topic); !slices.Equal(got, want) {
-				t.Errorf("hub %q, topic %q: index matched %v, patterns %v", hub, topic, names(raws, got), names(raws, want))
-			}
-		}
+		checkAgreement(t, ix, hub, compiled, raws, topics)
 	}
 }
 

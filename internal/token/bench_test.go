@@ -1,0 +1,27 @@
+package token
+
+import "testing"
+
+func BenchmarkVerify(b *testing.B) {
+	v := newTestVerifier(b)
+	for _, c := range []struct {
+		alg, kid string
+		key      any
+	}{
+		{"ES256", "a-es256", fx.es256},
+		{"RS256", "a-rsa", fx.rsa},
+		{"EdDSA", "a-ed", fx.ed},
+		{"HS256", "a-hs32", fx.hs32},
+	} {
+		raw := mint(b, c.alg, c.key, defaultHeader(c.alg, c.kid), defaultClaims(), nil)
+		b.Run(c.alg, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if _, err := v.Verify(raw, Publisher); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

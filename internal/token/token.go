@@ -1,0 +1,742 @@
+// Package token validates the JWT access tokens (RFC 9068) presented to the
+// hub and extracts their Mercure authorization details.
+//
+// Verification keys come only from the configuration: each trusted issuer
+// has one key set for the publish endpoint and one for the subscribe
+// endpoint, and a token is verified only with the set that belongs to its
+// "iss" claim and to the endpoint's role. Key material carried in token
+// headers (jwk, jku, x5u, x5c) is never used; "kid" only narrows the choice
+// among trusted keys.
+//
+// Every failure wraps ErrInvalid. The error text names the failed check and
+// is meant for logs only: clients get a bare invalid_token.
+package token
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+)
+
+// Role is the endpoint a token is presented to; it selects the key set.
+type Role int
+
+const (
+	// Publisher is the role of tokens presented to the publish endpoint.
+	Publisher Role = iota
+	// Subscriber is the role of tokens presented to the subscribe endpoint.
+	Subscriber
+)
+
+// String returns "publisher" or "subscriber".
+func (r Role) String() string {
+	switch r {
+	case Publisher:
+		return "publisher"
+	case Subscriber:
+		return "subscriber"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// ErrInvalid is wrapped by every error Verify returns. The caller answers
+// 401 invalid_token and logs the error, never revealing the cause to the
+// client.
+var ErrInvalid = errors.New("token: invalid")
+
+// DetailType is the authorization_details type of Mercure details.
+const DetailType = "https://mercure.rocks/authorization-detail"
+
+// Matcher types accepted in the topics of a Mercure detail.
+const (
+	// MatchExact is the default matcher type: byte-for-byte equality.
+	MatchExact = "exact"
+	// MatchURLPattern is the WHATWG URL Pattern matcher type.
+	MatchURLPattern = "urlpattern"
+	// MatchAll is the universal wildcard match value (MAT-4). It is
+	// recognized before the matcher type is considered.
+	MatchAll = "*"
+)
+
+// Defaults and hard limits of Options.
+const (
+	DefaultLeeway        = 5 * time.Second
+	DefaultMaxTokenBytes = 8192
+	DefaultMaxDetails    = 32
+	DefaultMaxTopics     = 64
+	DefaultMaxMatchBytes = 2048
+	// MaxKeysPerSet bounds how many keys one issuer may have per role:
+	// a token without a matching kid is checked against each of them.
+	MaxKeysPerSet = 16
+	// MinRSABits is the smallest accepted RSA modulus.
+	MinRSABits = 2048
+	// MinHMACBytes is the smallest accepted HMAC secret.
+	MinHMACBytes = 32
+)
+
+// Issuer binds a trusted issuer id to its keys: tokens for the publish
+// endpoint are verified with PublisherKeys only, subscriber tokens with
+// SubscriberKeys only (AUTH-6, AUTH-22). Either set may be nil, in which
+// case the issuer cannot issue tokens for that role. The sets are read once,
+// by New: to rotate keys, build a new Verifier.
+type Issuer struct {
+	ID             string
+	PublisherKeys  jwk.Set
+	SubscriberKeys jwk.Set
+}
+
+// Options configures a Verifier.
+type Options struct {
+	// Resource is the hub's resource identifier, required in "aud"
+	// (AUTH-24). Required.
+	Resource string
+	// Issuers lists the trusted issuers; at least one, ids unique.
+	Issuers []Issuer
+	// Algorithms is the allowlist of "alg" values. Nil means EdDSA, ES256,
+	// ES384, ES512, RS256, PS256, HS256, HS384 and HS512; the HS* ones can
+	// only ever verify with oct keys, so they are effective only for
+	// issuers whose sets hold such keys. "none" is never accepted.
+	Algorithms []jwa.SignatureAlgorithm
+	// Leeway is the clock skew allowed for exp, nbf and iat. Zero means
+	// DefaultLeeway; negative is an error.
+	Leeway time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// MaxTokenBytes bounds the raw token length; zero means
+	// DefaultMaxTokenBytes.
+	MaxTokenBytes int
+	// MaxDetails bounds the number of Mercure details; zero means
+	// DefaultMaxDetails.
+	MaxDetails int
+	// MaxTopics bounds the entries of one topics array; zero means
+	// DefaultMaxTopics.
+	MaxTopics int
+	// MaxMatchBytes bounds the length of one match value; zero means
+	// DefaultMaxMatchBytes.
+	MaxMatchBytes int
+	// CheckMatcher validates a matcher of a detail (e.g. compiles a URL
+	// pattern); nil accepts any. It is called for values other than "*"
+	// with type "exact" or "urlpattern". An error or a panic invalidates
+	// the token.
+	CheckMatcher func(matchType, match string) error
+}
+
+// Token holds the claims of a verified token.
+type Token struct {
+	Issuer   string
+	Subject  string
+	ClientID string
+	JTI      string
+	Expiry   time.Time
+	// Details are the token's Mercure details in array order; empty when
+	// the token grants nothing.
+	Details []Detail
+}
+
+// Detail is one Mercure authorization detail.
+type Detail struct {
+	Publish   bool
+	Subscribe bool
+	// Topics is never empty.
+	Topics []Matcher
+	// Payload is nil when absent and always a JSON object when present.
+	Payload json.RawMessage
+}
+
+// Matcher is one entry of a detail's topics.
+type Matcher struct {
+	// Type is "exact" (the default) or "urlpattern"; when Match is "*" it
+	// is kept as given, whatever it says (AUTH-40).
+	Type string
+	// Match is the matcher value; "*" matches every topic whatever Type
+	// says.
+	Match string
+}
+
+// MatchesAll reports whether m is the universal wildcard.
+func (m Matcher) MatchesAll() bool { return m.Match == MatchAll }
+
+// Verifier validates access tokens. It is safe for concurrent use.
+type Verifier struct {
+	resource      string
+	issuers       map[string]*issuerKeys
+	allowed       map[string]jwa.SignatureAlgorithm
+	leeway        time.Duration
+	now           func() time.Time
+	maxTokenBytes int
+	maxDetails    int
+	maxTopics     int
+	maxMatchBytes int
+	checkMatcher  func(matchType, match string) error
+	parseOpts     []jwt.ParseOption
+}
+
+type issuerKeys struct {
+	id   string
+	keys [2][]candidate // indexed by Role
+}
+
+// candidate is a trusted verification key, pre-exported.
+type candidate struct {
+	kid   string
+	alg   string // the key's own "alg", or ""
+	kty   string // "EC", "RSA", "OKP", "oct"
+	crv   string // EC curve name
+	bytes int    // oct secret length
+	raw   any
+}
+
+var defaultAlgorithms = []jwa.SignatureAlgorithm{
+	jwa.EdDSA(), jwa.ES256(), jwa.ES384(), jwa.ES512(), jwa.RS256(), jwa.PS256(),
+	jwa.HS256(), jwa.HS384(), jwa.HS512(),
+}
+
+// New validates o and returns a Verifier.
+func New(o Options) (*Verifier, error) {
+	if o.Resource == "" {
+		return nil, errors.New("token: empty Resource")
+	}
+	if len(o.Issuers) == 0 {
+		return nil, errors.New("token: no Issuers")
+	}
+	if o.Leeway < 0 {
+		return nil, errors.New("token: negative Leeway")
+	}
+	v := &Verifier{
+		resource:      o.Resource,
+		issuers:       make(map[string]*issuerKeys, len(o.Issuers)),
+		allowed:       make(map[string]jwa.SignatureAlgorithm),
+		leeway:        o.Leeway,
+		now:           o.Now,
+		checkMatcher:  o.CheckMatcher,
+		maxTokenBytes: o.MaxTokenBytes,
+		maxDetails:    o.MaxDetails,
+		maxTopics:     o.MaxTopics,
+		maxMatchBytes: o.MaxMatchBytes,
+	}
+	if v.leeway == 0 {
+		v.leeway = DefaultLeeway
+	}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	for _, l := range []struct {
+		p   *int
+		def int
+		n   string
+	}{
+		{&v.maxTokenBytes, DefaultMaxTokenBytes, "MaxTokenBytes"},
+		{&v.maxDetails, DefaultMaxDetails, "MaxDetails"},
+		{&v.maxTopics, DefaultMaxTopics, "MaxTopics"},
+		{&v.maxMatchBytes, DefaultMaxMatchBytes, "MaxMatchBytes"},
+	} {
+		switch {
+		case *l.p < 0:
+			return nil, fmt.Errorf("token: negative %s", l.n)
+		case *l.p == 0:
+			*l.p = l.def
+		}
+	}
+	algs := o.Algorithms
+	if algs == nil {
+		algs = defaultAlgorithms
+	}
+	if len(algs) == 0 {
+		return nil, errors.New("token: empty Algorithms")
+	}
+	for _, a := range algs {
+		if keyTypeFor(a.String()) == "" {
+			return nil, fmt.Errorf("token: unsupported algorithm %q", a.String())
+		}
+		v.allowed[a.String()] = a
+	}
+	for i, is := range o.Issuers {
+		if is.ID == "" {
+			return nil, fmt.Errorf("token: issuer %d: empty ID", i)
+		}
+		if _, dup := v.issuers[is.ID]; dup {
+			return nil, fmt.Errorf("token: duplicate issuer %q", is.ID)
+		}
+		ik := &issuerKeys{id: is.ID}
+		for r, set := range [2]jwk.Set{is.PublisherKeys, is.SubscriberKeys} {
+			cs, err := candidates(set)
+			if err != nil {
+				return nil, fmt.Errorf("token: issuer %q, %s keys: %w", is.ID, Role(r), err)
+			}
+			ik.keys[r] = cs
+		}
+		if len(ik.keys[Publisher]) == 0 && len(ik.keys[Subscriber]) == 0 {
+			return nil, fmt.Errorf("token: issuer %q has no usable signature key", is.ID)
+		}
+		v.issuers[is.ID] = ik
+	}
+	v.parseOpts = []jwt.ParseOption{
+		jwt.WithValidate(true),
+		jwt.WithRequiredClaim(jwt.ExpirationKey),
+		jwt.WithRequiredClaim(jwt.IssuerKey),
+		jwt.WithAudience(v.resource),
+		jwt.WithAcceptableSkew(v.leeway),
+		jwt.WithClock(jwt.ClockFunc(v.now)),
+		jwt.WithTypedClaim(claimDetails, json.RawMessage{}),
+	}
+	return v, nil
+}
+
+const claimDetails = "authorization_details"
+
+// keyTypeFor returns the key type an algorithm needs, or "" if the
+// algorithm is not supported.
+func keyTypeFor(alg string) string {
+	switch alg {
+	case "ES256", "ES384", "ES512":
+		return "EC"
+	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512":
+		return "RSA"
+	case "EdDSA", "Ed25519":
+		return "OKP"
+	case "HS256", "HS384", "HS512":
+		return "oct"
+	}
+	return ""
+}
+
+// fits reports whether alg may be verified with c.
+func (c *candidate) fits(alg string) bool {
+	if c.alg != "" && c.alg != alg {
+		return false
+	}
+	if keyTypeFor(alg) != c.kty {
+		return false
+	}
+	switch alg {
+	case "ES256":
+		return c.crv == "P-256"
+	case "ES384":
+		return c.crv == "P-384"
+	case "ES512":
+		return c.crv == "P-521"
+	case "HS384":
+		return c.bytes >= 48
+	case "HS512":
+		return c.bytes >= 64
+	}
+	return true
+}
+
+// candidates snapshots the signature keys of set, checking their strength.
+// Keys reserved for another use are skipped.
+func candidates(set jwk.Set) ([]candidate, error) {
+	if set == nil {
+		return nil, nil
+	}
+	var out []candidate
+	for i := range set.Len() {
+		k, ok := set.Key(i)
+		if !ok {
+			continue
+		}
+		if use, ok := k.KeyUsage(); ok && use != "" && use != "sig" {
+			continue
+		}
+		if ops, ok := k.KeyOps(); ok && len(ops) > 0 {
+			verify := false
+			for _, op := range ops {
+				verify = verify || op == jwk.KeyOpVerify
+			}
+			if !verify {
+				continue
+			}
+		}
+		var c candidate
+		c.kid, _ = k.KeyID()
+		if a, ok := k.Algorithm(); ok && a.String() != "" {
+			c.alg = a.String()
+			if keyTypeFor(c.alg) == "" {
+				continue // e.g. an encryption algorithm
+			}
+		}
+		pub := k
+		if k.KeyType() != jwa.OctetSeq() {
+			var err error
+			if pub, err = k.PublicKey(); err != nil {
+				return nil, fmt.Errorf("key %d: %w", i, err)
+			}
+		}
+		var raw any
+		if err := jwk.Export(pub, &raw); err != nil {
+			return nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		switch rk := raw.(type) {
+		case *ecdsa.PublicKey:
+			c.kty, c.crv = "EC", rk.Curve.Params().Name
+			if c.crv != "P-256" && c.crv != "P-384" && c.crv != "P-521" {
+				return nil, fmt.Errorf("key %d: unsupported curve %s", i, c.crv)
+			}
+		case *rsa.PublicKey:
+			c.kty = "RSA"
+			if rk.N.BitLen() < MinRSABits {
+				return nil, fmt.Errorf("key %d: RSA key of %d bits, want at least %d", i, rk.N.BitLen(), MinRSABits)
+			}
+		case ed25519.PublicKey:
+			c.kty = "OKP"
+		case []byte:
+			c.kty, c.bytes = "oct", len(rk)
+			if len(rk) < MinHMACBytes {
+				return nil, fmt.Errorf("key %d: HMAC secret of %d bytes, want at least %d", i, len(rk), MinHMACBytes)
+			}
+		default:
+			return nil, fmt.Errorf("key %d: unsupported key type %T", i, raw)
+		}
+		if c.alg != "" && keyTypeFor(c.alg) != c.kty {
+			return nil, fmt.Errorf("key %d: alg %s does not fit key type %s", i, c.alg, c.kty)
+		}
+		c.raw = raw
+		out = append(out, c)
+	}
+	if len(out) > MaxKeysPerSet {
+		return nil, fmt.Errorf("%d keys, at most %d allowed", len(out), MaxKeysPerSet)
+	}
+	return out, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// isCompact reports whether raw is made of three base64url segments.
+func isCompact(raw string) bool {
+	dots := 0
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '.':
+			dots++
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return dots == 2
+}
+
+// verifyState is the per-call state shared with the key provider.
+type verifyState struct {
+	role   Role
+	issuer string
+	calls  int
+}
+
+// Verify validates raw for role and returns its claims. Every failure
+// wraps ErrInvalid (the caller answers 401 invalid_token and logs err, never
+// revealing the cause to the client).
+func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
+	if role != Publisher && role != Subscriber {
+		return nil, invalid("unknown role %d", int(role))
+	}
+	if len(raw) > v.maxTokenBytes {
+		return nil, invalid("token of %d bytes exceeds %d", len(raw), v.maxTokenBytes)
+	}
+	if !isCompact(raw) {
+		return nil, invalid("not a compact JWS")
+	}
+	st := &verifyState{role: role}
+	opts := make([]jwt.ParseOption, 0, len(v.parseOpts)+1)
+	opts = append(opts, v.parseOpts...)
+	opts = append(opts, jwt.WithKeyProvider(jws.KeyProviderFunc(func(_ context.Context, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
+		return v.fetchKeys(st, sink, sig, msg)
+	})))
+	tok, err := jwt.ParseString(raw, opts...)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	// The key set was chosen from our own reading of "iss"; make sure the
+	// JWT parser read the same value (duplicate members, escapes, …).
+	iss, _ := tok.Issuer()
+	if st.issuer == "" || iss != st.issuer {
+		return nil, invalid("iss %q differs from the key issuer %q", iss, st.issuer)
+	}
+	exp, ok := tok.Expiration()
+	if !ok {
+		return nil, invalid("missing exp")
+	}
+	// jwx ignores exp when it equals the Unix epoch; check it ourselves.
+	if !v.now().Before(exp.Add(v.leeway)) {
+		return nil, invalid("expired at %v", exp)
+	}
+	t := &Token{Issuer: iss, Expiry: exp}
+	t.Subject, _ = tok.Subject()
+	t.JTI, _ = tok.JwtID()
+	if tok.Has("client_id") {
+		if err := tok.Get("client_id", &t.ClientID); err != nil {
+			return nil, invalid("client_id: %v", err)
+		}
+	}
+	if tok.Has(claimDetails) {
+		var rawDetails json.RawMessage
+		if err := tok.Get(claimDetails, &rawDetails); err != nil {
+			return nil, invalid("%s: %v", claimDetails, err)
+		}
+		if t.Details, err = v.ParseDetails(rawDetails); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// fetchKeys checks the protected header and hands the trusted keys that fit
+// it to sink.
+func (v *Verifier) fetchKeys(st *verifyState, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
+	st.calls++
+	if st.calls > 1 {
+		return errors.New("nested or multi-signature token")
+	}
+	if h := sig.PublicHeaders(); h != nil && len(h.Keys()) > 0 {
+		return errors.New("unprotected header")
+	}
+	h := sig.ProtectedHeaders()
+	if h == nil {
+		return errors.New("no protected header")
+	}
+	typ, _ := h.Type()
+	typ = strings.ToLower(typ)
+	typ = strings.TrimPrefix(typ, "application/")
+	if typ != "at+jwt" {
+		return fmt.Errorf("typ %q is not at+jwt", typ)
+	}
+	if h.Has(jws.CriticalKey) {
+		return errors.New("crit header present")
+	}
+	if h.Has("b64") {
+		return errors.New("b64 header present")
+	}
+	a, ok := h.Algorithm()
+	if !ok {
+		return errors.New("missing alg")
+	}
+	alg, ok := v.allowed[a.String()]
+	if !ok {
+		return fmt.Errorf("alg %q not allowed", a.String())
+	}
+	// The payload is not verified yet: "iss" only selects the key set, and
+	// Verify checks it again once the signature holds.
+	var claims struct {
+		Iss *string `json:"iss"`
+	}
+	if err := json.Unmarshal(msg.Payload(), &claims); err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	if claims.Iss == nil {
+		return errors.New("missing iss")
+	}
+	ik, ok := v.issuers[*claims.Iss]
+	if !ok {
+		return fmt.Errorf("unknown issuer %q", *claims.Iss)
+	}
+	st.issuer = ik.id
+	kid, hasKid := h.KeyID()
+	n := 0
+	for i := range ik.keys[st.role] {
+		c := &ik.keys[st.role][i]
+		if hasKid && c.kid != "" && c.kid != kid {
+			continue
+		}
+		if !c.fits(alg.String()) {
+			continue
+		}
+		sink.Key(alg, c.raw)
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no %s key of issuer %q fits alg %s kid %q", st.role, ik.id, alg, kid)
+	}
+	return nil
+}
+
+// ParseDetails parses the value of an authorization_details claim and
+// returns its Mercure details, enforcing the limits of v. Elements of other
+// types are ignored, but every element must be a JSON object.
+func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
+	raw = trimJSON(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, invalid("%s is not an array", claimDetails)
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, invalid("%s: %v", claimDetails, err)
+	}
+	var out []Detail
+	for i, e := range elems {
+		obj, err := object(e)
+		if err != nil {
+			return nil, invalid("%s[%d]: %v", claimDetails, i, err)
+		}
+		t, ok := obj["type"]
+		if !ok || len(t) == 0 || t[0] != '"' {
+			continue // not a Mercure detail
+		}
+		var typ string
+		if err := json.Unmarshal(t, &typ); err != nil || typ != DetailType {
+			continue
+		}
+		if len(out) == v.maxDetails {
+			return nil, invalid("more than %d Mercure details", v.maxDetails)
+		}
+		d, err := v.parseDetail(obj)
+		if err != nil {
+			return nil, invalid("%s[%d]: %v", claimDetails, i, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// trimJSON removes JSON whitespace (bytes.TrimSpace also strips \v, \f
+// and Unicode spaces, which JSON does not allow).
+func trimJSON(b []byte) []byte {
+	return bytes.Trim(b, " \t\n\r")
+}
+
+// object decodes a JSON object into its members; member names are matched
+// exactly (encoding/json struct decoding would fold case).
+func object(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	raw = trimJSON(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New("not an object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// array decodes a non-empty JSON array.
+func array(raw json.RawMessage, name string) ([]json.RawMessage, error) {
+	raw = trimJSON(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, fmt.Errorf("%s is not an array", name)
+	}
+	var a []json.RawMessage
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(a) == 0 {
+		return nil, fmt.Errorf("%s is empty", name)
+	}
+	return a, nil
+}
+
+// str decodes a JSON string (null is not a string).
+func str(raw json.RawMessage, name string) (string, error) {
+	raw = trimJSON(raw)
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", fmt.Errorf("%s is not a string", name)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}
+
+func (v *Verifier) parseDetail(obj map[string]json.RawMessage) (Detail, error) {
+	var d Detail
+	actions, err := array(obj["actions"], "actions")
+	if err != nil {
+		return d, err
+	}
+	for j, a := range actions {
+		s, err := str(a, fmt.Sprintf("actions[%d]", j))
+		if err != nil {
+			return d, err
+		}
+		switch s {
+		case "publish":
+			d.Publish = true
+		case "subscribe":
+			d.Subscribe = true
+		}
+	}
+	topics, err := array(obj["topics"], "topics")
+	if err != nil {
+		return d, err
+	}
+	if len(topics) > v.maxTopics {
+		return d, fmt.Errorf("more than %d topics", v.maxTopics)
+	}
+	d.Topics = make([]Matcher, 0, len(topics))
+	for j, t := range topics {
+		m, err := v.parseMatcher(t)
+		if err != nil {
+			return d, fmt.Errorf("topics[%d]: %w", j, err)
+		}
+		d.Topics = append(d.Topics, m)
+	}
+	if p, ok := obj["payload"]; ok {
+		p = trimJSON(p)
+		if len(p) == 0 || p[0] != '{' {
+			return d, errors.New("payload is not an object")
+		}
+		d.Payload = append(json.RawMessage(nil), p...)
+	}
+	return d, nil
+}
+
+func (v *Verifier) parseMatcher(raw json.RawMessage) (Matcher, error) {
+	obj, err := object(raw)
+	if err != nil {
+		return Matcher{}, err
+	}
+	m := Matcher{Type: MatchExact}
+	rm, ok := obj["match"]
+	if !ok {
+		return m, errors.New("missing match")
+	}
+	if m.Match, err = str(rm, "match"); err != nil {
+		return m, err
+	}
+	if m.Match == "" {
+		return m, errors.New("empty match")
+	}
+	if len(m.Match) > v.maxMatchBytes {
+		return m, fmt.Errorf("match of %d bytes exceeds %d", len(m.Match), v.maxMatchBytes)
+	}
+	if rt, ok := obj["match_type"]; ok {
+		if m.Type, err = str(rt, "match_type"); err != nil {
+			return m, err
+		}
+	}
+	if m.Match == MatchAll {
+		// MAT-4, AUTH-40: the wildcard is recognized before the type.
+		return m, nil
+	}
+	if m.Type != MatchExact && m.Type != MatchURLPattern {
+		return m, fmt.Errorf("unsupported match_type %q", m.Type)
+	}
+	if v.checkMatcher != nil {
+		if err := v.check(m); err != nil {
+			return m, fmt.Errorf("%s matcher: %w", m.Type, err)
+		}
+	}
+	return m, nil
+}
+
+func (v *Verifier) check(m Matcher) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return v.checkMatcher(m.Type, m.Match)
+}

@@ -114,3 +114,30 @@ func ExampleHub_Shutdown() {
 	fmt.Println(strings.TrimPrefix(err.Error(), "mercure: "))
 	// Output: hub is shut down
 }
+
+// ExampleHub_Link advertises the hub on an application's own response, with
+// the cursor that lets the client subscribe without missing an update.
+func ExampleHub_Link() {
+	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		if err := hub.Link(w.Header(), mercure.LinkLastEventID()); err != nil {
+			log.Print(err)
+		}
+		mercure.SelfLink(w.Header(), "https://example.com/books/1")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"@id":"https://example.com/books/1","status":"available"}`)
+	}
+	rec := httptest.NewRecorder()
+	handler(rec, httptest.NewRequest(http.MethodGet, "/books/1", nil))
+	for _, l := range rec.Header().Values("Link") {
+		fmt.Println(l)
+	}
+	// Output:
+	// <https://example.com/.well-known/mercure>; rel="mercure"; last-event-id="earliest"
+	// <https://example.com/books/1>; rel="self"
+}

@@ -1,0 +1,112 @@
+package mercure
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/mercurekit/mercure/internal/chars"
+)
+
+// A LinkOption adds a target attribute to the Link header written by
+// [Hub.Link] (DIS-3).
+type LinkOption func(h *Hub, attrs *[]string) error
+
+// LinkLastEventID adds last-event-id with the id of the last update the hub
+// dispatched (or earliest): a client that forwards it as last_event_id
+// misses no update published between the response and its subscription.
+func LinkLastEventID() LinkOption {
+	return func(h *Hub, attrs *[]string) error {
+		*attrs = append(*attrs, "last-event-id="+quote(h.LastEventID()))
+		return nil
+	}
+}
+
+// LinkType adds type, the SSE event type of the updates about the
+// resource; leave it out when they mix types. It follows the rules of the
+// publish type field, and an application's resource may not use "mercure".
+func LinkType(eventType string) LinkOption {
+	return func(_ *Hub, attrs *[]string) error {
+		if eventType == "" || !chars.Valid(eventType) || eventType == "mercure" {
+			return fmt.Errorf("%w: Link type %q", ErrInvalidType, eventType)
+		}
+		*attrs = append(*attrs, "type="+quote(eventType))
+		return nil
+	}
+}
+
+// LinkContentType adds content-type, the media type of the updates'
+// data (e.g. application/merge-patch+json), when it differs from the
+// resource's own; leave it out when updates mix media types.
+func LinkContentType(mediaType string) LinkOption {
+	return func(_ *Hub, attrs *[]string) error {
+		if mediaType == "" || !chars.Valid(mediaType) {
+			return fmt.Errorf("mercure: invalid Link content-type %q", mediaType)
+		}
+		*attrs = append(*attrs, "content-type="+quote(mediaType))
+		return nil
+	}
+}
+
+// Link adds to header the discovery link of the hub (DIS-2):
+//
+//	Link: <https://example.com/.well-known/mercure>; rel="mercure"
+//
+// with the attributes opts add, values quoted (DIS-4). Applications send
+// it on the responses of resources whose updates the hub pushes. Nothing
+// is added when an option is invalid.
+func (h *Hub) Link(header http.Header, opts ...LinkOption) error {
+	attrs := []string{`rel="mercure"`}
+	for _, o := range opts {
+		if err := o(h, &attrs); err != nil {
+			return err
+		}
+	}
+	header.Add("Link", "<"+h.url+">; "+strings.Join(attrs, "; "))
+	return nil
+}
+
+// SelfLink adds to header the link naming the canonical topic of the
+// resource (DIS-9):
+//
+//	Link: <https://example.com/books/1>; rel="self"
+//
+// Characters that cannot appear in a URI reference are percent-encoded.
+func SelfLink(header http.Header, topic string) {
+	header.Add("Link", "<"+uriReference(topic)+`>; rel="self"`)
+}
+
+// quote writes s as an RFC 9110 quoted string: ids chosen by publishers
+// may hold quotes and backslashes (DIS-4).
+func quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// uriReference percent-encodes the bytes of s that a URI reference cannot
+// hold (controls, space, non-ASCII, and the delimiters of the Link syntax),
+// so that the value stays one link target.
+func uriReference(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7F || strings.IndexByte(`<>"{}|\^`+"`", c) >= 0 {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,90 @@
+package mercure_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/mercurekit/mercure"
+)
+
+// DIS-2, DIS-3, DIS-4: the hub's discovery link, with quoted attributes.
+func TestDIS_Link(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+
+	hdr := http.Header{}
+	if err := h.Link(hdr); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hdr.Get("Link"), `<https://example.com/.well-known/mercure>; rel="mercure"`; got != want {
+		t.Fatalf("Link %q, want %q", got, want)
+	}
+
+	hdr = http.Header{}
+	if err := h.Link(hdr, mercure.LinkLastEventID()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hdr.Get("Link"), `<https://example.com/.well-known/mercure>; rel="mercure"; last-event-id="earliest"`; got != want {
+		t.Fatalf("before any update: Link %q, want %q", got, want)
+	}
+
+	// A publisher's id may hold quotes and backslashes (DIS-4).
+	if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: `a"b\c`}); err != nil {
+		t.Fatal(err)
+	}
+	hdr = http.Header{}
+	err = h.Link(hdr, mercure.LinkLastEventID(), mercure.LinkType("book-updated"), mercure.LinkContentType("application/merge-patch+json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `<https://example.com/.well-known/mercure>; rel="mercure"; last-event-id="a\"b\\c"; type="book-updated"; content-type="application/merge-patch+json"`
+	if got := hdr.Get("Link"); got != want {
+		t.Fatalf("Link\n %q\nwant\n %q", got, want)
+	}
+}
+
+// DIS-3: an application's resource may not advertise the type mercure,
+// nor a type the publish endpoint would refuse; nothing is written then.
+func TestDIS3_LinkTypeRules(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	for _, typ := range []string{"mercure", "", "a\nb", "x\u200by"} {
+		hdr := http.Header{}
+		if err := h.Link(hdr, mercure.LinkType(typ)); !errors.Is(err, mercure.ErrInvalidType) {
+			t.Errorf("type %q: %v, want ErrInvalidType", typ, err)
+		}
+		if len(hdr) != 0 {
+			t.Errorf("type %q: header written: %v", typ, hdr)
+		}
+	}
+	if err := h.Link(http.Header{}, mercure.LinkContentType("a\rb")); err == nil {
+		t.Error("content-type with CR accepted")
+	}
+}
+
+// DIS-9: the rel="self" link names the canonical topic and stays one link.
+func TestDIS9_SelfLink(t *testing.T) {
+	cases := map[string]string{
+		"https://example.com/books/1":     `<https://example.com/books/1>; rel="self"`,
+		"https://example.com/a b>c":       `<https://example.com/a%20b%3Ec>; rel="self"`,
+		"https://example.com/café":        `<https://example.com/caf%C3%A9>; rel="self"`,
+		`https://example.com/"x"`:         `<https://example.com/%22x%22>; rel="self"`,
+		"urn:isbn:9780441013593":          `<urn:isbn:9780441013593>; rel="self"`,
+		"https://example.com/q?a=1&b=%20": `<https://example.com/q?a=1&b=%20>; rel="self"`,
+	}
+	for topic, want := range cases {
+		hdr := http.Header{}
+		mercure.SelfLink(hdr, topic)
+		if got := hdr.Get("Link"); got != want {
+			t.Errorf("SelfLink(%q) = %q, want %q", topic, got, want)
+		}
+	}
+}

@@ -1,32 +1,50 @@
 package mercure
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/token"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
-// principal is what an access token proves about a request: the rights
-// the hub acts on. A nil *principal is an anonymous client, which may read
-// public updates only (AUTH-2, AUTH-36) and publish nothing.
-//
-// Token validation (AUTH-19 to AUTH-33) fills it in; the handlers only ask
-// the questions below, so the validator plugs in here without reshaping
-// them.
+// principal is what a valid access token proves about a request: the
+// rights the hub acts on. A nil *principal is an anonymous client, which
+// may read public updates only (AUTH-2, AUTH-36) and publish nothing.
 type principal struct {
-	publish   []grant
-	subscribe []grant
+	expiry     time.Time
+	publish    *grantSet
+	subscribe  *grantSet
+	fromCookie bool // the token came from the cookie (SEC-4)
 }
 
-// grant is one right of a principal over the topics a matcher selects.
-type grant struct{ m matcher }
+// grantSet is the topic matchers of one action in a token (AUTH-30).
+// Streams whose tokens grant the same matchers share one interned set, so
+// that dispatch evaluates each distinct set once per update, however many
+// streams hold it.
+type grantSet struct {
+	key      string // canonical form, for interning
+	matchers []matcher
+	refs     int // streams sharing the set; under hub.mu
+
+	// The verdict for the update being dispatched; under hub.mu.
+	memoSeq uint64
+	memo    bool
+}
 
 // mayPublish reports whether p may publish an update with these topics:
 // it needs publish on every one of them (AUTH-34).
 func (p *principal) mayPublish(topics []string) bool {
-	if p == nil {
+	if p == nil || p.publish == nil {
 		return false
 	}
 	for _, t := range topics {
-		if !anyGrantMatches(p.publish, t) {
+		if !slices.ContainsFunc(p.publish.matchers, func(m matcher) bool { return m.matches(t) }) {
 			return false
 		}
 	}
@@ -36,45 +54,205 @@ func (p *principal) mayPublish(topics []string) bool {
 // mayRead reports whether p may receive the private event e: it needs
 // subscribe on at least one of its topics, canonical or alternate
 // (AUTH-35). Routing plays no part (AUTH-8).
-func (p *principal) mayRead(e *Event) bool {
-	if p == nil {
+func (p *principal) mayRead(e *Event, r *topicurl.Resolver) bool {
+	if p == nil || p.subscribe == nil {
 		return false
 	}
-	for _, t := range e.Topics {
-		if anyGrantMatches(p.subscribe, t) {
-			return true
-		}
-	}
-	return false
+	return p.subscribe.reads(e, r)
 }
 
-func anyGrantMatches(grants []grant, topic string) bool {
-	for _, g := range grants {
-		if g.m.matches(topic) {
-			return true
-		}
+// mayReadLocked is mayRead for dispatch, which holds hub.mu and handles
+// one event at a time: the verdict is computed once per grant set.
+func (p *principal) mayReadLocked(e *Event, r *topicurl.Resolver) bool {
+	if p == nil || p.subscribe == nil {
+		return false
 	}
-	return false
+	g := p.subscribe
+	if g.memoSeq != e.Seq {
+		g.memoSeq, g.memo = e.Seq, g.reads(e, r)
+	}
+	return g.memo
 }
 
-// authenticate returns the principal of the request's access token, nil
-// for a request that presents none. When it returns ok == false it has
-// already answered the request (400 invalid_request or 401 invalid_token).
-//
-// The hub does not validate access tokens yet: every request is anonymous,
-// so HTTP publishing works only with [WithInsecurePublishing].
-func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request) (p *principal, ok bool) {
-	return nil, true
+func (g *grantSet) reads(e *Event, r *topicurl.Resolver) bool {
+	return slices.ContainsFunc(g.matchers, func(m matcher) bool { return m.matchesEvent(e, r) })
+}
+
+// newVerifier builds the token verifier of the configured issuers, or nil
+// when there is none.
+func (h *Hub) newVerifier() (*token.Verifier, error) {
+	if len(h.cfg.issuers) == 0 {
+		return nil, nil
+	}
+	issuers := make([]token.Issuer, len(h.cfg.issuers))
+	for i, iss := range h.cfg.issuers {
+		issuers[i] = token.Issuer{ID: iss.ID, PublisherKeys: iss.PublisherKeys, SubscriberKeys: iss.SubscriberKeys}
+	}
+	return token.New(token.Options{
+		Resource: h.url, // AUTH-24, DIS-6: the hub URL is the resource identifier
+		Issuers:  issuers,
+		CheckMatcher: func(typ, value string) error {
+			if typ == MatchURLPattern {
+				_, err := h.compilePattern(value)
+				return err
+			}
+			return nil
+		},
+	})
+}
+
+// errMalformedCredential marks an Authorization header that is not one
+// Bearer token (AUTH-16).
+var errMalformedCredential = fmt.Errorf("malformed Authorization header")
+
+// credential returns the request's token: from the Authorization header
+// when there is one, and then never from the cookie (AUTH-10), else from
+// the cookie (AUTH-12). Tokens in the query or a form are never read
+// (AUTH-9).
+func (h *Hub) credential(r *http.Request) (raw string, fromCookie bool, err error) {
+	if v, ok := r.Header["Authorization"]; ok {
+		if len(v) != 1 {
+			return "", false, errMalformedCredential
+		}
+		scheme, tok, found := strings.Cut(v[0], " ")
+		if !found || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
+			return "", false, errMalformedCredential
+		}
+		return tok, false, nil
+	}
+	if c, err := r.Cookie(h.cfg.cookieName); err == nil && c.Value != "" {
+		return c.Value, true, nil
+	}
+	return "", false, nil
+}
+
+// authenticate returns the principal of the request's access token, or nil
+// when it presents none. When ok is false it has answered the request: 400
+// invalid_request for a malformed header, 401 invalid_token for a token
+// that fails any check, whatever its source; an invalid token is never
+// taken as anonymous (AUTH-14).
+func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
+	if h.verifier == nil {
+		return nil, true // no issuer: nothing to verify a token with
+	}
+	raw, fromCookie, err := h.credential(r)
+	switch {
+	case err != nil:
+		h.challenge(w, http.StatusBadRequest, "invalid_request")
+		return nil, false
+	case raw == "":
+		return nil, true
+	}
+	tok, err := h.verifier.Verify(raw, role)
+	if err != nil {
+		// The reason goes to the log, never to the client (AUTH-14); the
+		// error names the failed check, not the token (SEC-9).
+		h.log.Debug("mercure: invalid access token", "role", role.String(), "error", err)
+		h.challenge(w, http.StatusUnauthorized, "invalid_token")
+		return nil, false
+	}
+	return h.newPrincipal(tok, role, fromCookie), true
+}
+
+// newPrincipal turns a verified token into the rights of one request.
+func (h *Hub) newPrincipal(tok *token.Token, role token.Role, fromCookie bool) *principal {
+	p := &principal{expiry: tok.Expiry, fromCookie: fromCookie}
+	var pub, sub []matcher
+	for _, d := range tok.Details {
+		for _, tm := range d.Topics {
+			m, err := h.grantMatcher(tm)
+			if err != nil {
+				continue // CheckMatcher compiled it during verification
+			}
+			if d.Publish {
+				pub = append(pub, m)
+			}
+			if d.Subscribe {
+				sub = append(sub, m)
+			}
+		}
+	}
+	if role == token.Publisher && len(pub) > 0 {
+		p.publish = newGrantSet(pub)
+	}
+	if role == token.Subscriber && len(sub) > 0 {
+		p.subscribe = newGrantSet(sub)
+	}
+	return p
+}
+
+// grantMatcher builds the matcher of a grant: "*" matches every topic
+// whatever the type says (AUTH-40).
+func (h *Hub) grantMatcher(tm token.Matcher) (matcher, error) {
+	switch {
+	case tm.MatchesAll():
+		return matcher{kind: index.Wildcard, typ: tm.Type, value: tm.Match}, nil
+	case tm.Type == MatchURLPattern:
+		pat, err := h.compilePattern(tm.Match)
+		if err != nil {
+			return matcher{}, err
+		}
+		return matcher{kind: index.URLPattern, typ: tm.Type, value: tm.Match, pattern: pat}, nil
+	default:
+		return matcher{kind: index.Exact, typ: MatchExact, value: tm.Match}, nil
+	}
+}
+
+func newGrantSet(ms []matcher) *grantSet {
+	var b strings.Builder
+	for _, m := range ms {
+		b.WriteString(m.typ)
+		b.WriteByte(0)
+		b.WriteString(m.value)
+		b.WriteByte(0)
+	}
+	return &grantSet{key: b.String(), matchers: ms}
 }
 
 // challenge answers with status and a Bearer challenge (RFC 6750): no
 // error attribute when no token was presented (AUTH-13), the OAuth error
-// code otherwise (AUTH-14, AUTH-15).
+// code otherwise (AUTH-14 to AUTH-16); with resource_metadata whenever the
+// hub validates tokens (AUTH-17, DIS-8).
 func (h *Hub) challenge(w http.ResponseWriter, status int, code string) {
-	c := "Bearer"
+	var attrs []string
 	if code != "" {
-		c += ` error="` + code + `"`
+		attrs = append(attrs, `error="`+code+`"`)
+	}
+	if h.verifier != nil {
+		attrs = append(attrs, "resource_metadata="+quote(h.MetadataURL()))
+	}
+	c := "Bearer"
+	if len(attrs) > 0 {
+		c += " " + strings.Join(attrs, ", ")
 	}
 	w.Header().Set("WWW-Authenticate", c)
 	writeProblem(w, status, http.StatusText(status))
+}
+
+// sameOrigin reports whether a cookie-authenticated publish comes from the
+// hub's own origin (SEC-4): its Origin header, or failing that its
+// Referer, must name it. Requests with neither are refused.
+func (h *Hub) sameOrigin(r *http.Request) bool {
+	source := r.Header.Get("Origin")
+	if source == "" {
+		source = r.Header.Get("Referer")
+	}
+	u, err := url.Parse(source)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return origin(u) == origin(h.cfg.url)
+}
+
+// origin serializes u's origin: lowercase scheme and host, default port
+// dropped, as browsers send it.
+func origin(u *url.URL) string {
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		port = ""
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mercurekit/mercure/internal/index"
 )
 
 // benchHub is a hub with in-process subscribers: streams registered in the
@@ -41,15 +43,7 @@ func newBenchHub(b *testing.B, opts ...Option) *benchHub {
 // empties its queue as a stream writer would.
 func (bh *benchHub) attach(b *testing.B, drain bool, typ, value string) *stream {
 	b.Helper()
-	m, err := bh.newMatcher(typ, value)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := &stream{hub: bh.Hub, matchers: []matcher{m}, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
-	if status, msg := bh.open(s); status != 0 {
-		b.Fatal(msg)
-	}
-	bh.streams = append(bh.streams, s)
+	s := bh.attachWith(b, nil, typ, value)
 	if drain {
 		bh.wg.Go(func() {
 			var spare []*Event
@@ -64,6 +58,21 @@ func (bh *benchHub) attach(b *testing.B, drain bool, typ, value string) *stream 
 			}
 		})
 	}
+	return s
+}
+
+// attachWith registers an in-process subscriber holding p's grants.
+func (bh *benchHub) attachWith(b *testing.B, p *principal, typ, value string) *stream {
+	b.Helper()
+	m, err := bh.newMatcher(typ, value)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &stream{hub: bh.Hub, matchers: []matcher{m}, principal: p, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
+	if status, msg := bh.open(s); status != 0 {
+		b.Fatal(msg)
+	}
+	bh.streams = append(bh.streams, s)
 	return s
 }
 
@@ -126,6 +135,60 @@ func BenchmarkDispatchMatched(b *testing.B) {
 					}
 					b.StartTimer()
 				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
+		})
+	}
+}
+
+// BenchmarkDispatchPrivate dispatches one private update to 10 000
+// subscribers holding subscribe grants: all the same URL pattern grant
+// (one interned set, evaluated once per update), or each its own exact
+// grant (10 000 sets, each evaluated once).
+func BenchmarkDispatchPrivate(b *testing.B) {
+	for _, shared := range []bool{true, false} {
+		name := "distinct-exact-grants"
+		if shared {
+			name = "shared-urlpattern-grant"
+		}
+		b.Run(name, func(b *testing.B) {
+			const n = 10_000
+			bh := newBenchHub(b, WithLimits(Limits{QueueEvents: 1 << 20}))
+			streams := make([]*stream, n)
+			pat, err := bh.compilePattern("https://example.com/fanout{/*}?")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range streams {
+				// Each user's own topic plus the shared one: 10 000 distinct sets.
+				grants := []matcher{
+					{kind: index.Exact, typ: MatchExact, value: fmt.Sprintf("https://example.com/users/%d", i)},
+					{kind: index.Exact, typ: MatchExact, value: "https://example.com/fanout"},
+				}
+				if shared {
+					grants = []matcher{{kind: index.URLPattern, typ: MatchURLPattern, value: pat.Raw(), pattern: pat}}
+				}
+				streams[i] = bh.attachWith(b, &principal{subscribe: newGrantSet(grants)}, MatchExact, "https://example.com/fanout")
+			}
+			topics := []string{"https://example.com/fanout"}
+			spares := make([][]*Event, n)
+			e := &Event{Update: Update{Topics: topics, ID: "x", Private: true}}
+			e.encoded()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				e.Seq = uint64(i + 1)
+				bh.dispatch(e)
+				if i%512 == 511 {
+					b.StopTimer()
+					for i, s := range streams {
+						spares[i] = s.take(spares[i])
+					}
+					b.StartTimer()
+				}
+			}
+			if got := len(streams[n-1].take(nil)); got == 0 && b.N%512 != 0 {
+				b.Fatal("the private update was not delivered")
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
 		})

@@ -1,11 +1,13 @@
 package mercure
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/token"
 )
 
 // A LinkOption adds a target attribute to the Link header written by
@@ -109,4 +111,54 @@ func uriReference(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// MetadataURL returns the URL of the hub's OAuth 2.0 protected resource
+// metadata (RFC 9728, DIS-5): the hub URL with
+// /.well-known/oauth-protected-resource inserted before its path. It lies
+// outside the hub's path: mount [Hub.MetadataHandler] there.
+func (h *Hub) MetadataURL() string {
+	u := *h.cfg.url
+	u.Path = "/.well-known/oauth-protected-resource" + u.Path
+	u.RawPath = ""
+	return u.String()
+}
+
+// MetadataPath returns the path of [Hub.MetadataURL].
+func (h *Hub) MetadataPath() string {
+	return "/.well-known/oauth-protected-resource" + h.cfg.url.Path
+}
+
+// MetadataHandler serves the protected resource metadata (DIS-5 to
+// DIS-7). A hub that validates no token has nothing to advertise: the
+// handler then answers 404.
+func (h *Hub) MetadataHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.verifier == nil {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		doc := struct {
+			Resource                  string   `json:"resource"`
+			AuthorizationDetailsTypes []string `json:"authorization_details_types_supported"`
+			BearerMethods             []string `json:"bearer_methods_supported"`
+			Cookie                    string   `json:"mercure_cookie,omitempty"`
+			MatcherTypes              []string `json:"mercure_matcher_types_supported"`
+		}{
+			Resource:                  h.url, // DIS-6: the aud tokens must carry
+			AuthorizationDetailsTypes: []string{token.DetailType},
+			BearerMethods:             []string{"header"}, // never the cookie (DIS-7)
+			Cookie:                    h.cfg.cookieName,
+			MatcherTypes:              []string{MatchExact, MatchURLPattern},
+		}
+		b, _ := json.Marshal(doc)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "max-age=300")
+		w.Write(b)
+	})
 }

@@ -65,11 +65,19 @@
 // # Authorization
 //
 // Application code publishes with [Hub.Publish] and needs no token. Over
-// HTTP, publishing needs an access token. This version does not validate
-// access tokens yet: HTTP publishing is refused with 401 unless
-// [WithInsecurePublishing] lifts the requirement (for closed networks
-// only), and every subscriber is anonymous, so private updates are stored
-// but reach no stream.
+// HTTP the hub is an OAuth 2.0 protected resource: with [WithIssuer] it
+// validates RFC 9068 access tokens whose authorization_details grant
+// publish and subscribe on topic matchers. Publishing needs publish on
+// every topic of the update; a private update reaches a stream whose token
+// grants subscribe on any one of its topics, live and on replay. Tokens
+// come from the Authorization header, or else from a cookie (see
+// [WithCookieName]); a stream ends when its token expires. Subscribers
+// without a token are refused unless [WithAnonymousSubscribers] is given;
+// they receive public updates only. Serve [Hub.MetadataHandler] at
+// [Hub.MetadataPath] so that clients can discover the hub's requirements.
+// [WithInsecurePublishing] accepts publications without a token, for
+// closed networks only. A hub without any issuer has anonymous subscribers
+// only, and private updates reach no stream.
 //
 // See the examples directory for a standalone hub.
 package mercure

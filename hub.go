@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
@@ -29,14 +30,16 @@ type Hub struct {
 	path     string // hub path (DIS-1)
 	log      *slog.Logger
 	resolver *topicurl.Resolver
+	verifier *token.Verifier // nil when no issuer is configured
 	store    Store
 	unlisten func()
 
 	// mu guards the subscriber index and the dispatch that reads it.
-	mu      sync.Mutex
-	index   *index.Index[*stream]
-	current *Event // the event being dispatched, read by deliverFn
-	deliver func(*stream)
+	mu        sync.Mutex
+	index     *index.Index[*stream]
+	grantSets map[string]*grantSet // interned subscribe grants of open streams
+	current   *Event               // the event being dispatched, read by deliverFn
+	deliver   func(*stream)
 
 	// life guards closed, streams and the stream WaitGroup.
 	life    sync.Mutex
@@ -97,15 +100,19 @@ func New(opts ...Option) (*Hub, error) {
 		return nil, fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
 	}
 	h := &Hub{
-		cfg:      cfg,
-		url:      hubURL,
-		path:     cfg.url.EscapedPath(),
-		log:      cfg.logger,
-		resolver: resolver,
-		store:    cfg.store,
-		index:    index.New[*stream](resolver),
-		streams:  make(map[*stream]struct{}),
-		conns:    connCounter{perClient: make(map[string]int)},
+		cfg:       cfg,
+		url:       hubURL,
+		path:      cfg.url.EscapedPath(),
+		log:       cfg.logger,
+		resolver:  resolver,
+		store:     cfg.store,
+		index:     index.New[*stream](resolver),
+		grantSets: make(map[string]*grantSet),
+		streams:   make(map[*stream]struct{}),
+		conns:     connCounter{perClient: make(map[string]int)},
+	}
+	if h.verifier, err = h.newVerifier(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	h.deliver = h.deliverCurrent
@@ -204,7 +211,7 @@ func (h *Hub) deliverCurrent(s *stream) {
 		return
 	}
 	s.lastSeq = e.Seq
-	if e.Private && !s.principal.mayRead(e) {
+	if e.Private && !s.principal.mayReadLocked(e, h.resolver) {
 		return
 	}
 	if !s.enqueue(e) {

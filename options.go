@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
 // An Option configures a [Hub]. Options validate their arguments: a bad
@@ -39,6 +41,9 @@ type config struct {
 	writeDelay      time.Duration
 	clientKey       func(*http.Request) string
 	insecurePublish bool
+	issuers         []Issuer
+	anonymous       bool
+	cookieName      string
 }
 
 func defaultConfig() config {
@@ -49,7 +54,73 @@ func defaultConfig() config {
 		keepAlive:    DefaultKeepAlive,
 		writeTimeout: DefaultWriteTimeout,
 		clientKey:    remoteIP,
+		cookieName:   DefaultCookieName,
 	}
+}
+
+// DefaultCookieName is the cookie that may carry a subscriber's access
+// token (AUTH-12), unless [WithCookieName] says otherwise.
+const DefaultCookieName = "__Secure-mercure_access_token"
+
+// Issuer is a trusted token issuer: an authorization server or the
+// application itself (a self-issuer, see AUTH-5). Its id must equal the
+// tokens' iss. Publisher tokens are verified with PublisherKeys only,
+// subscriber tokens with SubscriberKeys only (AUTH-6, AUTH-22); either may
+// be nil when the issuer mints no token of that kind.
+type Issuer struct {
+	ID             string
+	PublisherKeys  jwk.Set
+	SubscriberKeys jwk.Set
+}
+
+// WithIssuer trusts an issuer of access tokens; repeat it for several. With
+// at least one issuer the hub validates tokens, and subscribers need one
+// unless [WithAnonymousSubscribers] is given.
+func WithIssuer(iss Issuer) Option {
+	return func(c *config) error {
+		if iss.ID == "" {
+			return fmt.Errorf("%w: issuer without an id", ErrInvalidOption)
+		}
+		if iss.PublisherKeys == nil && iss.SubscriberKeys == nil {
+			return fmt.Errorf("%w: issuer %q has no keys", ErrInvalidOption, iss.ID)
+		}
+		c.issuers = append(c.issuers, iss)
+		return nil
+	}
+}
+
+// WithAnonymousSubscribers lets clients without a token subscribe; they
+// receive public updates only (AUTH-2). A hub without any [WithIssuer]
+// always accepts them, since it has no way to tell clients apart.
+func WithAnonymousSubscribers() Option {
+	return func(c *config) error {
+		c.anonymous = true
+		return nil
+	}
+}
+
+// WithCookieName sets the cookie that may carry a subscriber's token when
+// no Authorization header is sent (AUTH-12); the default is
+// [DefaultCookieName].
+func WithCookieName(name string) Option {
+	return func(c *config) error {
+		if name == "" || !validCookieName(name) {
+			return fmt.Errorf("%w: cookie name %q", ErrInvalidOption, name)
+		}
+		c.cookieName = name
+		return nil
+	}
+}
+
+// validCookieName accepts an RFC 6265 token.
+func validCookieName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7F || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // WithURL sets the hub's absolute public URL, for example

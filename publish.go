@@ -17,6 +17,7 @@ import (
 
 	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/form"
+	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
@@ -122,14 +123,22 @@ var errTooLarge = errors.New("request too large")
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
-	p, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
-	if p == nil && !h.cfg.insecurePublish {
-		// AUTH-1, AUTH-13: publishing needs a token.
-		h.challenge(w, http.StatusUnauthorized, "")
-		return
+	var p *principal
+	if !h.cfg.insecurePublish {
+		var ok bool
+		if p, ok = h.authenticate(w, r, token.Publisher); !ok {
+			return
+		}
+		if p == nil {
+			// AUTH-1, AUTH-13: publishing needs a token.
+			h.challenge(w, http.StatusUnauthorized, "")
+			return
+		}
+		if p.fromCookie && !h.sameOrigin(r) {
+			// SEC-4: a cookie rides along on cross-site requests.
+			h.challenge(w, http.StatusForbidden, "")
+			return
+		}
 	}
 	body, err := readForm(r, h.cfg.limits.MaxBodyBytes)
 	if err != nil {

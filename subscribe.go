@@ -12,6 +12,7 @@ import (
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/sse"
+	"github.com/mercurekit/mercure/internal/token"
 )
 
 // subscribeRequest is a parsed subscribe request.
@@ -163,7 +164,7 @@ func (s *stream) abortLocked() {
 // topics and the stream may read e: the same rules as live dispatch,
 // applied to replayed events with the principal presented now (REC-5).
 func (s *stream) matches(e *Event) bool {
-	if e.Private && !s.principal.mayRead(e) {
+	if e.Private && !s.principal.mayRead(e, s.hub.resolver) {
 		return false
 	}
 	for i := range s.matchers {
@@ -186,8 +187,12 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		writeFormError(w, err)
 		return
 	}
-	p, ok := h.authenticate(w, r)
+	p, ok := h.authenticate(w, r, token.Subscriber)
 	if !ok {
+		return
+	}
+	if p == nil && h.verifier != nil && !h.cfg.anonymous {
+		h.challenge(w, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
 		return
 	}
 	s := &stream{
@@ -301,6 +306,12 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	// early it is re-armed for the rest of the idle interval.
 	keepAlive := time.NewTimer(h.cfg.keepAlive)
 	defer keepAlive.Stop()
+	var expired <-chan time.Time // AUTH-37: a stream ends no later than its token
+	if s.principal != nil {
+		t := time.NewTimer(time.Until(s.principal.expiry))
+		defer t.Stop()
+		expired = t.C
+	}
 	var (
 		lastWrite time.Time        // zero: the first update after connecting is not delayed
 		delay     *time.Timer      // for WithWriteDelay
@@ -344,6 +355,8 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			continue
 		case <-s.kicked:
 			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+			return
+		case <-expired:
 			return
 		case <-r.Context().Done():
 			return
@@ -470,6 +483,14 @@ func (h *Hub) register(s *stream) bool {
 			return false
 		}
 	}
+	if p := s.principal; p != nil && p.subscribe != nil {
+		if g := h.grantSets[p.subscribe.key]; g != nil {
+			p.subscribe = g
+		} else {
+			h.grantSets[p.subscribe.key] = p.subscribe
+		}
+		p.subscribe.refs++
+	}
 	for i := range s.matchers {
 		m := &s.matchers[i]
 		e := h.index.Add(m.kind, m.value, m.pattern, s)
@@ -487,6 +508,11 @@ func (h *Hub) unregister(s *stream) {
 	defer h.mu.Unlock()
 	for _, e := range s.entries {
 		h.index.Remove(e)
+	}
+	if p := s.principal; p != nil && p.subscribe != nil && len(s.entries) > 0 {
+		if p.subscribe.refs--; p.subscribe.refs == 0 {
+			delete(h.grantSets, p.subscribe.key)
+		}
 	}
 }
 

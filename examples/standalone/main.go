@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
 	"github.com/mercurekit/mercure"
 )
 
@@ -74,8 +76,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		name string
 		set  bool
 	}{
-		{"issuer", *issuer != ""}, {"publisher-jwks", *publisherJWKS != ""}, {"subscriber-jwks", *subscriberJWKS != ""},
-		{"anonymous", *anonymous}, {"subscriptions", *subscriptions}, {"cors-origins", *corsOrigins != ""}, {"cookie", *cookie != ""},
+		{"subscriptions", *subscriptions}, {"cors-origins", *corsOrigins != ""},
 	}
 	for _, f := range notYet {
 		if f.set {
@@ -91,6 +92,25 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		mercure.WithLogger(log),
 		mercure.WithWriteDelay(*writeDelay),
 	}
+	if *issuer != "" {
+		iss := mercure.Issuer{ID: *issuer}
+		var err error
+		if iss.PublisherKeys, err = readJWKS(*publisherJWKS); err != nil {
+			return nil, err
+		}
+		if iss.SubscriberKeys, err = readJWKS(*subscriberJWKS); err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithIssuer(iss))
+	} else if *publisherJWKS != "" || *subscriberJWKS != "" {
+		return nil, errors.New("-publisher-jwks and -subscriber-jwks need -issuer")
+	}
+	if *anonymous {
+		opts = append(opts, mercure.WithAnonymousSubscribers())
+	}
+	if *cookie != "" {
+		opts = append(opts, mercure.WithCookieName(*cookie))
+	}
 	if *insecurePublish {
 		log.Warn("publishing without a token is enabled: anyone who can reach this hub can publish")
 		opts = append(opts, mercure.WithInsecurePublishing())
@@ -101,11 +121,28 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(hub.Path(), hub)
+	mux.Handle(hub.MetadataPath(), hub.MetadataHandler())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = page.Execute(w, struct{ HubPath string }{hub.Path()})
 	})
 	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile}, nil
+}
+
+// readJWKS reads a JWK Set file; an empty path means no keys.
+func readJWKS(path string) (jwk.Set, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	set, err := jwk.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return set, nil
 }
 
 func run(args []string, log *slog.Logger) error {

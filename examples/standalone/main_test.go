@@ -4,19 +4,31 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+	"github.com/lestrrat-go/jwx/v3/jwt"
 )
 
 func TestStandalone(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-anonymous", "-issuer", "https://issuer.example", "-history", "10"}, log)
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-subscriptions", "-cors-origins", "https://app.example", "-history", "10"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +36,7 @@ func TestStandalone(t *testing.T) {
 	defer srv.Close()
 	defer s.hub.Shutdown(context.Background())
 
-	if !strings.Contains(logs.String(), "flag=-anonymous") || !strings.Contains(logs.String(), "flag=-issuer") {
+	if !strings.Contains(logs.String(), "flag=-subscriptions") || !strings.Contains(logs.String(), "flag=-cors-origins") {
 		t.Errorf("no warning for flags not in effect:\n%s", logs.String())
 	}
 
@@ -77,5 +89,84 @@ func TestStandalone_PublishNeedsFlag(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("publish without -insecure-publish: %d", res.StatusCode)
+	}
+}
+
+// The launch contract's token flags: publishing needs a token signed by a
+// key of -publisher-jwks for -issuer, and the metadata document is served.
+func TestStandalone_Tokens(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := jwk.Import(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = key.Set(jwk.KeyIDKey, "k1")
+	_ = key.Set(jwk.AlgorithmKey, jwa.ES256())
+	pub, err := key.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := jwk.NewSet()
+	_ = set.AddKey(pub)
+	b, _ := json.Marshal(set)
+	file := filepath.Join(t.TempDir(), "pub.jwks")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const issuer = "https://issuer.example"
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", "https://hub.example/.well-known/mercure",
+		"-issuer", issuer, "-publisher-jwks", file, "-anonymous"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.hub.Shutdown(context.Background())
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+
+	tok, err := jwt.NewBuilder().Issuer(issuer).Audience([]string{"https://hub.example/.well-known/mercure"}).
+		Subject("app").IssuedAt(time.Now()).Expiration(time.Now().Add(time.Minute)).JwtID("1").
+		Claim("client_id", "app").
+		Claim("authorization_details", []any{map[string]any{
+			"type": "https://mercure.rocks/authorization-detail", "actions": []string{"publish"},
+			"topics": []any{map[string]any{"match": "*"}},
+		}}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := jws.NewHeaders()
+	_ = hdr.Set(jws.TypeKey, "at+jwt")
+	signed, err := jwt.Sign(tok, jwt.WithKey(jwa.ES256(), key, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", http.StatusUnauthorized}, {"Bearer " + string(signed), http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/.well-known/mercure", strings.NewReader("topic=x"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Fatalf("publish with %.20q: %d, want %d", c.auth, res.StatusCode, c.want)
+		}
+	}
+	res, err := http.Get(srv.URL + "/.well-known/oauth-protected-resource/.well-known/mercure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(meta), `"resource":"https://hub.example/.well-known/mercure"`) {
+		t.Fatalf("metadata: %d %s", res.StatusCode, meta)
 	}
 }

@@ -373,3 +373,25 @@ func TestShutdown_InterruptsReplay(t *testing.T) {
 		t.Fatalf("stream cut instead of ended: %v", s.err)
 	}
 }
+
+// AUTH-37: WithMaxStreamLifetime ends streams, token or not; the client
+// sees a clean end and resumes from its last event.
+func TestAUTH37_MaxStreamLifetime(t *testing.T) {
+	th := newTestHub(t, mercure.WithMaxStreamLifetime(300*time.Millisecond))
+	s := th.subscribe("match=x")
+	id := th.mustPost("topic=x")
+	if ev := s.next(t); ev.ID != id {
+		t.Fatalf("got %+v", ev)
+	}
+	select {
+	case <-s.done:
+		if s.err != nil {
+			t.Fatalf("stream cut instead of ended: %v", s.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream outlived its maximum lifetime")
+	}
+	if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithMaxStreamLifetime(0)); !errors.Is(err, mercure.ErrInvalidOption) {
+		t.Fatalf("zero lifetime: %v", err)
+	}
+}

@@ -44,6 +44,7 @@ type config struct {
 	issuers         []Issuer
 	anonymous       bool
 	cookieName      string
+	maxLifetime     time.Duration
 }
 
 func defaultConfig() config {
@@ -95,6 +96,20 @@ func WithIssuer(iss Issuer) Option {
 func WithAnonymousSubscribers() Option {
 	return func(c *config) error {
 		c.anonymous = true
+		return nil
+	}
+}
+
+// WithMaxStreamLifetime ends every stream after d, token or not, so that
+// clients reconnect and present their credentials again (AUTH-37). They
+// resume with Last-Event-ID and miss nothing. By default streams last
+// until their token expires, or forever without one.
+func WithMaxStreamLifetime(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: stream lifetime %v", ErrInvalidOption, d)
+		}
+		c.maxLifetime = d
 		return nil
 	}
 }

@@ -306,9 +306,18 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	// early it is re-armed for the rest of the idle interval.
 	keepAlive := time.NewTimer(h.cfg.keepAlive)
 	defer keepAlive.Stop()
-	var expired <-chan time.Time // AUTH-37: a stream ends no later than its token
+	// AUTH-37: a stream ends no later than its token, and no later than
+	// the maximum lifetime.
+	var end time.Time
 	if s.principal != nil {
-		t := time.NewTimer(time.Until(s.principal.expiry))
+		end = s.principal.expiry
+	}
+	if d := h.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
+		end = time.Now().Add(d)
+	}
+	var expired <-chan time.Time
+	if !end.IsZero() {
+		t := time.NewTimer(time.Until(end))
 		defer t.Stop()
 		expired = t.C
 	}

@@ -162,3 +162,18 @@ func (h *Hub) MetadataHandler() http.Handler {
 		w.Write(b)
 	})
 }
+
+// Mux is the part of a router that [Hub.Mount] uses; [http.ServeMux]
+// implements it.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+}
+
+// Mount registers on mux, in ServeMux pattern syntax, the hub path, its
+// subtree and the protected resource metadata path (DIS-5), which lies
+// outside the hub path.
+func (h *Hub) Mount(mux Mux) {
+	mux.Handle(h.cfg.url.Path, h)
+	mux.Handle(h.cfg.url.Path+"/", h)
+	mux.Handle(h.MetadataPath(), h.MetadataHandler())
+}

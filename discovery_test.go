@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/mercurekit/mercure"
@@ -86,5 +87,37 @@ func TestDIS9_SelfLink(t *testing.T) {
 		if got := hdr.Get("Link"); got != want {
 			t.Errorf("SelfLink(%q) = %q, want %q", topic, got, want)
 		}
+	}
+}
+
+// Mount registers the hub and its metadata document in one call, under
+// any path prefix.
+func TestDIS5_Mount(t *testing.T) {
+	for _, hubURL := range []string{testHubURL, "https://example.com/app/hub"} {
+		h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithInsecurePublishing(),
+			withAuthIssuer(t), mercure.WithAnonymousSubscribers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		h.Mount(mux)
+		srv := httptest.NewServer(mux)
+		th := &testHub{Hub: h, srv: srv, t: t}
+		s := th.subscribe("match=x")
+		id := th.mustPost("topic=x")
+		if ev := s.next(t); ev.ID != id {
+			t.Fatalf("%s: got %+v", hubURL, ev)
+		}
+		res, err := http.Get(srv.URL + h.MetadataPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: metadata %d %s", hubURL, res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		s.close()
+		h.Shutdown(context.Background())
+		srv.Close()
 	}
 }

@@ -230,8 +230,9 @@ func (h *Hub) challenge(w http.ResponseWriter, status int, code string) {
 }
 
 // sameOrigin reports whether a cookie-authenticated publish comes from the
-// hub's own origin (SEC-4): its Origin header, or failing that its
-// Referer, must name it. Requests with neither are refused.
+// hub's own origin or a CORS-allowed one (SEC-4): its Origin header, or
+// failing that its Referer, must name it. Requests with neither are
+// refused.
 func (h *Hub) sameOrigin(r *http.Request) bool {
 	source := r.Header.Get("Origin")
 	if source == "" {
@@ -241,7 +242,8 @@ func (h *Hub) sameOrigin(r *http.Request) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	return origin(u) == origin(h.cfg.url)
+	o := origin(u)
+	return o == origin(h.cfg.url) || slices.Contains(h.cfg.corsOrigins, o)
 }
 
 // origin serializes u's origin: lowercase scheme and host, default port

@@ -133,34 +133,36 @@ func (h *Hub) MetadataPath() string {
 // DIS-7). A hub that validates no token has nothing to advertise: the
 // handler then answers 404.
 func (h *Hub) MetadataHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.verifier == nil {
-			http.NotFound(w, r)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
-			return
-		}
-		doc := struct {
-			Resource                  string   `json:"resource"`
-			AuthorizationDetailsTypes []string `json:"authorization_details_types_supported"`
-			BearerMethods             []string `json:"bearer_methods_supported"`
-			Cookie                    string   `json:"mercure_cookie,omitempty"`
-			MatcherTypes              []string `json:"mercure_matcher_types_supported"`
-		}{
-			Resource:                  h.url, // DIS-6: the aud tokens must carry
-			AuthorizationDetailsTypes: []string{token.DetailType},
-			BearerMethods:             []string{"header"}, // never the cookie (DIS-7)
-			Cookie:                    h.cfg.cookieName,
-			MatcherTypes:              []string{MatchExact, MatchURLPattern},
-		}
-		b, _ := json.Marshal(doc)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "max-age=300")
-		w.Write(b)
-	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.withCORS(w, r, h.serveMetadata) })
+}
+
+func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	if h.verifier == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	doc := struct {
+		Resource                  string   `json:"resource"`
+		AuthorizationDetailsTypes []string `json:"authorization_details_types_supported"`
+		BearerMethods             []string `json:"bearer_methods_supported"`
+		Cookie                    string   `json:"mercure_cookie,omitempty"`
+		MatcherTypes              []string `json:"mercure_matcher_types_supported"`
+	}{
+		Resource:                  h.url, // DIS-6: the aud tokens must carry
+		AuthorizationDetailsTypes: []string{token.DetailType},
+		BearerMethods:             []string{"header"}, // never the cookie (DIS-7)
+		Cookie:                    h.cfg.cookieName,
+		MatcherTypes:              []string{MatchExact, MatchURLPattern},
+	}
+	b, _ := json.Marshal(doc)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	w.Write(b)
 }
 
 // Mux is the part of a router that [Hub.Mount] uses; [http.ServeMux]

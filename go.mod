@@ -7,6 +7,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/lestrrat-go/jwx/v3 v3.4.0
 	github.com/nlnwa/whatwg-url v0.6.2
+	github.com/rs/cors v1.11.1
 	github.com/tmaxmax/go-sse v0.12.0
 	go.uber.org/goleak v1.3.0
 )

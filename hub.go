@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/cors"
+
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -31,6 +33,7 @@ type Hub struct {
 	log      *slog.Logger
 	resolver *topicurl.Resolver
 	verifier *token.Verifier // nil when no issuer is configured
+	cors     *cors.Cors      // nil without WithCORS
 	store    Store
 	unlisten func()
 
@@ -114,6 +117,16 @@ func New(opts ...Option) (*Hub, error) {
 	if h.verifier, err = h.newVerifier(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
+	if len(cfg.corsOrigins) > 0 {
+		h.cors = cors.New(cors.Options{
+			AllowedOrigins:   cfg.corsOrigins,
+			AllowCredentials: true,
+			AllowedMethods:   []string{http.MethodGet, methodQuery, http.MethodPost},
+			AllowedHeaders:   []string{"Authorization", "Last-Event-ID", "Content-Type"},
+			ExposedHeaders:   []string{"Link", "Mercure-Last-Event-ID"},
+			MaxAge:           600,
+		})
+	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	h.deliver = h.deliverCurrent
 	earliest := Earliest
@@ -141,6 +154,20 @@ func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 // that a request whose path is empty is taken as already stripped of the
 // hub path (as [http.StripPrefix] leaves it).
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.withCORS(w, r, h.serveHub)
+}
+
+// withCORS runs next behind the CORS policy, if any: preflights are
+// answered without calling next.
+func (h *Hub) withCORS(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
+	if h.cors == nil {
+		next(w, r)
+		return
+	}
+	h.cors.ServeHTTP(w, r, next)
+}
+
+func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != h.cfg.url.Path && r.URL.Path != "" {
 		http.NotFound(w, r)
 		return
@@ -167,12 +194,14 @@ const (
 // PublishHandler returns a handler that serves only publication (POST).
 func (h *Hub) PublishHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
-			return
-		}
-		h.servePublish(w, r)
+		h.withCORS(w, r, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+				return
+			}
+			h.servePublish(w, r)
+		})
 	})
 }
 
@@ -180,12 +209,14 @@ func (h *Hub) PublishHandler() http.Handler {
 // and QUERY).
 func (h *Hub) SubscribeHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != methodQuery {
-			w.Header().Set("Allow", "GET, QUERY")
-			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
-			return
-		}
-		h.serveSubscribe(w, r)
+		h.withCORS(w, r, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet && r.Method != methodQuery {
+				w.Header().Set("Allow", "GET, QUERY")
+				writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+				return
+			}
+			h.serveSubscribe(w, r)
+		})
 	})
 }
 

@@ -45,6 +45,7 @@ type config struct {
 	anonymous       bool
 	cookieName      string
 	maxLifetime     time.Duration
+	corsOrigins     []string
 }
 
 func defaultConfig() config {
@@ -110,6 +111,27 @@ func WithMaxStreamLifetime(d time.Duration) Option {
 			return fmt.Errorf("%w: stream lifetime %v", ErrInvalidOption, d)
 		}
 		c.maxLifetime = d
+		return nil
+	}
+}
+
+// WithCORS lets browser pages on these origins (such as
+// "https://app.example.com") subscribe and publish with credentials
+// (cookies, Authorization): the hub answers their preflights and names
+// them in Access-Control-Allow-Origin, never "*" and never an origin not
+// listed (SUB-18, SEC-5). Link and Mercure-Last-Event-ID are exposed to
+// them. Cookie-authenticated publishes are accepted from these origins
+// as from the hub's own (SEC-4).
+func WithCORS(origins ...string) Option {
+	return func(c *config) error {
+		for _, o := range origins {
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+				strings.Contains(o, "*") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+				return fmt.Errorf("%w: CORS origin %q is not scheme://host[:port]", ErrInvalidOption, o)
+			}
+			c.corsOrigins = append(c.corsOrigins, origin(u))
+		}
 		return nil
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,16 +73,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	notYet := []struct {
-		name string
-		set  bool
-	}{
-		{"subscriptions", *subscriptions}, {"cors-origins", *corsOrigins != ""},
-	}
-	for _, f := range notYet {
-		if f.set {
-			log.Warn("flag accepted but not in effect yet: this version of the hub does not implement it", "flag", "-"+f.name)
-		}
+	if *subscriptions {
+		log.Warn("flag accepted but not in effect yet: this version of the hub does not implement it", "flag", "-subscriptions")
 	}
 	if *hubURL == "" {
 		*hubURL = "http://" + *addr + mercure.DefaultHubPath
@@ -104,6 +97,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		opts = append(opts, mercure.WithIssuer(iss))
 	} else if *publisherJWKS != "" || *subscriberJWKS != "" {
 		return nil, errors.New("-publisher-jwks and -subscriber-jwks need -issuer")
+	}
+	if *corsOrigins != "" {
+		opts = append(opts, mercure.WithCORS(strings.Split(*corsOrigins, ",")...))
 	}
 	if *anonymous {
 		opts = append(opts, mercure.WithAnonymousSubscribers())

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
 	"github.com/mercurekit/mercure"
 )
 
@@ -140,4 +142,46 @@ func ExampleHub_Link() {
 	// Output:
 	// <https://example.com/.well-known/mercure>; rel="mercure"; last-event-id="earliest"
 	// <https://example.com/books/1>; rel="self"
+}
+
+// ExampleSigner shows an application that is its own issuer: it mints a
+// short-lived subscriber token at login and hands it to the browser in the
+// hub's cookie.
+func ExampleSigner() {
+	secret, err := jwk.Import([]byte("an HMAC secret of at least 32 bytes!"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	keys := jwk.NewSet()
+	_ = keys.AddKey(secret)
+	hub, err := mercure.New(
+		mercure.WithURL("https://example.com/.well-known/mercure"),
+		mercure.WithIssuer(mercure.Issuer{ID: "https://example.com", SubscriberKeys: keys}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+	signer, err := mercure.NewSigner(secret, "https://example.com", hub.URL())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	login := func(w http.ResponseWriter, r *http.Request) {
+		tok, err := signer.Token(mercure.Grant{
+			Subject:   "alice",
+			Subscribe: []mercure.Match{{Pattern: "https://example.com/users/alice/{*}?", Type: mercure.MatchURLPattern}},
+		})
+		if err == nil {
+			err = hub.SetCookie(w, tok)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	}
+	rec := httptest.NewRecorder()
+	login(rec, httptest.NewRequest(http.MethodPost, "/login", nil))
+	c := rec.Result().Cookies()[0]
+	fmt.Println(c.Name, c.Path, c.Secure, c.HttpOnly, c.SameSite == http.SameSiteStrictMode)
+	// Output: __Secure-mercure_access_token /.well-known/mercure true true true
 }

@@ -1,0 +1,216 @@
+package mercure
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/mercurekit/mercure/internal/token"
+)
+
+// DefaultTokenTTL is the lifetime of a minted token when [Grant.TTL] is 0.
+// Keep tokens short-lived, especially for browsers (AUTH-6).
+const DefaultTokenTTL = 15 * time.Minute
+
+// Match is a topic matcher in a grant: an exact topic, a URL pattern
+// (Type [MatchURLPattern]) or "*" for every topic.
+type Match struct {
+	Pattern string
+	Type    string // MatchExact (the default when empty) or MatchURLPattern
+}
+
+// Grant describes the access token an application gives one of its users
+// or services.
+type Grant struct {
+	// Subject identifies the holder (sub); it is also the client_id unless
+	// ClientID is set.
+	Subject  string
+	ClientID string
+	// Publish lists the topics the holder may publish to: an update needs
+	// publish on every one of its topics (AUTH-34).
+	Publish []Match
+	// Subscribe lists the topics whose private updates the holder may
+	// receive: one of an update's topics is enough (AUTH-35).
+	Subscribe []Match
+	// Payload, when not nil, must marshal to a JSON object; it goes with
+	// the subscribe grant into the holder's subscription events (AUTH-41).
+	// Other subscribers may see it: put nothing private in it (AUTH-42).
+	Payload any
+	// TTL is how long the token is valid; 0 means [DefaultTokenTTL].
+	TTL time.Duration
+}
+
+// Signer mints RFC 9068 access tokens for an application that is its own
+// issuer (AUTH-5): typ at+jwt, iss, aud, sub, client_id, iat, exp, jti and
+// authorization_details. Configure the hub with [WithIssuer] and the
+// signer's public key. A Signer is safe for concurrent use.
+type Signer struct {
+	key      jwk.Key
+	alg      jwa.SignatureAlgorithm
+	issuer   string
+	audience string
+	now      func() time.Time
+}
+
+// NewSigner returns a signer that signs with the private key key (EC,
+// RSA, Ed25519, or an HMAC secret of at least 32 bytes) as issuer, for the
+// hub whose URL is audience.
+func NewSigner(key jwk.Key, issuer, audience string) (*Signer, error) {
+	if key == nil || issuer == "" || audience == "" {
+		return nil, errors.New("mercure: NewSigner needs a key, an issuer and an audience")
+	}
+	alg, err := signingAlgorithm(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{key: key, alg: alg, issuer: issuer, audience: audience, now: time.Now}, nil
+}
+
+// signingAlgorithm is the key's own alg, or the usual one for its type.
+func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
+	if a, ok := key.Algorithm(); ok {
+		if alg, ok := jwa.LookupSignatureAlgorithm(a.String()); ok {
+			return alg, nil
+		}
+	}
+	switch key.KeyType() {
+	case jwa.EC():
+		var crv jwa.EllipticCurveAlgorithm
+		if err := key.Get(jwk.ECDSACrvKey, &crv); err != nil {
+			return jwa.SignatureAlgorithm{}, fmt.Errorf("mercure: EC key without a curve: %w", err)
+		}
+		switch crv {
+		case jwa.P256():
+			return jwa.ES256(), nil
+		case jwa.P384():
+			return jwa.ES384(), nil
+		case jwa.P521():
+			return jwa.ES512(), nil
+		}
+	case jwa.RSA():
+		return jwa.RS256(), nil
+	case jwa.OKP():
+		return jwa.EdDSA(), nil
+	case jwa.OctetSeq():
+		return jwa.HS256(), nil
+	}
+	return jwa.SignatureAlgorithm{}, fmt.Errorf("mercure: no signature algorithm for key type %v", key.KeyType())
+}
+
+// Token mints a token carrying g.
+func (s *Signer) Token(g Grant) (string, error) {
+	ttl := g.TTL
+	if ttl == 0 {
+		ttl = DefaultTokenTTL
+	}
+	if ttl < 0 {
+		return "", fmt.Errorf("mercure: negative token TTL %v", ttl)
+	}
+	details, err := grantDetails(g)
+	if err != nil {
+		return "", err
+	}
+	clientID := g.ClientID
+	if clientID == "" {
+		clientID = g.Subject
+	}
+	now := s.now()
+	tok, err := jwt.NewBuilder().
+		Issuer(s.issuer).
+		Audience([]string{s.audience}).
+		Subject(g.Subject).
+		Claim("client_id", clientID).
+		IssuedAt(now).
+		Expiration(now.Add(ttl)).
+		JwtID(rand.Text()).
+		Claim("authorization_details", details).
+		Build()
+	if err != nil {
+		return "", fmt.Errorf("mercure: building token: %w", err)
+	}
+	hdr := jws.NewHeaders()
+	if err := hdr.Set(jws.TypeKey, "at+jwt"); err != nil {
+		return "", err
+	}
+	signed, err := jwt.Sign(tok, jwt.WithKey(s.alg, s.key, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		return "", fmt.Errorf("mercure: signing token: %w", err)
+	}
+	return string(signed), nil
+}
+
+// grantDetails turns a grant into Mercure authorization details: one per
+// action, so that the payload goes with subscribe only.
+func grantDetails(g Grant) ([]any, error) {
+	var details []any
+	add := func(action string, ms []Match, payload any) error {
+		if len(ms) == 0 {
+			return nil
+		}
+		topics := make([]map[string]string, len(ms))
+		for i, m := range ms {
+			typ := m.Type
+			if typ == "" {
+				typ = MatchExact
+			}
+			if typ != MatchExact && typ != MatchURLPattern {
+				return fmt.Errorf("mercure: unsupported match type %q", m.Type)
+			}
+			if m.Pattern == "" {
+				return errors.New("mercure: empty match in a grant")
+			}
+			topics[i] = map[string]string{"match": m.Pattern, "match_type": typ}
+		}
+		d := map[string]any{"type": token.DetailType, "actions": []string{action}, "topics": topics}
+		if payload != nil {
+			b, err := json.Marshal(payload)
+			if err != nil || len(b) == 0 || b[0] != '{' {
+				return fmt.Errorf("mercure: the payload of a grant must be a JSON object")
+			}
+			d["payload"] = json.RawMessage(b)
+		}
+		details = append(details, d)
+		return nil
+	}
+	if err := add("publish", g.Publish, nil); err != nil {
+		return nil, err
+	}
+	if err := add("subscribe", g.Subscribe, g.Payload); err != nil {
+		return nil, err
+	}
+	return details, nil
+}
+
+// SetCookie sets the cookie through which browsers present tok to the
+// hub's EventSource streams (AUTH-12): Secure, HttpOnly, SameSite=Strict,
+// Path the hub path, expiring with the token. The hub and the application
+// must share a registrable domain.
+func (h *Hub) SetCookie(w http.ResponseWriter, tok string) error {
+	// Only exp is read here: the hub verifies the token when it is used.
+	parsed, err := jwt.ParseInsecure([]byte(tok))
+	if err != nil {
+		return fmt.Errorf("mercure: reading the token's expiry: %w", err)
+	}
+	exp, ok := parsed.Expiration()
+	if !ok {
+		return errors.New("mercure: token without exp")
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     h.cfg.cookieName,
+		Value:    tok,
+		Path:     h.cfg.url.Path,
+		Expires:  exp,
+		Secure:   true,
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+	})
+	return nil
+}

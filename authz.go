@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v3/jwa"
+
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -88,9 +90,21 @@ func (h *Hub) newVerifier() (*token.Verifier, error) {
 	for i, iss := range h.cfg.issuers {
 		issuers[i] = token.Issuer{ID: iss.ID, PublisherKeys: iss.PublisherKeys, SubscriberKeys: iss.SubscriberKeys}
 	}
+	pol := h.cfg.tokenPolicy
+	var algs []jwa.SignatureAlgorithm
+	for _, a := range pol.Algorithms {
+		alg, _ := jwa.LookupSignatureAlgorithm(a) // checked by WithTokenPolicy
+		algs = append(algs, alg)
+	}
 	return token.New(token.Options{
-		Resource: h.url, // AUTH-24, DIS-6: the hub URL is the resource identifier
-		Issuers:  issuers,
+		Resource:      h.url, // AUTH-24, DIS-6: the hub URL is the resource identifier
+		Issuers:       issuers,
+		Algorithms:    algs,
+		Leeway:        pol.Leeway,
+		MaxTokenBytes: pol.MaxTokenBytes,
+		MaxDetails:    pol.MaxDetails,
+		MaxTopics:     pol.MaxTopics,
+		MaxMatchBytes: pol.MaxMatchBytes,
 		CheckMatcher: func(typ, value string) error {
 			if typ == MatchURLPattern {
 				_, err := h.compilePattern(value)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
@@ -46,6 +47,7 @@ type config struct {
 	cookieName      string
 	maxLifetime     time.Duration
 	corsOrigins     []string
+	tokenPolicy     TokenPolicy
 }
 
 func defaultConfig() config {
@@ -87,6 +89,38 @@ func WithIssuer(iss Issuer) Option {
 			return fmt.Errorf("%w: issuer %q has no keys", ErrInvalidOption, iss.ID)
 		}
 		c.issuers = append(c.issuers, iss)
+		return nil
+	}
+}
+
+// TokenPolicy tunes access-token validation. Zero fields keep the
+// defaults given in their comments.
+type TokenPolicy struct {
+	// Algorithms is the allowlist of JWS algorithms (AUTH-20). Default:
+	// EdDSA, ES256, ES384, ES512, RS256, PS256, and HS256/384/512 for
+	// issuers whose keys are HMAC secrets. "none" is never accepted.
+	Algorithms []string
+	// Leeway is the clock skew allowed on exp, nbf and iat. Default 5 s.
+	Leeway time.Duration
+	// MaxTokenBytes, MaxDetails, MaxTopics and MaxMatchBytes cap a token,
+	// its Mercure authorization details, the topics of one detail and the
+	// length of one matcher; a token over a cap is invalid (AUTH-32).
+	// Defaults 8 KiB, 32, 64 and 2 KiB.
+	MaxTokenBytes, MaxDetails, MaxTopics, MaxMatchBytes int
+}
+
+// WithTokenPolicy sets how access tokens are validated.
+func WithTokenPolicy(p TokenPolicy) Option {
+	return func(c *config) error {
+		for _, a := range p.Algorithms {
+			if _, ok := jwa.LookupSignatureAlgorithm(a); !ok || strings.EqualFold(a, "none") {
+				return fmt.Errorf("%w: signature algorithm %q", ErrInvalidOption, a)
+			}
+		}
+		if p.Leeway < 0 || p.MaxTokenBytes < 0 || p.MaxDetails < 0 || p.MaxTopics < 0 || p.MaxMatchBytes < 0 {
+			return fmt.Errorf("%w: negative value in TokenPolicy", ErrInvalidOption)
+		}
+		c.tokenPolicy = p
 		return nil
 	}
 }

@@ -1,0 +1,38 @@
+package mercure_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/mercurekit/mercure"
+)
+
+// AUTH-20, AUTH-32: the token policy's algorithm allowlist and limits;
+// a token outside them is invalid_token.
+func TestAUTH20_32_TokenPolicy(t *testing.T) {
+	const topic = "https://example.com/books/1"
+	publish := func(th *testHub, tok string) (int, http.Header) {
+		t.Helper()
+		status, _, hdr := th.request(http.MethodPost, "", form("topic", topic), "Authorization", "Bearer "+tok)
+		return status, hdr
+	}
+	two := pubToken(t, detail("publish", exactTopic(topic)), detail("publish", exactTopic("x")))
+
+	th := startAuthHub(t, mercure.WithTokenPolicy(mercure.TokenPolicy{Algorithms: []string{"ES384"}}))
+	if status, hdr := publish(th, two); status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != challengeInvalidToken {
+		t.Errorf("ES256 token with only ES384 allowed: %d %q", status, hdr.Get("WWW-Authenticate"))
+	}
+	th = startAuthHub(t, mercure.WithTokenPolicy(mercure.TokenPolicy{MaxDetails: 1}))
+	if status, hdr := publish(th, two); status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != challengeInvalidToken {
+		t.Errorf("two details with MaxDetails 1: %d %q", status, hdr.Get("WWW-Authenticate"))
+	}
+	if status, _ := publish(th, pubToken(t, detail("publish", exactTopic(topic)))); status != http.StatusOK {
+		t.Errorf("one detail with MaxDetails 1: %d", status)
+	}
+	for _, p := range []mercure.TokenPolicy{{Algorithms: []string{"none"}}, {Algorithms: []string{"XX256"}}, {MaxTopics: -1}} {
+		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithTokenPolicy(p)); !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("policy %+v: %v", p, err)
+		}
+	}
+}

@@ -75,6 +75,9 @@
 // without a token are refused unless [WithAnonymousSubscribers] is given;
 // they receive public updates only. Serve [Hub.MetadataHandler] at
 // [Hub.MetadataPath] so that clients can discover the hub's requirements.
+// An application that is its own issuer mints tokens with a [Signer] and
+// hands browsers theirs with [Hub.SetCookie]. [WithCORS] lets pages on
+// other origins subscribe with credentials.
 // [WithInsecurePublishing] accepts publications without a token, for
 // closed networks only. A hub without any issuer has anonymous subscribers
 // only, and private updates reach no stream.

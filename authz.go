@@ -81,14 +81,30 @@ func (g *grantSet) reads(e *Event, r *topicurl.Resolver) bool {
 }
 
 // newVerifier builds the token verifier of the configured issuers, or nil
-// when there is none.
+// when there is none, and h.authServers when some are authorization
+// servers.
 func (h *Hub) newVerifier() (*token.Verifier, error) {
 	if len(h.cfg.issuers) == 0 {
 		return nil, nil
 	}
 	issuers := make([]token.Issuer, len(h.cfg.issuers))
 	for i, iss := range h.cfg.issuers {
-		issuers[i] = token.Issuer{ID: iss.ID, PublisherKeys: iss.PublisherKeys, SubscriberKeys: iss.SubscriberKeys}
+		if !iss.AuthorizationServer {
+			issuers[i] = token.Issuer{ID: iss.ID, PublisherKeys: iss.PublisherKeys, SubscriberKeys: iss.SubscriberKeys}
+			continue
+		}
+		if h.authServers == nil {
+			as, err := newAuthServers(&h.cfg)
+			if err != nil {
+				return nil, err
+			}
+			h.authServers = as
+		}
+		src, err := h.authServers.add(iss.ID)
+		if err != nil {
+			return nil, err
+		}
+		issuers[i] = token.Issuer{ID: iss.ID, Keys: src}
 	}
 	pol := h.cfg.tokenPolicy
 	var algs []jwa.SignatureAlgorithm
@@ -157,7 +173,7 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 	case raw == "":
 		return nil, true
 	}
-	tok, err := h.verifier.Verify(raw, role)
+	tok, err := h.verifier.VerifyContext(r.Context(), raw, role)
 	if err != nil {
 		// The reason goes to the log, never to the client (AUTH-14); the
 		// error names the failed check, not the token (SEC-9).

@@ -152,12 +152,18 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		BearerMethods             []string `json:"bearer_methods_supported"`
 		Cookie                    string   `json:"mercure_cookie,omitempty"`
 		MatcherTypes              []string `json:"mercure_matcher_types_supported"`
+		AuthorizationServers      []string `json:"authorization_servers,omitempty"`
 	}{
 		Resource:                  h.url, // DIS-6: the aud tokens must carry
 		AuthorizationDetailsTypes: []string{token.DetailType},
 		BearerMethods:             []string{"header"}, // never the cookie (DIS-7)
 		Cookie:                    h.cfg.cookieName,
 		MatcherTypes:              []string{MatchExact, MatchURLPattern},
+	}
+	for _, iss := range h.cfg.issuers {
+		if iss.AuthorizationServer {
+			doc.AuthorizationServers = append(doc.AuthorizationServers, iss.ID) // DIS-7
+		}
 	}
 	b, _ := json.Marshal(doc)
 	w.Header().Set("Content-Type", "application/json")

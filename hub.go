@@ -33,9 +33,12 @@ type Hub struct {
 	log      *slog.Logger
 	resolver *topicurl.Resolver
 	verifier *token.Verifier // nil when no issuer is configured
-	cors     *cors.Cors      // nil without WithCORS
-	store    Store
-	unlisten func()
+	// authServers fetches the keys of authorization server issuers; nil
+	// when there is none.
+	authServers *authServers
+	cors        *cors.Cors // nil without WithCORS
+	store       Store
+	unlisten    func()
 
 	// mu guards the subscriber index and the dispatch that reads it.
 	mu        sync.Mutex
@@ -128,6 +131,12 @@ func New(opts ...Option) (*Hub, error) {
 		})
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
+	if h.authServers != nil {
+		if err := h.authServers.start(h.ctx); err != nil {
+			h.stop()
+			return nil, err
+		}
+	}
 	h.deliver = h.deliverCurrent
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
@@ -269,6 +278,12 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		h.unlisten()
 	}
 	h.life.Unlock()
+	if h.authServers != nil {
+		if err := h.authServers.shutdown(ctx); err != nil {
+			h.abortStreams()
+			return err
+		}
+	}
 	finished := make(chan struct{})
 	go func() {
 		h.active.Wait()

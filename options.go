@@ -48,6 +48,9 @@ type config struct {
 	maxLifetime     time.Duration
 	corsOrigins     []string
 	tokenPolicy     TokenPolicy
+	httpClient      *http.Client
+	privateFetches  bool
+	keyRefreshLimit time.Duration // tests only; see defaultKeyRefreshLimit
 }
 
 func defaultConfig() config {
@@ -75,6 +78,26 @@ type Issuer struct {
 	ID             string
 	PublisherKeys  jwk.Set
 	SubscriberKeys jwk.Set
+	// AuthorizationServer says that the issuer is an OAuth 2.0
+	// authorization server: its keys come from the JWK Set named by the
+	// jwks_uri of its RFC 8414 metadata, fetched over HTTPS and kept fresh;
+	// its tokens serve both publishers and subscribers (AUTH-21). ID must
+	// then be an https URL without query or fragment, PublisherKeys and
+	// SubscriberKeys must be nil, and the hub lists the issuer in the
+	// authorization_servers of its metadata (DIS-7).
+	//
+	// The metadata is fetched from ID with
+	// /.well-known/oauth-authorization-server inserted before its path
+	// (https://as.example/tenant1 gives
+	// https://as.example/.well-known/oauth-authorization-server/tenant1),
+	// and it is used only if its issuer equals ID exactly. [New] starts
+	// fetching in the background and does not wait: until the keys
+	// arrive, the issuer's tokens are refused. The set is refreshed as its
+	// Cache-Control allows (every 5 minutes at most, daily at least), and
+	// at once, at most once a minute, when a token names a kid it lacks or
+	// while no set could be fetched; a failed refresh keeps the last good
+	// set. See [WithHTTPClient] and [WithPrivateNetworkFetches].
+	AuthorizationServer bool
 }
 
 // WithIssuer trusts an issuer of access tokens; repeat it for several. With
@@ -85,10 +108,50 @@ func WithIssuer(iss Issuer) Option {
 		if iss.ID == "" {
 			return fmt.Errorf("%w: issuer without an id", ErrInvalidOption)
 		}
+		if iss.AuthorizationServer {
+			if iss.PublisherKeys != nil || iss.SubscriberKeys != nil {
+				return fmt.Errorf("%w: authorization server %q has static keys", ErrInvalidOption, iss.ID)
+			}
+			if _, err := asMetadataURL(iss.ID); err != nil {
+				return fmt.Errorf("%w: authorization server %q: %v", ErrInvalidOption, iss.ID, err)
+			}
+			c.issuers = append(c.issuers, iss)
+			return nil
+		}
 		if iss.PublisherKeys == nil && iss.SubscriberKeys == nil {
 			return fmt.Errorf("%w: issuer %q has no keys", ErrInvalidOption, iss.ID)
 		}
 		c.issuers = append(c.issuers, iss)
+		return nil
+	}
+}
+
+// WithHTTPClient sets the client that fetches the metadata and JWK Sets of
+// authorization servers (see [Issuer].AuthorizationServer); by default
+// the hub uses its own. The hub uses a copy: it keeps the client's
+// transport settings (TLS configuration included) but sets its own
+// timeouts (10 s at most), caps bodies at 1 MiB, follows only https
+// redirects and, unless [WithPrivateNetworkFetches] is given, replaces the
+// dialer with one that refuses non-public addresses and ignores any proxy.
+// That needs a Transport of type *http.Transport (or nil).
+func WithHTTPClient(client *http.Client) Option {
+	return func(c *config) error {
+		if client == nil {
+			return fmt.Errorf("%w: nil HTTP client", ErrInvalidOption)
+		}
+		c.httpClient = client
+		return nil
+	}
+}
+
+// WithPrivateNetworkFetches lets the hub fetch authorization server
+// metadata and JWK Sets from loopback, private, link-local and other
+// non-public addresses. By default it refuses to connect to them, so that
+// a hostile or misconfigured metadata document cannot make it probe the
+// internal network (SEC-11).
+func WithPrivateNetworkFetches() Option {
+	return func(c *config) error {
+		c.privateFetches = true
 		return nil
 	}
 }

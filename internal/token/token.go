@@ -3,8 +3,9 @@
 //
 // Verification keys come only from the configuration: each trusted issuer
 // has one key set for the publish endpoint and one for the subscribe
-// endpoint, and a token is verified only with the set that belongs to its
-// "iss" claim and to the endpoint's role. Key material carried in token
+// endpoint, or a KeySource (an authorization server's JWK Set) for both,
+// and a token is verified only with the set that belongs to its "iss"
+// claim and to the endpoint's role. Key material carried in token
 // headers (jwk, jku, x5u, x5c) is never used; "kid" only narrows the choice
 // among trusted keys.
 //
@@ -21,7 +22,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -91,10 +94,29 @@ const (
 // SubscriberKeys only (AUTH-6, AUTH-22). Either set may be nil, in which
 // case the issuer cannot issue tokens for that role. The sets are read once,
 // by New: to rotate keys, build a new Verifier.
+//
+// An issuer whose keys change at run time (an authorization server
+// publishing a JWK Set) has Keys instead, and no static sets: its current
+// set verifies the tokens of both roles.
 type Issuer struct {
 	ID             string
 	PublisherKeys  jwk.Set
 	SubscriberKeys jwk.Set
+	Keys           KeySource
+}
+
+// KeySource supplies the current key set of a dynamic issuer. The sets it
+// returns are read, never modified; their keys are subject to the same
+// rules as static ones (use, key_ops, alg, key type and strength), except
+// that an unusable key is skipped instead of being an error.
+type KeySource interface {
+	// Keys returns the current set. It is called for every token of the
+	// issuer, and must be cheap once the set is known.
+	Keys(ctx context.Context) (jwk.Set, error)
+	// Refresh is called when a token names a kid the current set lacks.
+	// It may fetch the set anew, or, to bound the load a stream of bogus
+	// kids could cause, return the current set unchanged.
+	Refresh(ctx context.Context) (jwk.Set, error)
 }
 
 // Options configures a Verifier.
@@ -185,7 +207,50 @@ type Verifier struct {
 
 type issuerKeys struct {
 	id   string
-	keys [2][]candidate // indexed by Role
+	keys [2][]candidate // indexed by Role; static issuers only
+	src  KeySource      // dynamic issuers only
+
+	mu        sync.Mutex
+	lastSet   jwk.Set // the set lastCands was computed from
+	lastCands []candidate
+	lastErr   error
+}
+
+// dynamicCandidates returns the candidates of the source's current set,
+// refreshing it once when kid is not in it. Candidates are recomputed only
+// when the set changes.
+func (ik *issuerKeys) dynamicCandidates(ctx context.Context, kid string, hasKid bool) ([]candidate, error) {
+	set, err := ik.src.Keys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("issuer %q keys: %w", ik.id, err)
+	}
+	cs, err := ik.setCandidates(set)
+	if err != nil {
+		return nil, err
+	}
+	if hasKid && !slices.ContainsFunc(cs, func(c candidate) bool { return c.kid == kid }) {
+		// An unknown kid may be a key the issuer just rotated in.
+		if set, err = ik.src.Refresh(ctx); err != nil {
+			return nil, fmt.Errorf("issuer %q keys: %w", ik.id, err)
+		}
+		if cs, err = ik.setCandidates(set); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+func (ik *issuerKeys) setCandidates(set jwk.Set) ([]candidate, error) {
+	if set == nil {
+		return nil, fmt.Errorf("issuer %q has no key set", ik.id)
+	}
+	ik.mu.Lock()
+	defer ik.mu.Unlock()
+	if ik.lastSet != set {
+		ik.lastSet = set
+		ik.lastCands, ik.lastErr = candidates(set, true)
+	}
+	return ik.lastCands, ik.lastErr
 }
 
 // candidate is a trusted verification key, pre-exported.
@@ -270,8 +335,16 @@ func New(o Options) (*Verifier, error) {
 			return nil, fmt.Errorf("token: duplicate issuer %q", is.ID)
 		}
 		ik := &issuerKeys{id: is.ID}
+		if is.Keys != nil {
+			if is.PublisherKeys != nil || is.SubscriberKeys != nil {
+				return nil, fmt.Errorf("token: issuer %q has both Keys and static key sets", is.ID)
+			}
+			ik.src = is.Keys
+			v.issuers[is.ID] = ik
+			continue
+		}
 		for r, set := range [2]jwk.Set{is.PublisherKeys, is.SubscriberKeys} {
-			cs, err := candidates(set)
+			cs, err := candidates(set, false)
 			if err != nil {
 				return nil, fmt.Errorf("token: issuer %q, %s keys: %w", is.ID, Role(r), err)
 			}
@@ -336,8 +409,9 @@ func (c *candidate) fits(alg string) bool {
 }
 
 // candidates snapshots the signature keys of set, checking their strength.
-// Keys reserved for another use are skipped.
-func candidates(set jwk.Set) ([]candidate, error) {
+// Keys reserved for another use are skipped; so are unusable keys when
+// lenient is set, instead of failing the whole set.
+func candidates(set jwk.Set, lenient bool) ([]candidate, error) {
 	if set == nil {
 		return nil, nil
 	}
@@ -347,68 +421,74 @@ func candidates(set jwk.Set) ([]candidate, error) {
 		if !ok {
 			continue
 		}
-		if use, ok := k.KeyUsage(); ok && use != "" && use != "sig" {
-			continue
+		c, ok, err := keyCandidate(k, i)
+		switch {
+		case err != nil && !lenient:
+			return nil, err
+		case err == nil && ok:
+			out = append(out, c)
 		}
-		if ops, ok := k.KeyOps(); ok && len(ops) > 0 {
-			verify := false
-			for _, op := range ops {
-				verify = verify || op == jwk.KeyOpVerify
-			}
-			if !verify {
-				continue
-			}
-		}
-		var c candidate
-		c.kid, _ = k.KeyID()
-		if a, ok := k.Algorithm(); ok && a.String() != "" {
-			c.alg = a.String()
-			if keyTypeFor(c.alg) == "" {
-				continue // e.g. an encryption algorithm
-			}
-		}
-		pub := k
-		if k.KeyType() != jwa.OctetSeq() {
-			var err error
-			if pub, err = k.PublicKey(); err != nil {
-				return nil, fmt.Errorf("key %d: %w", i, err)
-			}
-		}
-		var raw any
-		if err := jwk.Export(pub, &raw); err != nil {
-			return nil, fmt.Errorf("key %d: %w", i, err)
-		}
-		switch rk := raw.(type) {
-		case *ecdsa.PublicKey:
-			c.kty, c.crv = "EC", rk.Curve.Params().Name
-			if c.crv != "P-256" && c.crv != "P-384" && c.crv != "P-521" {
-				return nil, fmt.Errorf("key %d: unsupported curve %s", i, c.crv)
-			}
-		case *rsa.PublicKey:
-			c.kty = "RSA"
-			if rk.N.BitLen() < MinRSABits {
-				return nil, fmt.Errorf("key %d: RSA key of %d bits, want at least %d", i, rk.N.BitLen(), MinRSABits)
-			}
-		case ed25519.PublicKey:
-			c.kty = "OKP"
-		case []byte:
-			c.kty, c.bytes = "oct", len(rk)
-			if len(rk) < MinHMACBytes {
-				return nil, fmt.Errorf("key %d: HMAC secret of %d bytes, want at least %d", i, len(rk), MinHMACBytes)
-			}
-		default:
-			return nil, fmt.Errorf("key %d: unsupported key type %T", i, raw)
-		}
-		if c.alg != "" && keyTypeFor(c.alg) != c.kty {
-			return nil, fmt.Errorf("key %d: alg %s does not fit key type %s", i, c.alg, c.kty)
-		}
-		c.raw = raw
-		out = append(out, c)
 	}
 	if len(out) > MaxKeysPerSet {
 		return nil, fmt.Errorf("%d keys, at most %d allowed", len(out), MaxKeysPerSet)
 	}
 	return out, nil
+}
+
+// keyCandidate exports the signature key k, number i of its set; ok is
+// false when k is meant for another use.
+func keyCandidate(k jwk.Key, i int) (c candidate, ok bool, err error) {
+	if use, ok := k.KeyUsage(); ok && use != "" && use != "sig" {
+		return c, false, nil
+	}
+	if ops, ok := k.KeyOps(); ok && len(ops) > 0 {
+		if !slices.Contains(ops, jwk.KeyOpVerify) {
+			return c, false, nil
+		}
+	}
+	c.kid, _ = k.KeyID()
+	if a, ok := k.Algorithm(); ok && a.String() != "" {
+		c.alg = a.String()
+		if keyTypeFor(c.alg) == "" {
+			return c, false, nil // e.g. an encryption algorithm
+		}
+	}
+	pub := k
+	if k.KeyType() != jwa.OctetSeq() {
+		if pub, err = k.PublicKey(); err != nil {
+			return c, false, fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	var raw any
+	if err := jwk.Export(pub, &raw); err != nil {
+		return c, false, fmt.Errorf("key %d: %w", i, err)
+	}
+	switch rk := raw.(type) {
+	case *ecdsa.PublicKey:
+		c.kty, c.crv = "EC", rk.Curve.Params().Name
+		if c.crv != "P-256" && c.crv != "P-384" && c.crv != "P-521" {
+			return c, false, fmt.Errorf("key %d: unsupported curve %s", i, c.crv)
+		}
+	case *rsa.PublicKey:
+		c.kty = "RSA"
+		if rk.N.BitLen() < MinRSABits {
+			return c, false, fmt.Errorf("key %d: RSA key of %d bits, want at least %d", i, rk.N.BitLen(), MinRSABits)
+		}
+	case ed25519.PublicKey:
+		c.kty = "OKP"
+	case []byte:
+		c.kty, c.bytes = "oct", len(rk)
+		if len(rk) < MinHMACBytes {
+			return c, false, fmt.Errorf("key %d: HMAC secret of %d bytes, want at least %d", i, len(rk), MinHMACBytes)
+		}
+	default:
+		return c, false, fmt.Errorf("key %d: unsupported key type %T", i, raw)
+	}
+	if c.alg != "" && keyTypeFor(c.alg) != c.kty {
+		return c, false, fmt.Errorf("key %d: alg %s does not fit key type %s", i, c.alg, c.kty)
+	}
+	c.raw = raw
+	return c, true, nil
 }
 
 func invalid(format string, args ...any) error {
@@ -441,6 +521,12 @@ type verifyState struct {
 // wraps ErrInvalid (the caller answers 401 invalid_token and logs err, never
 // revealing the cause to the client).
 func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
+	return v.VerifyContext(context.Background(), raw, role)
+}
+
+// VerifyContext is Verify with a context, which bounds the wait for the
+// key set of a dynamic issuer.
+func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*Token, error) {
 	if role != Publisher && role != Subscriber {
 		return nil, invalid("unknown role %d", int(role))
 	}
@@ -454,7 +540,7 @@ func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
 	opts := make([]jwt.ParseOption, 0, len(v.parseOpts)+1)
 	opts = append(opts, v.parseOpts...)
 	opts = append(opts, jwt.WithKeyProvider(jws.KeyProviderFunc(func(_ context.Context, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
-		return v.fetchKeys(st, sink, sig, msg)
+		return v.fetchKeys(ctx, st, sink, sig, msg)
 	})))
 	tok, err := jwt.ParseString(raw, opts...)
 	if err != nil {
@@ -496,7 +582,7 @@ func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
 
 // fetchKeys checks the protected header and hands the trusted keys that fit
 // it to sink.
-func (v *Verifier) fetchKeys(st *verifyState, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
+func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
 	st.calls++
 	if st.calls > 1 {
 		return errors.New("nested or multi-signature token")
@@ -545,9 +631,16 @@ func (v *Verifier) fetchKeys(st *verifyState, sink jws.KeySink, sig *jws.Signatu
 	}
 	st.issuer = ik.id
 	kid, hasKid := h.KeyID()
+	keys := ik.keys[st.role]
+	if ik.src != nil {
+		var err error
+		if keys, err = ik.dynamicCandidates(ctx, kid, hasKid); err != nil {
+			return err
+		}
+	}
 	n := 0
-	for i := range ik.keys[st.role] {
-		c := &ik.keys[st.role][i]
+	for i := range keys {
+		c := &keys[i]
 		if hasKid && c.kid != "" && c.kid != kid {
 			continue
 		}

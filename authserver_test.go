@@ -1,0 +1,370 @@
+package mercure_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/mercurekit/mercure"
+)
+
+// fakeAS is an authorization server: RFC 8414 metadata and a JWK Set,
+// served over TLS on a loopback address.
+type fakeAS struct {
+	srv *httptest.Server
+	id  string // issuer identifier: srv.URL + "/tenant1"
+
+	mu       sync.Mutex
+	keys     map[string]*ecdsa.PrivateKey // kid → key, published in the JWK Set
+	issuer   string                       // issuer in the metadata; "" means id
+	jwksURI  string                       // jwks_uri in the metadata; "" means the server's own
+	failMeta bool
+	failJWKS bool
+
+	metaHits atomic.Int32
+	jwksHits atomic.Int32
+}
+
+func newFakeAS(t *testing.T) *fakeAS {
+	t.Helper()
+	as := &fakeAS{keys: map[string]*ecdsa.PrivateKey{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/oauth-authorization-server/tenant1", func(w http.ResponseWriter, r *http.Request) {
+		as.metaHits.Add(1)
+		as.mu.Lock()
+		defer as.mu.Unlock()
+		if as.failMeta {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		iss, jwks := as.issuer, as.jwksURI
+		if iss == "" {
+			iss = as.id
+		}
+		if jwks == "" {
+			jwks = as.srv.URL + "/tenant1/jwks"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"issuer": iss, "jwks_uri": jwks})
+	})
+	mux.HandleFunc("/tenant1/jwks", func(w http.ResponseWriter, r *http.Request) {
+		as.jwksHits.Add(1)
+		as.mu.Lock()
+		defer as.mu.Unlock()
+		if as.failJWKS {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		set := jwk.NewSet()
+		for kid, k := range as.keys {
+			key, err := jwk.Import(&k.PublicKey)
+			if err != nil {
+				panic(err)
+			}
+			key.Set(jwk.KeyIDKey, kid)
+			key.Set(jwk.AlgorithmKey, "ES256")
+			key.Set(jwk.KeyUsageKey, "sig")
+			set.AddKey(key)
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Header().Set("Cache-Control", "max-age=3600")
+		json.NewEncoder(w).Encode(set)
+	})
+	as.srv = httptest.NewTLSServer(mux)
+	t.Cleanup(as.srv.Close)
+	as.id = as.srv.URL + "/tenant1"
+	return as
+}
+
+// setKeys replaces the published keys.
+func (as *fakeAS) setKeys(keys map[string]*ecdsa.PrivateKey) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	as.keys = keys
+}
+
+func (as *fakeAS) update(f func(as *fakeAS)) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	f(as)
+}
+
+// token mints a token of the AS signed with key under kid, granting
+// publish and subscribe on every topic.
+func (as *fakeAS) token(t *testing.T, key *ecdsa.PrivateKey, kid string) string {
+	t.Helper()
+	claims := authClaims(detail("publish,subscribe", exactTopic("*")))
+	claims["iss"] = as.id
+	return mintToken(t, key, map[string]any{"alg": "ES256", "typ": "at+jwt", "kid": kid}, claims)
+}
+
+// asOptions are the options of a hub trusting as; refresh is the on-demand
+// refresh limit.
+func (as *fakeAS) options(refresh time.Duration, extra ...mercure.Option) []mercure.Option {
+	return append([]mercure.Option{
+		mercure.WithURL(testHubURL),
+		mercure.WithIssuer(mercure.Issuer{ID: as.id, AuthorizationServer: true}),
+		mercure.WithHTTPClient(as.srv.Client()),
+		mercure.WithKeyRefreshLimit(refresh),
+	}, extra...)
+}
+
+// publishStatus publishes with tok and returns the status.
+func publishStatus(th *testHub, tok string) int {
+	th.t.Helper()
+	status, _, _ := th.request(http.MethodPost, "", form("topic", "https://example.com/books/1", "data", "x"), "Authorization", "Bearer "+tok)
+	return status
+}
+
+// subscribeStatus opens a stream with tok, closes it and returns the status.
+func subscribeStatus(th *testHub, tok string) int {
+	th.t.Helper()
+	s, res := th.trySubscribe(http.MethodGet, "match=https://example.com/books/1", "", "Authorization", "Bearer "+tok)
+	if s != nil {
+		s.close()
+	} else {
+		res.Body.Close()
+	}
+	return res.StatusCode
+}
+
+func TestAUTH21_AuthorizationServerTokens(t *testing.T) {
+	as := newFakeAS(t)
+	k1 := newECKey()
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+	th := startHub(t, nil, as.options(time.Hour, mercure.WithPrivateNetworkFetches())...)
+
+	tok := as.token(t, k1, "k1")
+	if got := publishStatus(th, tok); got != http.StatusOK {
+		t.Fatalf("publish status = %d, want 200", got)
+	}
+	if got := subscribeStatus(th, tok); got != http.StatusOK {
+		t.Fatalf("subscribe status = %d, want 200", got)
+	}
+	// A key of no issuer, a self-signed token of the AS's iss, is refused,
+	// and so is an unknown kid (with no refresh allowed for an hour).
+	if got := publishStatus(th, as.token(t, newECKey(), "k1")); got != http.StatusUnauthorized {
+		t.Errorf("foreign key: status = %d, want 401", got)
+	}
+	if got := publishStatus(th, as.token(t, newECKey(), "k9")); got != http.StatusUnauthorized {
+		t.Errorf("unknown kid: status = %d, want 401", got)
+	}
+	if n := as.metaHits.Load(); n != 1 {
+		t.Errorf("metadata fetched %d times, want 1", n)
+	}
+	if n := as.jwksHits.Load(); n != 1 {
+		t.Errorf("JWK Set fetched %d times, want 1", n)
+	}
+}
+
+func TestAUTH21_KeyRotation(t *testing.T) {
+	const limit = time.Second
+	as := newFakeAS(t)
+	k1, k2 := newECKey(), newECKey()
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+	start := time.Now()
+	th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
+
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+		t.Fatalf("k1: status = %d, want 200", got)
+	}
+	hits := as.jwksHits.Load()
+
+	// The AS rotates k2 in. Right after the last fetch, the unknown kid
+	// does not trigger a refresh.
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1, "k2": k2})
+	got := publishStatus(th, as.token(t, k2, "k2"))
+	if time.Since(start) < limit { // else the machine is too slow to tell
+		if got != http.StatusUnauthorized {
+			t.Fatalf("k2 before the refresh limit: status = %d, want 401", got)
+		}
+		if n := as.jwksHits.Load(); n != hits {
+			t.Fatalf("JWK Set fetched %d more times within the refresh limit", n-hits)
+		}
+	}
+
+	// Once the limit has passed, concurrent tokens with the new kid make
+	// one fetch, and all of them are then accepted.
+	time.Sleep(limit + 50*time.Millisecond)
+	hits = as.jwksHits.Load()
+	var wg sync.WaitGroup
+	statuses := make([]int, 8)
+	for i := range statuses {
+		wg.Go(func() { statuses[i] = publishStatus(th, as.token(t, k2, "k2")) })
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("k2 token %d after the refresh: status = %d, want 200", i, s)
+		}
+	}
+	if n := as.jwksHits.Load() - hits; n != 1 {
+		t.Errorf("JWK Set fetched %d times for the new kid, want 1", n)
+	}
+	// The old key still works while the set has it.
+	if got := subscribeStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+		t.Errorf("k1 after rotation: status = %d, want 200", got)
+	}
+
+	// The AS drops k1: once refreshed, its tokens are refused.
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k2": k2})
+	time.Sleep(limit + 50*time.Millisecond)
+	if got := publishStatus(th, as.token(t, k2, "k3")); got != http.StatusUnauthorized { // unknown kid: refresh
+		t.Errorf("unknown kid k3: status = %d, want 401", got)
+	}
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
+		t.Errorf("k1 after removal: status = %d, want 401", got)
+	}
+	if got := publishStatus(th, as.token(t, k2, "k2")); got != http.StatusOK {
+		t.Errorf("k2 after removal of k1: status = %d, want 200", got)
+	}
+}
+
+func TestAUTH21_FailedRefreshKeepsLastGoodSet(t *testing.T) {
+	const limit = 100 * time.Millisecond
+	as := newFakeAS(t)
+	k1 := newECKey()
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+	th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+		t.Fatalf("k1: status = %d, want 200", got)
+	}
+	as.update(func(as *fakeAS) { as.failJWKS = true })
+	time.Sleep(limit + 50*time.Millisecond)
+	hits := as.jwksHits.Load()
+	if got := publishStatus(th, as.token(t, k1, "k2")); got != http.StatusUnauthorized {
+		t.Errorf("unknown kid: status = %d, want 401", got)
+	}
+	if as.jwksHits.Load() == hits {
+		t.Error("unknown kid did not trigger a refresh")
+	}
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+		t.Errorf("k1 after a failed refresh: status = %d, want 200", got)
+	}
+}
+
+func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		fail func(as *fakeAS, on bool)
+	}{
+		{"metadata", func(as *fakeAS, on bool) { as.failMeta = on }},
+		{"jwks", func(as *fakeAS, on bool) { as.failJWKS = on }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			as := newFakeAS(t)
+			k1 := newECKey()
+			as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+			as.update(func(as *fakeAS) { c.fail(as, true) })
+			th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
+			tok := as.token(t, k1, "k1")
+			if got := publishStatus(th, tok); got != http.StatusUnauthorized {
+				t.Fatalf("while the AS fails: status = %d, want 401", got)
+			}
+			as.update(func(as *fakeAS) { c.fail(as, false) })
+			time.Sleep(limit + 50*time.Millisecond)
+			if got := publishStatus(th, tok); got != http.StatusOK {
+				t.Fatalf("after recovery: status = %d, want 200", got)
+			}
+		})
+	}
+}
+
+func TestAUTH21_MetadataIssuerMismatch(t *testing.T) {
+	as := newFakeAS(t)
+	k1 := newECKey()
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+	as.update(func(as *fakeAS) { as.issuer = as.id + "/" })
+	th := startHub(t, nil, as.options(time.Hour, mercure.WithPrivateNetworkFetches())...)
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
+		t.Errorf("status = %d, want 401", got)
+	}
+	if n := as.jwksHits.Load(); n != 0 {
+		t.Errorf("JWK Set fetched %d times, want 0", n)
+	}
+}
+
+func TestAUTH21_NonHTTPSJWKSURI(t *testing.T) {
+	as := newFakeAS(t)
+	k1 := newECKey()
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+	plain := httptest.NewServer(as.srv.Config.Handler)
+	t.Cleanup(plain.Close)
+	as.update(func(as *fakeAS) { as.jwksURI = plain.URL + "/tenant1/jwks" })
+	th := startHub(t, nil, as.options(time.Hour, mercure.WithPrivateNetworkFetches())...)
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
+		t.Errorf("status = %d, want 401", got)
+	}
+	if n := as.jwksHits.Load(); n != 0 {
+		t.Errorf("JWK Set fetched %d times, want 0", n)
+	}
+}
+
+func TestSEC11_PrivateAddressesRefusedByDefault(t *testing.T) {
+	as := newFakeAS(t)
+	k1 := newECKey()
+	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+	th := startHub(t, nil, as.options(time.Hour)...)
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
+		t.Errorf("status = %d, want 401", got)
+	}
+	if n := as.metaHits.Load() + as.jwksHits.Load(); n != 0 {
+		t.Errorf("the loopback AS got %d requests, want 0", n)
+	}
+}
+
+func TestAUTH21_AuthorizationServerOptions(t *testing.T) {
+	set := authKeySet(t, authPubKey)
+	for _, c := range []struct {
+		name string
+		opts []mercure.Option
+	}{
+		{"static keys", []mercure.Option{mercure.WithIssuer(mercure.Issuer{ID: "https://as.example", AuthorizationServer: true, PublisherKeys: set})}},
+		{"http id", []mercure.Option{mercure.WithIssuer(mercure.Issuer{ID: "http://as.example", AuthorizationServer: true})}},
+		{"id with query", []mercure.Option{mercure.WithIssuer(mercure.Issuer{ID: "https://as.example/?a=b", AuthorizationServer: true})}},
+		{"id with fragment", []mercure.Option{mercure.WithIssuer(mercure.Issuer{ID: "https://as.example/#f", AuthorizationServer: true})}},
+		{"relative id", []mercure.Option{mercure.WithIssuer(mercure.Issuer{ID: "as.example", AuthorizationServer: true})}},
+		{"nil client", []mercure.Option{mercure.WithHTTPClient(nil)}},
+	} {
+		_, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL)}, c.opts...)...)
+		if !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("%s: err = %v, want ErrInvalidOption", c.name, err)
+		}
+	}
+}
+
+func TestDIS7_AuthorizationServersListed(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t),
+		mercure.WithIssuer(mercure.Issuer{ID: "https://as.example/tenant1", AuthorizationServer: true}),
+		mercure.WithIssuer(mercure.Issuer{ID: "https://as2.example", AuthorizationServer: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	rec := httptest.NewRecorder()
+	h.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataURL(), nil))
+	var doc struct {
+		AuthServers []string `json:"authorization_servers"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"https://as.example/tenant1", "https://as2.example"}; !slices.Equal(doc.AuthServers, want) {
+		t.Errorf("authorization_servers = %q, want %q", doc.AuthServers, want)
+	}
+}

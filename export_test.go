@@ -1,0 +1,13 @@
+package mercure
+
+import "time"
+
+// WithKeyRefreshLimit shortens, for tests, the interval between two
+// on-demand fetches of an authorization server's keys (a minute by
+// default).
+func WithKeyRefreshLimit(d time.Duration) Option {
+	return func(c *config) error {
+		c.keyRefreshLimit = d
+		return nil
+	}
+}

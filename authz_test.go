@@ -260,6 +260,33 @@ func TestAUTH13_14_16_17_PublishChallenges(t *testing.T) {
 		{name: "malformed details", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
 			c["authorization_details"] = []any{grantTopic, detail("publish", patternTopic("https://example.com/{"))}
 		})}, status: 401, challenge: challengeInvalidToken},
+		{name: "alg none", header: []string{"Authorization", "Bearer " + unsigned(map[string]any{"alg": "none", "typ": "at+jwt"}, authClaims(grantTopic))}, status: 401, challenge: challengeInvalidToken},
+		{name: "alg HS512 header on an EC-signed token", header: []string{"Authorization", "Bearer " + mintToken(t, authPubKey, map[string]any{"alg": "HS512", "typ": "at+jwt"}, authClaims(grantTopic))}, status: 401, challenge: challengeInvalidToken},
+		{name: "embedded jwk header", header: []string{"Authorization", "Bearer " + mintToken(t, authOtherKey, map[string]any{"alg": "ES256", "typ": "at+jwt", "jwk": publicJWK(t, authOtherKey)}, authClaims(grantTopic))}, status: 401, challenge: challengeInvalidToken},
+		{name: "crit header", header: []string{"Authorization", "Bearer " + mintToken(t, authPubKey, map[string]any{"alg": "ES256", "typ": "at+jwt", "crit": []string{"exp"}}, authClaims(grantTopic))}, status: 401, challenge: challengeInvalidToken},
+		{name: "nbf in the future", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
+			c["nbf"] = time.Now().Add(time.Hour).Unix()
+		})}, status: 401, challenge: challengeInvalidToken},
+		{name: "no exp", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) { delete(c, "exp") })}, status: 401, challenge: challengeInvalidToken},
+		{name: "exp 0", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) { c["exp"] = 0 })}, status: 401, challenge: challengeInvalidToken},
+		{name: "no aud", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) { delete(c, "aud") })}, status: 401, challenge: challengeInvalidToken},
+		{name: "iss differs by case", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) { c["iss"] = strings.ToUpper(authIssuerID) })}, status: 401, challenge: challengeInvalidToken},
+		{name: "details not an array", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) { c["authorization_details"] = grantTopic })}, status: 401, challenge: challengeInvalidToken},
+		{name: "unsupported match_type", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
+			c["authorization_details"] = []any{grantTopic, detail("publish", map[string]any{"match": "x", "match_type": "regex"})}
+		})}, status: 401, challenge: challengeInvalidToken},
+		{name: "non-string action", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
+			c["authorization_details"] = []any{map[string]any{"type": authDetailType, "actions": []any{"publish", 1}, "topics": []any{exactTopic(topic)}}}
+		})}, status: 401, challenge: challengeInvalidToken},
+		{name: "payload not an object", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
+			c["authorization_details"] = []any{map[string]any{"type": authDetailType, "actions": []any{"publish"}, "topics": []any{exactTopic(topic)}, "payload": "x"}}
+		})}, status: 401, challenge: challengeInvalidToken},
+		{name: "unknown action ignored", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
+			c["authorization_details"] = []any{map[string]any{"type": authDetailType, "actions": []any{"publish", "delete"}, "topics": []any{exactTopic(topic)}}}
+		})}, status: 200},
+		{name: "foreign detail ignored", header: []string{"Authorization", "Bearer " + mut(func(c map[string]any) {
+			c["authorization_details"] = []any{map[string]any{"type": "https://other.example/detail", "weird": true}, grantTopic}
+		})}, status: 200},
 		{name: "Basic scheme", header: []string{"Authorization", "Basic x"}, status: 400, challenge: challengeInvalidReq},
 		{name: "Bearer without token", header: []string{"Authorization", "Bearer"}, status: 400, challenge: challengeInvalidReq},
 		{name: "Bearer two spaces", header: []string{"Authorization", "Bearer  " + valid}, status: 400, challenge: challengeInvalidReq},
@@ -721,4 +748,30 @@ func TestAUTH16_SeveralAuthorizationHeaders(t *testing.T) {
 	if status != http.StatusBadRequest || hdr.Get("WWW-Authenticate") != challengeInvalidReq {
 		t.Errorf("got %d %q, want 400 %q", status, hdr.Get("WWW-Authenticate"), challengeInvalidReq)
 	}
+}
+
+// unsigned builds an unsecured JWS (alg none): header.payload. with an
+// empty signature.
+func unsigned(hdr, claims map[string]any) string {
+	h, _ := json.Marshal(hdr)
+	c, _ := json.Marshal(claims)
+	return b64url(h) + "." + b64url(c) + "."
+}
+
+// publicJWK is k's public key as a JWK object, for an attacker's jwk header.
+func publicJWK(t testing.TB, k *ecdsa.PrivateKey) map[string]any {
+	t.Helper()
+	key, err := jwk.Import(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -36,3 +36,18 @@ func TestAUTH20_32_TokenPolicy(t *testing.T) {
 		}
 	}
 }
+
+// PUB-5, PUB-6: a "*" or reserved topic is a 400 whatever the token
+// grants: validation runs before the grant check.
+func TestPUB5_6_ValidationBeforeGrants(t *testing.T) {
+	th := startAuthHub(t)
+	none := pubToken(t, detail("publish", exactTopic("https://example.com/other")))
+	all := pubToken(t, detail("publish", exactTopic("*")))
+	for _, tok := range []string{none, all} {
+		for _, topic := range []string{"*", "/.well-known/mercure/subscriptions/x"} {
+			if status, body, _ := th.request(http.MethodPost, "", form("topic", topic), "Authorization", "Bearer "+tok); status != http.StatusBadRequest {
+				t.Errorf("topic %q: %d, want 400 (%s)", topic, status, body)
+			}
+		}
+	}
+}

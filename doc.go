@@ -75,7 +75,9 @@
 // without a token are refused unless [WithAnonymousSubscribers] is given;
 // they receive public updates only. Serve [Hub.MetadataHandler] at
 // [Hub.MetadataPath] so that clients can discover the hub's requirements.
-// An application that is its own issuer mints tokens with a [Signer] and
+// An [Issuer] is either the application itself, with its keys given, or
+// an OAuth 2.0 authorization server whose keys the hub fetches and keeps
+// fresh. An application that is its own issuer mints tokens with a [Signer] and
 // hands browsers theirs with [Hub.SetCookie]. [WithCORS] lets pages on
 // other origins subscribe with credentials.
 // [WithInsecurePublishing] accepts publications without a token, for

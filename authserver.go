@@ -422,6 +422,8 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("100::/64"),
 	netip.MustParsePrefix("2001:db8::/32"),
 	netip.MustParsePrefix("2002::/16"), // 6to4, may embed any IPv4 address
+	netip.MustParsePrefix("::/96"),     // IPv4-compatible (deprecated)
+	netip.MustParsePrefix("fec0::/10"), // site-local (deprecated)
 }
 
 // publicAddr reports whether a is a global unicast address outside every

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,8 +36,8 @@ type grantSet struct {
 	refs     int // streams sharing the set; under hub.mu
 
 	// The verdict for the update being dispatched; under hub.mu.
-	memoSeq uint64
-	memo    bool
+	memoEvent *Event
+	memo      bool
 }
 
 // mayPublish reports whether p may publish an update with these topics:
@@ -70,8 +71,8 @@ func (p *principal) mayReadLocked(e *Event, r *topicurl.Resolver) bool {
 		return false
 	}
 	g := p.subscribe
-	if g.memoSeq != e.Seq {
-		g.memoSeq, g.memo = e.Seq, g.reads(e, r)
+	if g.memoEvent != e { // keyed by the event itself, not by a Seq a store could repeat
+		g.memoEvent, g.memo = e, g.reads(e, r)
 	}
 	return g.memo
 }
@@ -150,8 +151,10 @@ func (h *Hub) credential(r *http.Request) (raw string, fromCookie bool, err erro
 		}
 		return tok, false, nil
 	}
-	if c, err := r.Cookie(h.cfg.cookieName); err == nil && c.Value != "" {
-		return c.Value, true, nil
+	for _, c := range r.CookiesNamed(h.cfg.cookieName) {
+		if c.Value != "" {
+			return c.Value, true, nil
+		}
 	}
 	return "", false, nil
 }
@@ -228,15 +231,24 @@ func (h *Hub) grantMatcher(tm token.Matcher) (matcher, error) {
 	}
 }
 
+// newGrantSet builds a grant set and its interning key. The key must be
+// one-to-one: two sets with equal keys are shared by their streams, so
+// each field is length-prefixed (values are arbitrary strings from
+// tokens) and the kind, not the token's type string, is encoded.
 func newGrantSet(ms []matcher) *grantSet {
-	var b strings.Builder
+	var b []byte
 	for _, m := range ms {
-		b.WriteString(m.typ)
-		b.WriteByte(0)
-		b.WriteString(m.value)
-		b.WriteByte(0)
+		b = append(b, byte(m.kind))
+		b = strconv.AppendInt(b, int64(len(m.value)), 10)
+		b = append(b, ':')
+		b = append(b, m.value...)
 	}
-	return &grantSet{key: b.String(), matchers: ms}
+	return &grantSet{key: string(b), matchers: ms}
+}
+
+// sameGrants reports whether two grant sets hold the same matchers.
+func sameGrants(a, b *grantSet) bool {
+	return slices.EqualFunc(a.matchers, b.matchers, func(x, y matcher) bool { return x.kind == y.kind && x.value == y.value })
 }
 
 // challenge answers with status and a Bearer challenge (RFC 6750): no

@@ -1,9 +1,11 @@
 package mercure_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/mercurekit/mercure"
 )
@@ -49,5 +51,32 @@ func TestPUB5_6_ValidationBeforeGrants(t *testing.T) {
 				t.Errorf("topic %q: %d, want 400 (%s)", topic, status, body)
 			}
 		}
+	}
+}
+
+// A grant whose match holds a control character is invalid (TOP-1): no
+// topic can hold it, and grants are compared as strings.
+func TestAUTH39_ControlCharacterInMatch(t *testing.T) {
+	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
+	tok := subToken(t, detail("subscribe", exactTopic("x\x00urlpattern\x00https://example.com/secret/*")))
+	s, res := th.trySubscribe(http.MethodGet, "match=x", "", "Authorization", "Bearer "+tok)
+	if s != nil || res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != challengeInvalidToken {
+		t.Fatalf("status %d, challenge %q; want 401 invalid_token", res.StatusCode, res.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// AUTH-37: a subscriber token past exp but within the clock leeway gets no
+// stream (and no replay of private history).
+func TestAUTH37_ExpiredWithinLeewayRefused(t *testing.T) {
+	th := startAuthHub(t)
+	c := authClaims(detail("subscribe", exactTopic("*")))
+	c["iat"] = time.Now().Add(-time.Minute).Unix()
+	c["exp"] = time.Now().Add(-2 * time.Second).Unix() // the default leeway is 5 s
+	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Private: true, Data: "history"}); err != nil {
+		t.Fatal(err)
+	}
+	s, res := th.trySubscribe(http.MethodGet, "match=x&last_event_id=earliest", "", "Authorization", "Bearer "+mintToken(t, authSubKey, nil, c))
+	if s != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", res.StatusCode)
 	}
 }

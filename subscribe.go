@@ -195,6 +195,12 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		h.challenge(w, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
 		return
 	}
+	if p != nil && !time.Now().Before(p.expiry) {
+		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
+		// it would not get a single event.
+		h.challenge(w, http.StatusUnauthorized, "invalid_token")
+		return
+	}
 	s := &stream{
 		hub:       h,
 		matchers:  req.matchers,
@@ -245,7 +251,15 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 // events queue up meanwhile, and run drops those the replay covered, so the
 // seam has neither gap nor duplicate. ok is false when the stream must end.
 func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
-	ctx, cancel := context.WithCancel(r.Context())
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
+	if s.principal != nil { // AUTH-37: not a replayed event after exp
+		ctx, cancel = context.WithDeadline(r.Context(), s.principal.expiry)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+	}
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts the replay
 	backlog, err := h.store.Replay(ctx, cursor)
@@ -493,12 +507,19 @@ func (h *Hub) register(s *stream) bool {
 		}
 	}
 	if p := s.principal; p != nil && p.subscribe != nil {
-		if g := h.grantSets[p.subscribe.key]; g != nil {
-			p.subscribe = g
-		} else {
+		switch g := h.grantSets[p.subscribe.key]; {
+		case g == nil:
 			h.grantSets[p.subscribe.key] = p.subscribe
+		case sameGrants(g, p.subscribe):
+			p.subscribe = g
+		default:
+			// Unreachable with a one-to-one key; never share rights on a
+			// key alone. The stream keeps its own, uninterned set.
+			p.subscribe.key = ""
 		}
-		p.subscribe.refs++
+		if p.subscribe.key != "" {
+			p.subscribe.refs++
+		}
 	}
 	for i := range s.matchers {
 		m := &s.matchers[i]
@@ -518,7 +539,7 @@ func (h *Hub) unregister(s *stream) {
 	for _, e := range s.entries {
 		h.index.Remove(e)
 	}
-	if p := s.principal; p != nil && p.subscribe != nil && len(s.entries) > 0 {
+	if p := s.principal; p != nil && p.subscribe != nil && p.subscribe.key != "" && len(s.entries) > 0 {
 		if p.subscribe.refs--; p.subscribe.refs == 0 {
 			delete(h.grantSets, p.subscribe.key)
 		}

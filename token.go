@@ -13,6 +13,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 
+	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/token"
 )
 
@@ -164,8 +165,8 @@ func grantDetails(g Grant) ([]any, error) {
 			if typ != MatchExact && typ != MatchURLPattern {
 				return fmt.Errorf("mercure: unsupported match type %q", m.Type)
 			}
-			if m.Pattern == "" {
-				return errors.New("mercure: empty match in a grant")
+			if m.Pattern == "" || !chars.Valid(m.Pattern) {
+				return fmt.Errorf("mercure: invalid match %q in a grant", m.Pattern)
 			}
 			topics[i] = map[string]string{"match": m.Pattern, "match_type": typ}
 		}

@@ -101,6 +101,7 @@ func TestSigner_RejectsBadGrants(t *testing.T) {
 		"payload not an object": {Subscribe: []mercure.Match{{Pattern: "*"}}, Payload: []int{1}},
 		"unknown type":          {Subscribe: []mercure.Match{{Pattern: "x", Type: "regex"}}},
 		"empty match":           {Publish: []mercure.Match{{}}},
+		"control character":     {Subscribe: []mercure.Match{{Pattern: "a\x00b"}}},
 		"negative TTL":          {Publish: []mercure.Match{{Pattern: "x"}}, TTL: -time.Second},
 	} {
 		if _, err := signer.Token(g); err == nil {

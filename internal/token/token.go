@@ -31,6 +31,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/mercurekit/mercure/internal/chars"
 )
 
 // Role is the endpoint a token is presented to; it selects the key set.
@@ -801,6 +803,11 @@ func (v *Verifier) parseMatcher(raw json.RawMessage) (Matcher, error) {
 	}
 	if m.Match == "" {
 		return m, errors.New("empty match")
+	}
+	if !chars.Valid(m.Match) {
+		// TOP-1: no topic holds these characters, so such a grant can only
+		// be a mistake or an attack on whoever compares grants as strings.
+		return m, errors.New("match holds invalid UTF-8, control or format characters")
 	}
 	if len(m.Match) > v.maxMatchBytes {
 		return m, fmt.Errorf("match of %d bytes exceeds %d", len(m.Match), v.maxMatchBytes)

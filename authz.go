@@ -21,6 +21,7 @@ import (
 // may read public updates only (AUTH-2, AUTH-36) and publish nothing.
 type principal struct {
 	expiry     time.Time
+	details    []token.Detail // for payload selection (AUTH-41)
 	publish    *grantSet
 	subscribe  *grantSet
 	fromCookie bool // the token came from the cookie (SEC-4)
@@ -189,7 +190,7 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 
 // newPrincipal turns a verified token into the rights of one request.
 func (h *Hub) newPrincipal(tok *token.Token, role token.Role, fromCookie bool) *principal {
-	p := &principal{expiry: tok.Expiry, fromCookie: fromCookie}
+	p := &principal{expiry: tok.Expiry, details: tok.Details, fromCookie: fromCookie}
 	var pub, sub []matcher
 	for _, d := range tok.Details {
 		for _, tm := range d.Topics {

@@ -153,12 +153,14 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		Cookie                    string   `json:"mercure_cookie,omitempty"`
 		MatcherTypes              []string `json:"mercure_matcher_types_supported"`
 		AuthorizationServers      []string `json:"authorization_servers,omitempty"`
+		Subscriptions             bool     `json:"mercure_subscriptions,omitempty"`
 	}{
 		Resource:                  h.url, // DIS-6: the aud tokens must carry
 		AuthorizationDetailsTypes: []string{token.DetailType},
 		BearerMethods:             []string{"header"}, // never the cookie (DIS-7)
 		Cookie:                    h.cfg.cookieName,
 		MatcherTypes:              []string{MatchExact, MatchURLPattern},
+		Subscriptions:             h.cfg.subscriptions, // DIS-7, ACT-1
 	}
 	for _, iss := range h.cfg.issuers {
 		if iss.AuthorizationServer {

@@ -247,3 +247,16 @@ func (s *subscription) tryNext(t testing.TB) (sseEvent, bool) {
 
 // header returns a response header of the stream.
 func (s *subscription) header(name string) string { return s.res.Header.Get(name) }
+
+// startHubServer serves an already built hub through handler.
+func startHubServer(t testing.TB, h *mercure.Hub, handler http.Handler) *testHub {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Shutdown(ctx)
+		srv.Close()
+	})
+	return &testHub{Hub: h, srv: srv, t: t}
+}

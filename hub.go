@@ -56,6 +56,7 @@ type Hub struct {
 	active  sync.WaitGroup
 	conns   connCounter
 
+	subscriptions   subscriptionRegistry
 	lastEventID     atomic.Pointer[string]
 	warnedDeadlines atomic.Bool
 	dispatched      atomic.Uint64
@@ -137,6 +138,7 @@ func New(opts ...Option) (*Hub, error) {
 			return nil, err
 		}
 	}
+	h.subscriptions.active = make(map[*Subscription]struct{})
 	h.deliver = h.deliverCurrent
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)

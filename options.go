@@ -51,6 +51,7 @@ type config struct {
 	httpClient      *http.Client
 	privateFetches  bool
 	keyRefreshLimit time.Duration // tests only; see defaultKeyRefreshLimit
+	subscriptions   bool
 }
 
 func defaultConfig() config {
@@ -229,6 +230,16 @@ func WithCORS(origins ...string) Option {
 			}
 			c.corsOrigins = append(c.corsOrigins, origin(u))
 		}
+		return nil
+	}
+}
+
+// WithSubscriptions turns on active subscriptions (ACT): the hub publishes
+// a private update when each subscription starts and ends, and
+// [Hub.Subscriptions] lists the active ones.
+func WithSubscriptions() Option {
+	return func(c *config) error {
+		c.subscriptions = true
 		return nil
 	}
 }

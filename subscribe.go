@@ -83,8 +83,12 @@ type stream struct {
 	principal *principal
 	entries   []*index.Entry[*stream]
 	client    string // connection-limit key
-	rc        *http.ResponseController
-	deadline  time.Time // the write deadline set last, by the writer
+	// subscriber is the connection's random id and subscriptions its
+	// active subscriptions, with WithSubscriptions (ACT).
+	subscriber    string
+	subscriptions []*Subscription
+	rc            *http.ResponseController
+	deadline      time.Time // the write deadline set last, by the writer
 
 	// lastSeq is the last event offered to this stream; dispatch alone
 	// touches it, under hub.mu (SUB-13: at most once per stream).
@@ -224,6 +228,8 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.close(s)
+	h.subscriptionsStarted(r.Context(), s)
+	defer h.subscriptionsEnded(s)
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")

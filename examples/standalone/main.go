@@ -73,9 +73,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if *subscriptions {
-		log.Warn("flag accepted but not in effect yet: this version of the hub does not implement it", "flag", "-subscriptions")
-	}
+
 	if *hubURL == "" {
 		*hubURL = "http://" + *addr + mercure.DefaultHubPath
 	}
@@ -100,6 +98,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	if *corsOrigins != "" {
 		opts = append(opts, mercure.WithCORS(strings.Split(*corsOrigins, ",")...))
+	}
+	if *subscriptions {
+		opts = append(opts, mercure.WithSubscriptions())
 	}
 	if *anonymous {
 		opts = append(opts, mercure.WithAnonymousSubscribers())

@@ -1,0 +1,168 @@
+package mercure_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// subscriptionDoc decodes a subscription event's data (ACT-9), keeping the
+// raw member names.
+func subscriptionDoc(t testing.TB, ev sseEvent) map[string]any {
+	t.Helper()
+	if ev.Type != "mercure" {
+		t.Fatalf("event type %q, want mercure (ACT-11)", ev.Type)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(ev.Data), &doc); err != nil {
+		t.Fatalf("data %q: %v", ev.Data, err)
+	}
+	return doc
+}
+
+// watcher subscribes to every subscription event, with a token granting
+// subscribe on them (ACT-10).
+func watcher(t testing.TB, th *testHub) *subscription {
+	t.Helper()
+	tok := subToken(t, detail("subscribe", patternTopic("/.well-known/mercure/subscriptions/:type/:match/:subscriber")))
+	return th.subscribe("match_urlpattern="+url.QueryEscape("/.well-known/mercure/subscriptions/:type/:match/:subscriber"), "Authorization", "Bearer "+tok)
+}
+
+// ACT-2 to ACT-11: one event when a subscription starts and one when it
+// ends, with the exact topic (RFC 6570 encoding of ACT-5, here of a matcher
+// holding %, :, / and non-ASCII characters) and JSON document.
+func TestACT_SubscriptionEvents(t *testing.T) {
+	th := startAuthHub(t, mercure.WithSubscriptions(), mercure.WithAnonymousSubscribers())
+	w := watcher(t, th)
+	w.next(t) // the watcher's own subscription
+
+	const match = "https://example.com/caf%C3%A9/ü/:id"
+	other := th.subscribe("match_urlpattern=" + url.QueryEscape(match))
+	start := w.next(t)
+	doc := subscriptionDoc(t, start)
+	sub, _ := doc["subscriber"].(string)
+	if !strings.HasPrefix(sub, "urn:uuid:") {
+		t.Fatalf("subscriber %q is not a random urn:uuid (ACT-7)", sub)
+	}
+	wantID := "/.well-known/mercure/subscriptions/urlpattern/" +
+		"https%3A%2F%2Fexample.com%2Fcaf%25C3%25A9%2F%C3%BC%2F%3Aid/" + strings.ReplaceAll(sub, ":", "%3A")
+	want := map[string]any{"id": wantID, "type": "subscription", "match_type": "urlpattern", "match": match, "subscriber": sub, "active": true}
+	if !sameDoc(doc, want) {
+		t.Fatalf("start event\n %v\nwant\n %v", doc, want)
+	}
+	if start.ID == wantID || start.ID == "" {
+		t.Fatalf("SSE id %q must be a fresh event id, not the topic (ACT-11)", start.ID)
+	}
+	other.close()
+	end := subscriptionDoc(t, w.next(t))
+	want["active"] = false
+	if !sameDoc(end, want) {
+		t.Fatalf("end event\n %v\nwant\n %v", end, want)
+	}
+}
+
+func sameDoc(got, want map[string]any) bool {
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	return string(g) == string(w)
+}
+
+// ACT-4, ACT-6, ACT-7, AUTH-41: a bare match is exact; two streams with
+// one token get different subscriber ids; the payload is that of the
+// token's first subscribe detail matching the subscription.
+func TestACT_PayloadAndSubscriberIDs(t *testing.T) {
+	th := startAuthHub(t, mercure.WithSubscriptions())
+	w := watcher(t, th)
+	w.next(t)
+	books := detail("subscribe", patternTopic("https://example.com/books/:id"))
+	books["payload"] = map[string]any{"n": 1}
+	fallback := detail("subscribe", exactTopic("*"))
+	fallback["payload"] = map[string]any{"n": "fallback"}
+	tok := subToken(t, books, fallback)
+
+	var subscribers []string
+	for _, q := range []string{"match=" + url.QueryEscape("https://example.com/books/1"), "match=" + url.QueryEscape("urn:x")} {
+		th.subscribe(q, "Authorization", "Bearer "+tok)
+		doc := subscriptionDoc(t, w.next(t))
+		if doc["match_type"] != "exact" {
+			t.Errorf("match_type %v, want exact for a bare match (ACT-4)", doc["match_type"])
+		}
+		subscribers = append(subscribers, doc["subscriber"].(string))
+		payload, _ := json.Marshal(doc["payload"])
+		want := map[string]string{"https://example.com/books/1": `{"n":1}`, "urn:x": `{"n":"fallback"}`}[doc["match"].(string)]
+		if string(payload) != want {
+			t.Errorf("match %v: payload %s, want %s", doc["match"], payload, want)
+		}
+	}
+	if subscribers[0] == subscribers[1] {
+		t.Errorf("two streams with one token share the subscriber id %q", subscribers[0])
+	}
+	// The subscriber id never comes from the client (ACT-6).
+	th.subscribe("match=x&subscriber=urn:evil", "Authorization", "Bearer "+tok)
+	if doc := subscriptionDoc(t, w.next(t)); doc["subscriber"] == "urn:evil" {
+		t.Error("the client chose its subscriber id")
+	}
+}
+
+// ACT-10: subscription events are private: a stream without a grant on
+// their topics never sees them, even with match=*.
+func TestACT10_EventsArePrivate(t *testing.T) {
+	th := startAuthHub(t, mercure.WithSubscriptions(), mercure.WithAnonymousSubscribers())
+	s := th.subscribe("match=*")
+	th.subscribe("match=x")
+	marker := publishMarker(t, th, "https://example.com/marker")
+	if ev := s.next(t); ev.Data != marker {
+		t.Fatalf("got %+v, want only the marker", ev)
+	}
+}
+
+// The Go API lists the active subscriptions; the metadata advertises the
+// feature (DIS-7); ending streams at shutdown publishes their end events.
+func TestACT_GoAPIAndShutdown(t *testing.T) {
+	store := mercure.NewMemoryStore(100)
+	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
+		mercure.WithSubscriptions(), mercure.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	th := startHubServer(t, h, mux)
+	th.subscribe("match=a&match_urlpattern=" + url.QueryEscape("/books/:id"))
+	subs, err := h.Subscriptions(context.Background())
+	if err != nil || len(subs) != 2 {
+		t.Fatalf("Subscriptions: %v, %v", subs, err)
+	}
+	if subs[0].Subscriber != subs[1].Subscriber || !subs[0].Active {
+		t.Errorf("subscriptions %+v", subs)
+	}
+	_, body, _ := do(t, mustRequest(t, http.MethodGet, th.srv.URL+h.MetadataPath(), ""))
+	if !strings.Contains(body, `"mercure_subscriptions":true`) {
+		t.Errorf("metadata %s", body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := store.Replay(context.Background(), mercure.Earliest)
+	ended := 0
+	for e := range b.Events {
+		if strings.Contains(e.Data, `"active":false`) {
+			ended++
+		}
+	}
+	if ended != 2 {
+		t.Fatalf("%d end events stored at shutdown, want 2", ended)
+	}
+	if subs, _ := h.Subscriptions(context.Background()); len(subs) != 0 {
+		t.Fatalf("still listed after shutdown: %v", subs)
+	}
+}

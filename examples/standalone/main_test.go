@@ -36,7 +36,6 @@ func TestStandalone(t *testing.T) {
 	defer srv.Close()
 	defer s.hub.Shutdown(context.Background())
 
-
 	res, err := http.Get(srv.URL + "/")
 	if err != nil {
 		t.Fatal(err)

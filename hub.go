@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +181,10 @@ func (h *Hub) withCORS(w http.ResponseWriter, r *http.Request, next http.Handler
 
 func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != h.cfg.url.Path && r.URL.Path != "" {
+		if h.cfg.subscriptions && strings.HasPrefix(r.URL.Path, h.cfg.url.Path+"/subscriptions") {
+			h.serveSubscriptionsAPI(w, r)
+			return
+		}
 		http.NotFound(w, r)
 		return
 	}

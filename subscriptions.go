@@ -3,7 +3,10 @@ package mercure
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,4 +140,109 @@ func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) {
 func (h *Hub) grantMatchesTopic(m token.Matcher, topic string) bool {
 	gm, err := h.grantMatcher(m)
 	return err == nil && gm.matches(topic)
+}
+
+// serveSubscriptionsAPI serves the subscriptions web API (ACT-12 to
+// ACT-19): the collection, the collection of one matcher, and one
+// subscription, each authorized as a subscribe on its own path.
+func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	path, segs, ok := h.canonicalAPIPath(r)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	p, ok := h.authenticate(w, r, token.Subscriber)
+	if !ok {
+		return
+	}
+	if p == nil {
+		h.challenge(w, http.StatusUnauthorized, "") // ACT-13: a token is needed
+		return
+	}
+	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(path) }) {
+		h.challenge(w, http.StatusForbidden, "insufficient_scope")
+		return
+	}
+	// The cursor is read before the snapshot: a client subscribing from it
+	// misses no change made after the snapshot (ACT-17).
+	cursor := h.LastEventID()
+	subs, err := h.Subscriptions(r.Context())
+	if err != nil {
+		return
+	}
+	var body any
+	switch len(segs) {
+	case 3: // one subscription (ACT-15)
+		i := slices.IndexFunc(subs, func(s Subscription) bool { return s.ID == path })
+		if i < 0 {
+			writeProblem(w, http.StatusNotFound, "no such subscription")
+			return
+		}
+		body = subs[i]
+	default: // a collection (ACT-16)
+		if len(segs) == 2 {
+			subs = slices.DeleteFunc(subs, func(s Subscription) bool {
+				return s.MatchType != segs[0] || s.Match != segs[1]
+			})
+		}
+		body = struct {
+			ID            string         `json:"id"`
+			Type          string         `json:"type"`
+			Subscriptions []Subscription `json:"subscriptions"`
+		}{path, "subscriptions", subs}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "encoding failed")
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json") // ACT-14
+	hdr.Add("Link", "<"+h.url+`>; rel="mercure"; last-event-id=`+quote(cursor)+`; type="mercure"; content-type="application/json"`)
+	etag := quote(cursor + " " + strconv.Itoa(len(b))) // ACT-19
+	hdr.Set("ETag", etag)
+	hdr.Set("Cache-Control", "must-revalidate")
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(b)
+}
+
+// canonicalAPIPath returns the API path of r with each segment decoded
+// from the escaped path and re-encoded per ACT-5, so that clients encoding
+// differently reach the same resource and authorization (ACT-13), and the
+// decoded segments after "subscriptions" (type, match, subscriber).
+func (h *Hub) canonicalAPIPath(r *http.Request) (path string, segs []string, ok bool) {
+	rest, found := strings.CutPrefix(r.URL.EscapedPath(), h.path+"/subscriptions")
+	if !found || (rest != "" && rest[0] != '/') {
+		return "", nil, false
+	}
+	path = h.path + "/subscriptions"
+	if rest == "" {
+		return path, nil, true
+	}
+	parts := strings.Split(rest[1:], "/")
+	if len(parts) < 2 || len(parts) > 3 || (parts[0] != MatchExact && parts[0] != MatchURLPattern) {
+		return "", nil, false
+	}
+	segs = []string{parts[0]}
+	path += "/" + parts[0]
+	for _, p := range parts[1:] {
+		v, err := url.PathUnescape(p)
+		if err != nil || v == "" {
+			return "", nil, false
+		}
+		segs = append(segs, v)
+		path += "/" + uritemplate.Escape(v)
+	}
+	return path, segs, true
 }

@@ -166,3 +166,88 @@ func TestACT_GoAPIAndShutdown(t *testing.T) {
 		t.Fatalf("still listed after shutdown: %v", subs)
 	}
 }
+
+// ACT-12 to ACT-19: the web API, authorized as subscribe on its own path.
+func TestACT_WebAPI(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	th := startHubServer(t, h, mux)
+	const match = "https://example.com/books/:id"
+	th.subscribe("match_urlpattern=" + url.QueryEscape(match))
+	subs, _ := h.Subscriptions(context.Background())
+	if len(subs) != 1 {
+		t.Fatalf("subscriptions %v", subs)
+	}
+	one := subs[0]
+
+	all := subToken(t, detail("subscribe", exactTopic("*")))
+	api := subToken(t, detail("subscribe", patternTopic("/.well-known/mercure/subscriptions*")))
+	onlyOne := subToken(t, detail("subscribe", exactTopic(one.ID)))
+	get := func(path, tok string) (int, string, http.Header) {
+		t.Helper()
+		req := mustRequest(t, http.MethodGet, th.srv.URL+path, "")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		return do(t, req)
+	}
+	base := "/.well-known/mercure/subscriptions"
+	matcherPath := base + "/urlpattern/https%3A%2F%2Fexample.com%2Fbooks%2F%3Aid"
+
+	// The collection.
+	status, body, hdr := get(base, api)
+	if status != 200 || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("collection: %d %s", status, body)
+	}
+	var coll struct {
+		ID            string                 `json:"id"`
+		Type          string                 `json:"type"`
+		Subscriptions []mercure.Subscription `json:"subscriptions"`
+	}
+	if err := json.Unmarshal([]byte(body), &coll); err != nil || coll.ID != base || coll.Type != "subscriptions" || len(coll.Subscriptions) != 1 || !sameSub(coll.Subscriptions[0], one) {
+		t.Fatalf("collection %s (%v)", body, err)
+	}
+	link := hdr.Get("Link")
+	for _, want := range []string{"<" + testHubURL + `>; rel="mercure"`, `last-event-id="`, `type="mercure"`, `content-type="application/json"`} {
+		if !strings.Contains(link, want) {
+			t.Errorf("Link %q lacks %q (ACT-17)", link, want)
+		}
+	}
+	if hdr.Get("ETag") == "" || hdr.Get("Cache-Control") != "must-revalidate" {
+		t.Errorf("ETag %q, Cache-Control %q (ACT-19)", hdr.Get("ETag"), hdr.Get("Cache-Control"))
+	}
+
+	// The collection of one matcher, and one subscription, also when the
+	// client encodes differently (lowercase hex, a raw ':'): ACT-13.
+	if status, body, _ := get(matcherPath, all); status != 200 || !strings.Contains(body, `"id":"`+matcherPath+`"`) {
+		t.Fatalf("matcher collection: %d %s", status, body)
+	}
+	for _, p := range []string{one.ID, strings.ReplaceAll(one.ID, "%3A", ":"), strings.ReplaceAll(one.ID, "%2F", "%2f")} {
+		status, body, _ := get(p, onlyOne)
+		var got mercure.Subscription
+		if status != 200 || json.Unmarshal([]byte(body), &got) != nil || !sameSub(got, one) {
+			t.Fatalf("GET %s: %d %s", p, status, body)
+		}
+	}
+
+	// Authorization and errors.
+	if status, _, hdr := get(base, ""); status != 401 || hdr.Get("WWW-Authenticate") != challengeNone {
+		t.Errorf("no token: %d %q", status, hdr.Get("WWW-Authenticate"))
+	}
+	if status, _, hdr := get(base, onlyOne); status != 403 || hdr.Get("WWW-Authenticate") != challengeScope {
+		t.Errorf("grant on one subscription only, collection: %d %q", status, hdr.Get("WWW-Authenticate"))
+	}
+	if status, _, _ := get(matcherPath+"/urn%3Auuid%3Aunknown", all); status != 404 {
+		t.Errorf("unknown subscription: %d", status)
+	}
+}
+
+func sameSub(a, b mercure.Subscription) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}

@@ -2,6 +2,7 @@ package mercure
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -241,5 +242,57 @@ func BenchmarkEncodeEvent(b *testing.B) {
 	for b.Loop() {
 		e.sse.Store(nil)
 		e.encoded()
+	}
+}
+
+// BenchmarkSubscriptionChurn connects and disconnects one stream while
+// 10 000 subscriptions are active: registering it, recording its
+// subscription and publishing the start event, then the reverse. The cost
+// must not grow with the number of subscriptions.
+func BenchmarkSubscriptionChurn(b *testing.B) {
+	for _, n := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			bh := newBenchHub(b, WithSubscriptions())
+			for i := range n {
+				s := bh.attach(b, true, MatchExact, fmt.Sprintf("https://example.com/users/%d", i))
+				bh.subscriptionsStarted(context.Background(), s)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				m, err := bh.newMatcher(MatchExact, "https://example.com/churn")
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := &stream{hub: bh.Hub, matchers: []matcher{m}, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
+				if status, msg := bh.open(s); status != 0 {
+					b.Fatal(msg)
+				}
+				bh.subscriptionsStarted(ctx, s)
+				bh.subscriptionsEnded(s)
+				bh.close(s)
+			}
+		})
+	}
+}
+
+// BenchmarkSubscriptionsCollection builds the API's collection of 10 000
+// subscriptions: a copy under the registry's lock, sorted, then encoded.
+func BenchmarkSubscriptionsCollection(b *testing.B) {
+	bh := newBenchHub(b, WithSubscriptions())
+	for i := range 10_000 {
+		s := bh.attach(b, true, MatchExact, fmt.Sprintf("https://example.com/users/%d", i))
+		bh.subscriptionsStarted(context.Background(), s)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		subs, err := bh.Subscriptions(context.Background())
+		if err != nil || len(subs) != 10_000 {
+			b.Fatal(err, len(subs))
+		}
+		if _, err := json.Marshal(subs); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -117,12 +118,29 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(hub.Path(), hub)
-	mux.Handle(hub.MetadataPath(), hub.MetadataHandler())
+	hub.Mount(mux) // the hub, its subscriptions API and its metadata
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = page.Execute(w, struct{ HubPath string }{hub.Path()})
+		_ = page.Execute(w, struct {
+			HubPath  string
+			Presence bool
+		}{hub.Path(), *subscriptions})
 	})
+	if *subscriptions {
+		// Who is connected, for the page: the hub's Go API. (Browsers with
+		// a token granting the subscription topics can also follow the
+		// subscription events or the hub's web API directly.)
+		mux.HandleFunc("GET /presence", func(w http.ResponseWriter, r *http.Request) {
+			subs, err := hub.Subscriptions(r.Context())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_ = json.NewEncoder(w).Encode(subs)
+		})
+	}
 	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile}, nil
 }
 

@@ -166,3 +166,34 @@ func TestStandalone_Tokens(t *testing.T) {
 		t.Fatalf("metadata: %d %s", res.StatusCode, meta)
 	}
 }
+
+// With -subscriptions the page shows who is connected, from /presence.
+func TestStandalone_Presence(t *testing.T) {
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-subscriptions"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.hub.Shutdown(context.Background())
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+	sub, err := http.Get(srv.URL + "/.well-known/mercure?match=urn%3Aroom%3A1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Body.Close()
+	res, err := http.Get(srv.URL + "/presence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `"match":"urn:room:1"`) || !strings.Contains(string(body), `"active":true`) {
+		t.Fatalf("presence: %s", body)
+	}
+	page, _ := http.Get(srv.URL + "/")
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if !strings.Contains(string(html), `id="presence"`) {
+		t.Fatal("the page has no presence list")
+	}
+}

@@ -57,6 +57,13 @@
 // instead of slowing the publisher or the other subscribers, and resumes
 // from history when it reconnects.
 //
+// # Presence
+//
+// With [WithSubscriptions] the hub publishes a private update of SSE type
+// "mercure" when each subscription starts and ends, serves the
+// subscriptions web API under its path, and lists the active ones to Go
+// code with [Hub.Subscriptions].
+//
 // # Shutting down
 //
 // [Hub.Shutdown] ends every stream and waits for their goroutines. Call it

@@ -228,7 +228,9 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.close(s)
-	h.subscriptionsStarted(r.Context(), s)
+	// Detached from the request: a start event must not be dropped when
+	// its end event is not (the client may leave at once).
+	h.subscriptionsStarted(context.WithoutCancel(r.Context()), s)
 	defer h.subscriptionsEnded(s)
 
 	hdr := w.Header()

@@ -2,11 +2,12 @@ package mercure
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,7 +205,8 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json") // ACT-14
 	hdr.Add("Link", "<"+h.url+`>; rel="mercure"; last-event-id=`+quote(cursor)+`; type="mercure"; content-type="application/json"`)
-	etag := quote(cursor + " " + strconv.Itoa(len(b))) // ACT-19
+	sum := sha256.Sum256(b)
+	etag := quote(hex.EncodeToString(sum[:16])) // ACT-19: changes with the content
 	hdr.Set("ETag", etag)
 	hdr.Set("Cache-Control", "must-revalidate")
 	if r.Header.Get("If-None-Match") == etag {
@@ -238,7 +240,10 @@ func (h *Hub) canonicalAPIPath(r *http.Request) (path string, segs []string, ok 
 	path += "/" + parts[0]
 	for _, p := range parts[1:] {
 		v, err := url.PathUnescape(p)
-		if err != nil || v == "" {
+		if err != nil || v == "" || v == "." || v == ".." {
+			// Dot segments would be removed when the path is resolved to
+			// check URL pattern grants, so the check and the lookup would
+			// not be about the same resource.
 			return "", nil, false
 		}
 		segs = append(segs, v)

@@ -251,3 +251,22 @@ func sameSub(a, b mercure.Subscription) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// Dot segments in the API path are not resources: the grant check resolves
+// them away, so serving them would check one path and serve another.
+func TestACT13_DotSegments(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHubServer(t, h, h) // no ServeMux: it would clean the paths itself
+	th.subscribe("match=.")
+	tok := subToken(t, detail("subscribe", exactTopic("*")))
+	for _, p := range []string{"/exact/%2E", "/exact/%2E%2E", "/exact/%2e/x"} {
+		req := mustRequest(t, http.MethodGet, th.srv.URL+"/.well-known/mercure/subscriptions"+p, "")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if status, body, _ := do(t, req); status != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s, want 404", p, status, body)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package mercure
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,42 +13,44 @@ import (
 
 // A LinkOption adds a target attribute to the Link header written by
 // [Hub.Link] (DIS-3).
-type LinkOption func(h *Hub, attrs *[]string) error
+type LinkOption struct {
+	apply func(h *Hub, attrs *[]string) error
+}
 
 // LinkLastEventID adds last-event-id with the id of the last update the hub
 // dispatched (or earliest): a client that forwards it as last_event_id
 // misses no update published between the response and its subscription.
 func LinkLastEventID() LinkOption {
-	return func(h *Hub, attrs *[]string) error {
+	return LinkOption{func(h *Hub, attrs *[]string) error {
 		*attrs = append(*attrs, "last-event-id="+quote(h.LastEventID()))
 		return nil
-	}
+	}}
 }
 
 // LinkType adds type, the SSE event type of the updates about the
 // resource; leave it out when they mix types. It follows the rules of the
 // publish type field, and an application's resource may not use "mercure".
 func LinkType(eventType string) LinkOption {
-	return func(_ *Hub, attrs *[]string) error {
+	return LinkOption{func(_ *Hub, attrs *[]string) error {
 		if eventType == "" || !chars.Valid(eventType) || eventType == "mercure" {
 			return fmt.Errorf("%w: Link type %q", ErrInvalidType, eventType)
 		}
 		*attrs = append(*attrs, "type="+quote(eventType))
 		return nil
-	}
+	}}
 }
 
 // LinkContentType adds content-type, the media type of the updates'
 // data (e.g. application/merge-patch+json), when it differs from the
 // resource's own; leave it out when updates mix media types.
 func LinkContentType(mediaType string) LinkOption {
-	return func(_ *Hub, attrs *[]string) error {
+	return LinkOption{func(_ *Hub, attrs *[]string) error {
 		if mediaType == "" || !chars.Valid(mediaType) {
 			return fmt.Errorf("mercure: invalid Link content-type %q", mediaType)
 		}
 		*attrs = append(*attrs, "content-type="+quote(mediaType))
 		return nil
-	}
+	}}
 }
 
 // Link adds to header the discovery link of the hub (DIS-2):
@@ -60,7 +63,10 @@ func LinkContentType(mediaType string) LinkOption {
 func (h *Hub) Link(header http.Header, opts ...LinkOption) error {
 	attrs := []string{`rel="mercure"`}
 	for _, o := range opts {
-		if err := o(h, &attrs); err != nil {
+		if o.apply == nil {
+			return errors.New("mercure: zero LinkOption")
+		}
+		if err := o.apply(h, &attrs); err != nil {
 			return err
 		}
 	}

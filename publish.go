@@ -18,13 +18,12 @@ import (
 	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/token"
-	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // MaxTopicBytes is the longest topic the hub accepts. Resolving a topic as
 // a URL costs time quadratic in its length on some inputs, so longer ones
 // are refused outright.
-const MaxTopicBytes = topicurl.MaxTopicLength
+const MaxTopicBytes = 2048
 
 // Update is what a publisher sends to the hub.
 type Update struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // flushCounter is a ResponseWriter that records what a stream writes and
@@ -143,5 +144,12 @@ func TestGrantSetKeyIsOneToOne(t *testing.T) {
 	}
 	if newGrantSet([]matcher{wild}).key != newGrantSet([]matcher{{kind: index.Wildcard, typ: "other", value: "*"}}).key {
 		t.Error("two * grants differing only by their type string should share a set")
+	}
+}
+
+// The hub refuses topics the resolver would not parse.
+func TestMaxTopicBytesMatchesResolver(t *testing.T) {
+	if MaxTopicBytes != topicurl.MaxTopicLength {
+		t.Fatalf("MaxTopicBytes %d, resolver limit %d", MaxTopicBytes, topicurl.MaxTopicLength)
 	}
 }

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/mercurekit/mercure"
+)
+
+//go:embed index.html
+var indexHTML []byte
+
+// users are the board's fixed accounts.
+var users = []string{"alice", "bob", "carol"}
+
+// sessionCookie holds the logged-in user's name. It is a plain, unsigned
+// cookie: good enough for a demo, never for a real application.
+const sessionCookie = "demo_user"
+
+// tokenTTL is the lifetime of the subscriber tokens minted at login.
+const tokenTTL = 15 * time.Minute
+
+// Task is one card of the board.
+type Task struct {
+	ID       int    `json:"id"`
+	Title    string `json:"title"`
+	Assignee string `json:"assignee,omitempty"`
+}
+
+// app is the task board: its state, its embedded hub and its token signer.
+type app struct {
+	origin string // http://ADDR, also the token issuer
+	hub    *mercure.Hub
+	signer *mercure.Signer
+	mux    *http.ServeMux
+
+	mu     sync.Mutex
+	tasks  []*Task
+	nextID int
+}
+
+// newApp builds the board served at origin (http://host:port), with a fresh
+// ECDSA P-256 key to sign its subscriber tokens.
+func newApp(origin string) (*app, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	key, err := jwk.Import(priv)
+	if err != nil {
+		return nil, err
+	}
+	if err := key.Set(jwk.KeyIDKey, "demo"); err != nil {
+		return nil, err
+	}
+	pub, err := jwk.PublicKeyOf(key)
+	if err != nil {
+		return nil, err
+	}
+	keys := jwk.NewSet()
+	if err := keys.AddKey(pub); err != nil {
+		return nil, err
+	}
+	hub, err := mercure.New(
+		mercure.WithURL(origin+mercure.DefaultHubPath),
+		// Subscriber keys only: nobody publishes over HTTP, the app
+		// publishes from Go.
+		mercure.WithIssuer(mercure.Issuer{ID: origin, SubscriberKeys: keys}),
+		mercure.WithSubscriptions(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := mercure.NewSigner(key, origin, hub.URL())
+	if err != nil {
+		return nil, err
+	}
+	a := &app{origin: origin, hub: hub, signer: signer, mux: http.NewServeMux(), nextID: 1}
+	hub.Mount(a.mux)
+	a.mux.HandleFunc("GET /{$}", a.index)
+	a.mux.HandleFunc("POST /login", a.login)
+	a.mux.HandleFunc("GET /me", a.me)
+	a.mux.HandleFunc("GET /tasks", a.listTasks)
+	a.mux.HandleFunc("POST /tasks", a.createTask)
+	a.mux.HandleFunc("POST /tasks/{id}/assign", a.assignTask)
+	return a, nil
+}
+
+func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// Topics.
+func (a *app) boardTopic() string      { return a.origin + "/tasks" }
+func (a *app) taskTopic(id int) string { return a.origin + "/tasks/" + strconv.Itoa(id) }
+func (a *app) notificationTopic(user string) string {
+	return a.origin + "/users/" + user + "/notifications"
+}
+
+// subscriptionsPattern matches the hub's subscription topics and its
+// subscriptions web API, relative to the hub URL.
+const subscriptionsPattern = mercure.DefaultHubPath + "/subscriptions{/*}?"
+
+func (a *app) index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(indexHTML)
+}
+
+// user returns the logged-in user, or "".
+func user(r *http.Request) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || !slices.Contains(users, c.Value) {
+		return ""
+	}
+	return c.Value
+}
+
+// login mints the user's subscriber token, gives it to the browser in the
+// hub's cookie, and opens the app session.
+func (a *app) login(w http.ResponseWriter, r *http.Request) {
+	name := r.FormValue("user")
+	if !slices.Contains(users, name) {
+		http.Error(w, "unknown user", http.StatusBadRequest)
+		return
+	}
+	tok, err := a.signer.Token(mercure.Grant{
+		Subject: name,
+		Subscribe: []mercure.Match{
+			// The board (public anyway); first, so that the payload
+			// names the user in the board's subscription events.
+			{Pattern: a.origin + "/tasks{/*}?", Type: mercure.MatchURLPattern},
+			{Pattern: a.notificationTopic(name)},
+			// Presence: the subscription events and the web API.
+			{Pattern: mercure.DefaultHubPath + "/subscriptions/:type/:match/:subscriber", Type: mercure.MatchURLPattern},
+			{Pattern: subscriptionsPattern, Type: mercure.MatchURLPattern},
+		},
+		Payload: map[string]string{"user": name},
+		TTL:     tokenTTL,
+	})
+	if err == nil {
+		err = a.hub.SetCookie(w, tok)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: name, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Expires: time.Now().Add(tokenTTL),
+	})
+	writeJSON(w, http.StatusOK, a.config(name))
+}
+
+// config is what the page needs to subscribe.
+func (a *app) config(name string) map[string]string {
+	return map[string]string{
+		"user":          name,
+		"hub":           a.hub.URL(),
+		"board":         a.boardTopic(),
+		"notifications": a.notificationTopic(name),
+		"subscriptions": subscriptionsPattern,
+	}
+}
+
+func (a *app) me(w http.ResponseWriter, r *http.Request) {
+	name := user(r)
+	if name == "" {
+		http.Error(w, "not logged in", http.StatusUnauthorized)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.config(name))
+}
+
+func (a *app) listTasks(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// Under the lock: no update about these tasks can slip between the
+	// cursor and the list.
+	if err := a.hub.Link(w.Header(), mercure.LinkLastEventID()); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	mercure.SelfLink(w.Header(), a.boardTopic())
+	list := make([]Task, 0, len(a.tasks))
+	for _, t := range a.tasks {
+		list = append(list, *t)
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (a *app) createTask(w http.ResponseWriter, r *http.Request) {
+	by := user(r)
+	if by == "" {
+		http.Error(w, "not logged in", http.StatusUnauthorized)
+		return
+	}
+	title := strings.TrimSpace(r.FormValue("title"))
+	if title == "" || len(title) > 200 {
+		http.Error(w, "a title of 1 to 200 bytes is required", http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := &Task{ID: a.nextID, Title: title}
+	a.nextID++
+	a.tasks = append(a.tasks, t)
+	if err := a.publishTask(r, t); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (a *app) assignTask(w http.ResponseWriter, r *http.Request) {
+	by := user(r)
+	if by == "" {
+		http.Error(w, "not logged in", http.StatusUnauthorized)
+		return
+	}
+	assignee := r.FormValue("assignee")
+	if !slices.Contains(users, assignee) {
+		http.Error(w, "unknown assignee", http.StatusBadRequest)
+		return
+	}
+	id, _ := strconv.Atoi(r.PathValue("id"))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := slices.IndexFunc(a.tasks, func(t *Task) bool { return t.ID == id })
+	if i < 0 {
+		http.Error(w, "no such task", http.StatusNotFound)
+		return
+	}
+	t := a.tasks[i]
+	t.Assignee = assignee
+	if err := a.publishTask(r, t); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	note, _ := json.Marshal(map[string]any{
+		"kind": "notification",
+		"text": by + " assigned you “" + t.Title + "”",
+		"task": t,
+	})
+	if _, err := a.hub.Publish(context.WithoutCancel(r.Context()), mercure.Update{
+		Topics:  []string{a.notificationTopic(assignee)},
+		Data:    string(note),
+		Private: true, // only the assignee's token grants this topic
+	}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// publishTask publishes the public update about t; a.mu is held.
+func (a *app) publishTask(r *http.Request, t *Task) error {
+	data, _ := json.Marshal(map[string]any{"kind": "task", "task": t})
+	_, err := a.hub.Publish(context.WithoutCancel(r.Context()), mercure.Update{
+		Topics: []string{a.taskTopic(t.ID), a.boardTopic()},
+		Data:   string(data),
+	})
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

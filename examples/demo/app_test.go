@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// startApp serves a fresh board on a random local port.
+func startApp(t *testing.T) (*app, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	a, err := newApp("http://" + srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = a
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.hub.Shutdown(ctx)
+		srv.Close()
+	})
+	return a, srv
+}
+
+// login logs name in and returns the cookies the browser would keep.
+func login(t *testing.T, srv *httptest.Server, name string) []*http.Cookie {
+	t.Helper()
+	resp, err := http.PostForm(srv.URL+"/login", url.Values{"user": {name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("login %s: %s", name, resp.Status)
+	}
+	return resp.Cookies()
+}
+
+// do sends a request carrying cookies and fails the test unless it gets want.
+func do(t *testing.T, method, u string, form url.Values, cookies []*http.Cookie, want int) *http.Response {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for _, c := range cookies {
+		req.AddCookie(c) // as a browser would: the Secure flag is the browser's business
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("%s %s: %s %s", method, u, resp.Status, b)
+	}
+	return resp
+}
+
+var lastEventIDRe = regexp.MustCompile(`rel="mercure"; last-event-id="([^"]*)"`)
+
+// cursor returns the last-event-id of the Link header of GET /tasks.
+func cursor(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	resp := do(t, http.MethodGet, srv.URL+"/tasks", nil, nil, http.StatusOK)
+	resp.Body.Close()
+	for _, l := range resp.Header.Values("Link") {
+		if m := lastEventIDRe.FindStringSubmatch(l); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatalf("no last-event-id in %q", resp.Header.Values("Link"))
+	return ""
+}
+
+type sseEvent struct{ id, typ, data string }
+
+// stream is an open subscription read event by event.
+type stream struct {
+	events chan sseEvent
+}
+
+// subscribe opens a stream on the hub with the given cookies and query,
+// like the page's EventSource, and returns once the hub answered.
+func subscribe(t *testing.T, a *app, cookies []*http.Cookie, q url.Values) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.hub.URL()+"?"+q.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		resp.Body.Close()
+		t.Fatalf("subscribe: %s", resp.Status)
+	}
+	s := &stream{events: make(chan sseEvent, 64)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(s.events)
+		sc := bufio.NewScanner(resp.Body)
+		var e sseEvent
+		var data []string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if data != nil {
+					e.data = strings.Join(data, "\n")
+					if e.typ == "" {
+						e.typ = "message"
+					}
+					s.events <- e
+				}
+				e, data = sseEvent{}, nil
+			case strings.HasPrefix(line, "id: "):
+				e.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				e.typ = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, line[6:])
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+		<-done
+	})
+	return s
+}
+
+// next returns the stream's next event.
+func (s *stream) next(t *testing.T) sseEvent {
+	t.Helper()
+	select {
+	case e, ok := <-s.events:
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5s")
+	}
+	return sseEvent{}
+}
+
+// message decodes the data of the next event, which must be a message.
+func (s *stream) message(t *testing.T) map[string]any {
+	t.Helper()
+	e := s.next(t)
+	if e.typ != "message" {
+		t.Fatalf("event type %q, want message: %s", e.typ, e.data)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(e.data), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func cookieNamed(cs []*http.Cookie, name string) *http.Cookie {
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestLoginSetsCookies(t *testing.T) {
+	_, srv := startApp(t)
+	cs := login(t, srv, "alice")
+	hc := cookieNamed(cs, mercure.DefaultCookieName)
+	if hc == nil {
+		t.Fatalf("no hub cookie in %v", cs)
+	}
+	if !hc.Secure || !hc.HttpOnly || hc.SameSite != http.SameSiteStrictMode || hc.Path != mercure.DefaultHubPath || hc.Value == "" {
+		t.Errorf("hub cookie %+v", hc)
+	}
+	if sc := cookieNamed(cs, sessionCookie); sc == nil || sc.Value != "alice" {
+		t.Errorf("session cookie %+v", sc)
+	}
+	resp, err := http.PostForm(srv.URL+"/login", url.Values{"user": {"mallory"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("unknown user: %s", resp.Status)
+	}
+}
+
+func TestListHasLinks(t *testing.T) {
+	a, srv := startApp(t)
+	if got := cursor(t, srv); got != mercure.Earliest {
+		t.Errorf("cursor of an empty board %q", got)
+	}
+	alice := login(t, srv, "alice")
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"write docs"}}, alice, http.StatusCreated).Body.Close()
+	resp := do(t, http.MethodGet, srv.URL+"/tasks", nil, nil, http.StatusOK)
+	defer resp.Body.Close()
+	links := strings.Join(resp.Header.Values("Link"), ", ")
+	if !strings.Contains(links, "<"+a.hub.URL()+`>; rel="mercure"; last-event-id="`) {
+		t.Errorf("no mercure link: %s", links)
+	}
+	if !strings.Contains(links, "<"+a.boardTopic()+`>; rel="self"`) {
+		t.Errorf("no self link: %s", links)
+	}
+	if got := cursor(t, srv); got == mercure.Earliest || got != a.hub.LastEventID() {
+		t.Errorf("cursor %q, hub's last %q", got, a.hub.LastEventID())
+	}
+	var list []Task
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list) != 1 || list[0].Title != "write docs" {
+		t.Errorf("list %+v, %v", list, err)
+	}
+}
+
+func TestMutationsNeedLogin(t *testing.T) {
+	_, srv := startApp(t)
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"x"}}, nil, http.StatusUnauthorized).Body.Close()
+	// Streams without a token are refused: the hub has an issuer and no
+	// anonymous subscribers.
+	resp, err := http.Get(srv.URL + mercure.DefaultHubPath + "?match=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous stream: %s", resp.Status)
+	}
+}
+
+func TestCreateDeliversPublicUpdate(t *testing.T) {
+	a, srv := startApp(t)
+	alice := login(t, srv, "alice")
+	s := subscribe(t, a, alice, url.Values{
+		"match":         {a.boardTopic()},
+		"last_event_id": {cursor(t, srv)},
+	})
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"buy milk"}}, alice, http.StatusCreated).Body.Close()
+	m := s.message(t)
+	task, _ := m["task"].(map[string]any)
+	if m["kind"] != "task" || task["title"] != "buy milk" {
+		t.Errorf("update %v", m)
+	}
+}
+
+func TestAssignNotifiesOnlyAssignee(t *testing.T) {
+	a, srv := startApp(t)
+	alice, bob := login(t, srv, "alice"), login(t, srv, "bob")
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"review PR"}}, alice, http.StatusCreated).Body.Close()
+	from := cursor(t, srv)
+	// Alice even asks for Bob's notifications: her token does not grant them.
+	as := subscribe(t, a, alice, url.Values{
+		"match":         {a.boardTopic(), a.notificationTopic("alice"), a.notificationTopic("bob")},
+		"last_event_id": {from},
+	})
+	bs := subscribe(t, a, bob, url.Values{
+		"match":         {a.notificationTopic("bob")},
+		"last_event_id": {from},
+	})
+	do(t, http.MethodPost, srv.URL+"/tasks/1/assign", url.Values{"assignee": {"bob"}}, alice, http.StatusOK).Body.Close()
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"marker"}}, alice, http.StatusCreated).Body.Close()
+
+	n := bs.message(t)
+	if n["kind"] != "notification" || !strings.Contains(n["text"].(string), "alice assigned you") {
+		t.Errorf("bob got %v", n)
+	}
+	m := as.message(t)
+	if task, _ := m["task"].(map[string]any); m["kind"] != "task" || task["assignee"] != "bob" {
+		t.Errorf("alice's first event %v, want the assignment", m)
+	}
+	m = as.message(t)
+	if task, _ := m["task"].(map[string]any); m["kind"] != "task" || task["title"] != "marker" {
+		t.Errorf("alice's second event %v, want the marker (not bob's notification)", m)
+	}
+}
+
+func TestPresence(t *testing.T) {
+	a, srv := startApp(t)
+	alice, bob := login(t, srv, "alice"), login(t, srv, "bob")
+	// Bob watches presence; then alice comes online.
+	bs := subscribe(t, a, bob, url.Values{
+		"match_urlpattern": {subscriptionsPattern},
+		"last_event_id":    {a.hub.LastEventID()},
+	})
+	subscribe(t, a, alice, url.Values{"match": {a.boardTopic()}})
+
+	// The hub API, with alice's cookie, lists her board subscription with
+	// her name.
+	resp := do(t, http.MethodGet, srv.URL+mercure.DefaultHubPath+"/subscriptions", nil, alice, http.StatusOK)
+	var coll struct {
+		Subscriptions []mercure.Subscription `json:"subscriptions"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&coll)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range coll.Subscriptions {
+		if s.Match == a.boardTopic() && s.Active && string(s.Payload) == `{"user":"alice"}` {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("alice's board subscription not listed: %+v", coll.Subscriptions)
+	}
+
+	// Bob's stream sees the event of alice's board subscription (after his
+	// own presence subscription's).
+	for {
+		e := bs.next(t)
+		if e.typ != "mercure" {
+			t.Fatalf("event type %q", e.typ)
+		}
+		var s mercure.Subscription
+		if err := json.Unmarshal([]byte(e.data), &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Match == a.boardTopic() {
+			if !s.Active || string(s.Payload) != `{"user":"alice"}` {
+				t.Errorf("presence event %s", e.data)
+			}
+			break
+		}
+	}
+
+	// Without a cookie the API is refused.
+	do(t, http.MethodGet, srv.URL+mercure.DefaultHubPath+"/subscriptions", nil, nil, http.StatusUnauthorized).Body.Close()
+}

@@ -3,6 +3,7 @@ module github.com/mercurekit/mercure
 go 1.26
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/dunglas/go-urlpattern v1.0.0
 	github.com/google/uuid v1.6.0
 	github.com/lestrrat-go/httprc/v3 v3.0.6
@@ -15,7 +16,9 @@ require (
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/goccy/go-json v0.11.2 // indirect
 	github.com/lestrrat-go/blackmagic v1.0.4 // indirect
 	github.com/lestrrat-go/dsig v1.4.0 // indirect

@@ -11,6 +11,7 @@ require (
 	github.com/nlnwa/whatwg-url v0.6.2
 	github.com/rs/cors v1.11.1
 	github.com/tmaxmax/go-sse v0.12.0
+	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
 )
 

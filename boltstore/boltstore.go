@@ -1,0 +1,462 @@
+// Package boltstore is a durable, single-process [mercure.Store] kept in a
+// bbolt file.
+//
+// Layout: bucket "events" maps the big-endian Seq to the encoded event;
+// bucket "ids" maps an id to the Seq of its oldest retained occurrence and
+// the number of retained occurrences (REC-7); bucket "meta" holds the Seq
+// of the latest append, so that the sequence continues after a restart
+// even when retention dropped every event.
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+var (
+	bucketEvents = []byte("events")
+	bucketIDs    = []byte("ids")
+	bucketMeta   = []byte("meta")
+	keyLastSeq   = []byte("last-seq")
+)
+
+// ErrClosed is returned by Append and Replay once the store is closed.
+var ErrClosed = errors.New("boltstore: store closed")
+
+// maxBatch bounds the appends committed in one transaction.
+const maxBatch = 1024
+
+// replayPage is how many events Replay reads per read transaction.
+const replayPage = 512
+
+// Option configures [Open].
+type Option func(*config)
+
+type config struct {
+	maxEvents int
+	maxAge    time.Duration
+	now       func() time.Time
+	timeout   time.Duration
+}
+
+// WithMaxEvents keeps at most n events, dropping the oldest; n <= 0 means
+// no limit (the default).
+func WithMaxEvents(n int) Option { return func(c *config) { c.maxEvents = n } }
+
+// WithMaxAge drops events older than d (by Event.Time); d <= 0 means no
+// limit (the default). Old events are pruned on append and periodically.
+func WithMaxAge(d time.Duration) Option { return func(c *config) { c.maxAge = d } }
+
+// WithClock sets the clock used for retention by age and for the Time of
+// events appended without one. The default is time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithLockTimeout sets how long Open waits for the file lock held by
+// another process; the default is 5s.
+func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// Store is a [mercure.Store] on a bbolt file. Appends are group-committed:
+// concurrent appends share one transaction and one fsync, and each returns
+// once its event is durably committed. Listeners are in-process: the store
+// serves the hubs of one process.
+type Store struct {
+	db  *bolt.DB
+	cfg config
+
+	reqs chan *appendReq
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+
+	lastSeq uint64 // owned by the committer goroutine
+
+	lmu       sync.Mutex
+	listeners map[*listener]struct{}
+}
+
+type listener struct{ fn func(*mercure.Event) }
+
+type appendReq struct {
+	e   *mercure.Event
+	err chan error
+}
+
+// Open opens or creates the store at path.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := config{now: time.Now, timeout: 5 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.timeout})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: %w", err)
+	}
+	s := &Store{
+		db:        db,
+		cfg:       cfg,
+		reqs:      make(chan *appendReq),
+		done:      make(chan struct{}),
+		listeners: make(map[*listener]struct{}),
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketEvents, bucketIDs, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		s.lastSeq = lastSeq(tx)
+		return s.prune(tx)
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boltstore: %w", err)
+	}
+	s.wg.Add(1)
+	go s.commitLoop()
+	return s, nil
+}
+
+// lastSeq returns the Seq of the latest append recorded in tx.
+func lastSeq(tx *bolt.Tx) uint64 {
+	var seq uint64
+	if v := tx.Bucket(bucketMeta).Get(keyLastSeq); len(v) == 8 {
+		seq = binary.BigEndian.Uint64(v)
+	}
+	if k, _ := tx.Bucket(bucketEvents).Cursor().Last(); len(k) == 8 {
+		seq = max(seq, binary.BigEndian.Uint64(k))
+	}
+	return seq
+}
+
+// Close stops the store and closes the file. Appends waiting to be
+// committed fail with [ErrClosed].
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// Append implements [mercure.Store]. It returns once e is committed to
+// disk, after every listener has been called with it.
+func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
+	r := &appendReq{e: e, err: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once handed over, the event is committed or fails: wait for that.
+	return <-r.err
+}
+
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	var tick <-chan time.Time
+	if s.cfg.maxAge > 0 {
+		t := time.NewTicker(min(max(s.cfg.maxAge/10, time.Second), time.Minute))
+		defer t.Stop()
+		tick = t.C
+	}
+	batch := make([]*appendReq, 0, maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-tick:
+			_ = s.db.Update(s.prune) // retried on the next tick or append
+			continue
+		case <-s.done:
+			return
+		}
+	collect:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break collect
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit writes batch in one transaction, then feeds listeners and
+// answers the appenders.
+func (s *Store) commit(batch []*appendReq) {
+	seq := s.lastSeq
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		events, idx := tx.Bucket(bucketEvents), tx.Bucket(bucketIDs)
+		for i, r := range batch {
+			e := r.e
+			if e.Time.IsZero() {
+				e.Time = s.cfg.now()
+			}
+			e.Seq = s.lastSeq + uint64(i) + 1
+			v, err := encode(e)
+			if err != nil {
+				return err
+			}
+			if err := events.Put(seqKey(e.Seq), v); err != nil {
+				return err
+			}
+			ref, n := idRef(idx.Get([]byte(e.ID)))
+			if n == 0 {
+				ref = e.Seq
+			}
+			if err := idx.Put([]byte(e.ID), idVal(ref, n+1)); err != nil {
+				return err
+			}
+			seq = e.Seq
+		}
+		if err := tx.Bucket(bucketMeta).Put(keyLastSeq, seqKey(seq)); err != nil {
+			return err
+		}
+		return s.prune(tx)
+	})
+	if err != nil {
+		for _, r := range batch {
+			r.e.Seq = 0
+			r.err <- fmt.Errorf("boltstore: %w", err)
+		}
+		return
+	}
+	s.lastSeq = seq
+	s.lmu.Lock()
+	for _, r := range batch {
+		for l := range s.listeners {
+			l.fn(r.e)
+		}
+	}
+	s.lmu.Unlock()
+	for _, r := range batch {
+		r.err <- nil
+	}
+}
+
+// prune deletes the oldest events beyond the retention limits.
+func (s *Store) prune(tx *bolt.Tx) error {
+	if s.cfg.maxEvents <= 0 && s.cfg.maxAge <= 0 {
+		return nil
+	}
+	events := tx.Bucket(bucketEvents)
+	last, _ := events.Cursor().Last()
+	if last == nil {
+		return nil
+	}
+	lastSeq := binary.BigEndian.Uint64(last)
+	cutoff := s.cfg.now().Add(-s.cfg.maxAge).UnixNano()
+	for {
+		k, v := events.Cursor().First()
+		if k == nil {
+			return nil
+		}
+		seq := binary.BigEndian.Uint64(k)
+		// Seqs are contiguous: pruning only ever removes the oldest.
+		overCount := s.cfg.maxEvents > 0 && lastSeq-seq+1 > uint64(s.cfg.maxEvents)
+		tooOld := s.cfg.maxAge > 0 && len(v) >= 8 && int64(binary.BigEndian.Uint64(v)) < cutoff
+		if !overCount && !tooOld {
+			return nil
+		}
+		if err := s.evict(tx, seq, v); err != nil {
+			return err
+		}
+	}
+}
+
+// evict deletes the oldest event, seq, and updates the id index.
+func (s *Store) evict(tx *bolt.Tx, seq uint64, v []byte) error {
+	events, idx := tx.Bucket(bucketEvents), tx.Bucket(bucketIDs)
+	e, err := decode(seq, v)
+	if err != nil {
+		return err
+	}
+	if err := events.Delete(seqKey(seq)); err != nil {
+		return err
+	}
+	id := []byte(e.ID)
+	ref, n := idRef(idx.Get(id))
+	if n <= 1 {
+		return idx.Delete(id)
+	}
+	if ref == seq {
+		// A later duplicate is now the oldest: find it. Only publishers
+		// reusing ids pay for this scan.
+		c := events.Cursor()
+		for k, v := c.Seek(seqKey(seq + 1)); k != nil; k, v = c.Next() {
+			d, err := decode(binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			if d.ID == e.ID {
+				ref = d.Seq
+				break
+			}
+		}
+	}
+	return idx.Put(id, idVal(ref, n-1))
+}
+
+// Replay implements [mercure.Store]. Events are read in pages, each in its
+// own read transaction, up to the Head of the replay.
+func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
+	b := mercure.Backlog{Cursor: mercure.Earliest}
+	var first []*mercure.Event
+	var from uint64 = 1
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b.Head = lastSeq(tx)
+		if lastEventID != mercure.Earliest {
+			if ref, n := idRef(tx.Bucket(bucketIDs).Get([]byte(lastEventID))); n > 0 {
+				b.Cursor, from = lastEventID, ref+1
+			}
+		}
+		var err error
+		first, err = readPage(tx, from, b.Head)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+			err = ErrClosed
+		}
+		return mercure.Backlog{}, err
+	}
+	head := b.Head
+	b.Events = func(yield func(*mercure.Event, error) bool) {
+		page := first
+		for {
+			for _, e := range page {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if len(page) < replayPage || page[len(page)-1].Seq >= head {
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			next := page[len(page)-1].Seq + 1
+			err := s.db.View(func(tx *bolt.Tx) error {
+				var err error
+				page, err = readPage(tx, next, head)
+				return err
+			})
+			if err != nil {
+				yield(nil, fmt.Errorf("boltstore: %w", err))
+				return
+			}
+		}
+	}
+	return b, nil
+}
+
+// readPage reads up to replayPage events with from <= Seq <= head,
+// seeking directly to from.
+func readPage(tx *bolt.Tx, from, head uint64) ([]*mercure.Event, error) {
+	var page []*mercure.Event
+	c := tx.Bucket(bucketEvents).Cursor()
+	for k, v := c.Seek(seqKey(from)); k != nil && len(page) < replayPage; k, v = c.Next() {
+		seq := binary.BigEndian.Uint64(k)
+		if seq > head {
+			break
+		}
+		e, err := decode(seq, v)
+		if err != nil {
+			return nil, err
+		}
+		page = append(page, e)
+	}
+	return page, nil
+}
+
+// Listen implements [mercure.Store]. fn is called after each commit, one
+// event at a time in Seq order, before the Append returns.
+func (s *Store) Listen(fn func(*mercure.Event)) (cancel func()) {
+	l := &listener{fn: fn}
+	s.lmu.Lock()
+	s.listeners[l] = struct{}{}
+	s.lmu.Unlock()
+	return func() {
+		s.lmu.Lock()
+		delete(s.listeners, l)
+		s.lmu.Unlock()
+	}
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+func idVal(seq uint64, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, seq), n)
+}
+
+// idRef decodes an "ids" value: the oldest retained Seq and the count of
+// retained events with the id (0 when absent).
+func idRef(v []byte) (seq, n uint64) {
+	if len(v) != 16 {
+		return 0, 0
+	}
+	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+}
+
+// record is the JSON form of an event. The value stored is the event's
+// time in Unix nanoseconds, big-endian, then the record, so that pruning
+// by age reads only 8 bytes.
+type record struct {
+	Topics  []string `json:"t"`
+	Data    string   `json:"d,omitempty"`
+	Private bool     `json:"p,omitempty"`
+	ID      string   `json:"i"`
+	Type    string   `json:"y,omitempty"`
+	Retry   *int64   `json:"r,omitempty"`
+}
+
+func encode(e *mercure.Event) ([]byte, error) {
+	r := record{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type}
+	if e.Retry != nil {
+		ns := int64(*e.Retry)
+		r.Retry = &ns
+	}
+	j, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(j)), uint64(e.Time.UnixNano()))
+	return append(v, j...), nil
+}
+
+func decode(seq uint64, v []byte) (*mercure.Event, error) {
+	if len(v) < 8 {
+		return nil, fmt.Errorf("boltstore: event %d: short value", seq)
+	}
+	var r record
+	if err := json.Unmarshal(v[8:], &r); err != nil {
+		return nil, fmt.Errorf("boltstore: event %d: %w", seq, err)
+	}
+	e := &mercure.Event{
+		Update: mercure.Update{Topics: r.Topics, Data: r.Data, Private: r.Private, ID: r.ID, Type: r.Type},
+		Seq:    seq,
+		Time:   time.Unix(0, int64(binary.BigEndian.Uint64(v))),
+	}
+	if r.Retry != nil {
+		d := time.Duration(*r.Retry)
+		e.Retry = &d
+	}
+	return e, nil
+}

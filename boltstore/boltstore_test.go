@@ -1,0 +1,240 @@
+package boltstore_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/storetest"
+)
+
+func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store {
+	t.Helper()
+	s, err := boltstore.Open(path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) mercure.Store {
+		return open(t, filepath.Join(t.TempDir(), "hub.db"))
+	})
+}
+
+func TestSuiteWithRetention(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) mercure.Store {
+		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
+	})
+}
+
+func appendIDs(t testing.TB, s mercure.Store, ids ...string) []*mercure.Event {
+	t.Helper()
+	var evs []*mercure.Event
+	for _, id := range ids {
+		e := storetest.NewEvent(id)
+		if err := s.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+func replay(t testing.TB, s mercure.Store, cursor string) (mercure.Backlog, []*mercure.Event) {
+	t.Helper()
+	b, err := s.Replay(context.Background(), cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*mercure.Event
+	for e, err := range b.Events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return b, evs
+}
+
+func idsOf(evs []*mercure.Event) string {
+	var s string
+	for _, e := range evs {
+		s += e.ID + " "
+	}
+	return s
+}
+
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	s := open(t, path)
+	want := appendIDs(t, s, "a", "b", "c")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(context.Background(), storetest.NewEvent("late")); err == nil {
+		t.Fatal("Append after Close succeeded")
+	}
+	s = open(t, path)
+	defer s.Close()
+	b, got := replay(t, s, "a")
+	if b.Cursor != "a" || b.Head != want[2].Seq || idsOf(got) != "b c " {
+		t.Fatalf("after reopen: Cursor %q Head %d events %q", b.Cursor, b.Head, idsOf(got))
+	}
+	for i, e := range got {
+		if d := storetest.SameEvent(e, want[i+1]); d != "" {
+			t.Errorf("event %d: %s", i, d)
+		}
+	}
+	next := appendIDs(t, s, "d")[0]
+	if next.Seq != want[2].Seq+1 {
+		t.Fatalf("Seq after reopen %d, want %d", next.Seq, want[2].Seq+1)
+	}
+}
+
+func TestRetentionByCount(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	s := open(t, path, boltstore.WithMaxEvents(3))
+	appendIDs(t, s, "a", "x", "b", "x", "c", "d")
+	// Retained: x(4) c d; the oldest retained x is now the second one.
+	b, got := replay(t, s, mercure.Earliest)
+	if idsOf(got) != "x c d " || b.Head != 6 {
+		t.Fatalf("retained %q Head %d", idsOf(got), b.Head)
+	}
+	if b, got = replay(t, s, "x"); b.Cursor != "x" || idsOf(got) != "c d " {
+		t.Fatalf("cursor x: Cursor %q events %q", b.Cursor, idsOf(got))
+	}
+	if b, got = replay(t, s, "a"); b.Cursor != mercure.Earliest || idsOf(got) != "x c d " {
+		t.Fatalf("dropped cursor a: Cursor %q events %q", b.Cursor, idsOf(got))
+	}
+	appendIDs(t, s, "e")
+	if b, got = replay(t, s, "x"); b.Cursor != mercure.Earliest || idsOf(got) != "c d e " {
+		t.Fatalf("all x dropped: Cursor %q events %q", b.Cursor, idsOf(got))
+	}
+	s.Close()
+	// The limit also applies at Open.
+	s = open(t, path, boltstore.WithMaxEvents(1))
+	defer s.Close()
+	if _, got = replay(t, s, mercure.Earliest); idsOf(got) != "e " {
+		t.Fatalf("after reopen with limit 1: %q", idsOf(got))
+	}
+}
+
+func TestRetentionByAge(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	advance := func(d time.Duration) { now.Add(int64(d)) }
+	path := filepath.Join(t.TempDir(), "hub.db")
+	s := open(t, path, boltstore.WithMaxAge(time.Hour), boltstore.WithClock(clock))
+	stamp := func(id string) {
+		e := storetest.NewEvent(id)
+		e.Time = time.Time{} // the store stamps it with its clock
+		if err := s.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+		if !e.Time.Equal(clock()) {
+			t.Fatalf("Time %v, want %v", e.Time, clock())
+		}
+	}
+	stamp("old1")
+	stamp("old2")
+	advance(30 * time.Minute)
+	stamp("mid")
+	advance(45 * time.Minute)
+	stamp("new")
+	b, got := replay(t, s, mercure.Earliest)
+	if idsOf(got) != "mid new " || b.Head != 4 {
+		t.Fatalf("retained %q Head %d", idsOf(got), b.Head)
+	}
+	advance(2 * time.Hour)
+	s.Close()
+	s = open(t, path, boltstore.WithMaxAge(time.Hour), boltstore.WithClock(clock))
+	defer s.Close()
+	b, got = replay(t, s, "mid")
+	if len(got) != 0 || b.Head != 4 || b.Cursor != mercure.Earliest {
+		t.Fatalf("all expired: Cursor %q Head %d events %q", b.Cursor, b.Head, idsOf(got))
+	}
+	if e := appendIDs(t, s, "next")[0]; e.Seq != 5 {
+		t.Fatalf("Seq after all expired %d, want 5", e.Seq)
+	}
+}
+
+// TestReplayLargeHistory checks replays from cursors across page
+// boundaries of a large history.
+func TestReplayLargeHistory(t *testing.T) {
+	const n = 20000
+	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
+	defer s.Close()
+	fill(t, s, n)
+	_, all := replay(t, s, mercure.Earliest)
+	if len(all) != n {
+		t.Fatalf("earliest: %d events", len(all))
+	}
+	for i, e := range all {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has Seq %d", i, e.Seq)
+		}
+	}
+	for _, from := range []int{n - 1, n - 2, n - 10, n - 600, n - 5000, 0} {
+		cursor := all[from].ID
+		b, got := replay(t, s, cursor)
+		if b.Cursor != cursor || b.Head != n || len(got) != n-from-1 {
+			t.Fatalf("cursor %s: Cursor %q Head %d, %d events", cursor, b.Cursor, b.Head, len(got))
+		}
+		for i, e := range got {
+			if w := all[from+1+i]; e.Seq != w.Seq || e.ID != w.ID {
+				t.Fatalf("cursor %s: event %d is %s/%d, want %s/%d", cursor, i, e.ID, e.Seq, w.ID, w.Seq)
+			}
+		}
+	}
+}
+
+// fill appends n events with distinct ids from concurrent appenders, so
+// that group commit keeps it fast.
+func fill(t testing.TB, s mercure.Store, n int) {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if err := s.Append(context.Background(), storetest.NewEvent(fmt.Sprint("e", i))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := s.Append(context.Background(), storetest.NewEvent("a")); err != boltstore.ErrClosed {
+		t.Fatalf("Append after Close: %v", err)
+	}
+	if _, err := s.Replay(context.Background(), mercure.Earliest); err != boltstore.ErrClosed {
+		t.Fatalf("Replay after Close: %v", err)
+	}
+}

@@ -1,0 +1,463 @@
+// Package storetest is a behavioural test suite shared by every
+// [mercure.Store] implementation.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// Run runs the suite. open returns a fresh, empty store; when the store
+// implements io.Closer, Run closes it when the subtest ends.
+func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
+	fresh := func(t *testing.T) mercure.Store {
+		t.Helper()
+		s := open(t)
+		if c, ok := s.(io.Closer); ok {
+			t.Cleanup(func() {
+				if err := c.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+		}
+		return s
+	}
+	t.Run("AppendAssignsIncreasingSeq", func(t *testing.T) { testAppendSeq(t, fresh(t)) })
+	t.Run("RoundTrip", func(t *testing.T) { testRoundTrip(t, fresh(t)) })
+	t.Run("ReplayAfterCursor", func(t *testing.T) { testReplayCursor(t, fresh(t)) })
+	t.Run("ReplayEarliest", func(t *testing.T) { testReplayEarliest(t, fresh(t)) })
+	t.Run("ReplayUnknownCursor", func(t *testing.T) { testReplayUnknown(t, fresh(t)) })
+	t.Run("ReplayDuplicateIDs", func(t *testing.T) { testDuplicates(t, fresh(t)) })
+	t.Run("ReplayHead", func(t *testing.T) { testHead(t, fresh(t)) })
+	t.Run("Listen", func(t *testing.T) { testListen(t, fresh(t)) })
+	t.Run("ConcurrentAppends", func(t *testing.T) { testConcurrent(t, fresh(t)) })
+	t.Run("ReplayLiveSeam", func(t *testing.T) { testSeam(t, fresh(t)) })
+}
+
+const waitFor = 10 * time.Second
+
+// NewEvent returns an event with every Update field set, derived from id.
+func NewEvent(id string) *mercure.Event {
+	retry := time.Duration(len(id)+1) * time.Millisecond
+	return &mercure.Event{
+		Update: mercure.Update{
+			Topics:  []string{"https://example.com/" + id, "urn:alt:" + id},
+			Data:    "data of " + id + "\nline 2",
+			Private: len(id)%2 == 0,
+			ID:      id,
+			Type:    "type-" + id,
+			Retry:   &retry,
+		},
+		Time: time.Now().Round(0),
+	}
+}
+
+func appendIDs(t *testing.T, s mercure.Store, ids ...string) []*mercure.Event {
+	t.Helper()
+	var evs []*mercure.Event
+	for _, id := range ids {
+		e := NewEvent(id)
+		if err := s.Append(context.Background(), e); err != nil {
+			t.Fatalf("Append(%q): %v", id, err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// collect drains a backlog.
+func collect(t *testing.T, b mercure.Backlog) []*mercure.Event {
+	t.Helper()
+	var evs []*mercure.Event
+	for e, err := range b.Events {
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+func replay(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []*mercure.Event) {
+	t.Helper()
+	b, err := s.Replay(context.Background(), cursor)
+	if err != nil {
+		t.Fatalf("Replay(%q): %v", cursor, err)
+	}
+	return b, collect(t, b)
+}
+
+func ids(evs []*mercure.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func checkIDs(t *testing.T, what string, got []*mercure.Event, want ...string) {
+	t.Helper()
+	if g := ids(got); !slices.Equal(g, want) {
+		t.Fatalf("%s: ids %q, want %q", what, g, want)
+	}
+}
+
+// SameEvent reports how got differs from want, or "" when its Update
+// fields, Seq and Time are equal.
+func SameEvent(got, want *mercure.Event) string {
+	switch {
+	case !slices.Equal(got.Topics, want.Topics):
+		return fmt.Sprintf("Topics %q, want %q", got.Topics, want.Topics)
+	case got.Data != want.Data:
+		return fmt.Sprintf("Data %q, want %q", got.Data, want.Data)
+	case got.Private != want.Private:
+		return fmt.Sprintf("Private %v, want %v", got.Private, want.Private)
+	case got.ID != want.ID:
+		return fmt.Sprintf("ID %q, want %q", got.ID, want.ID)
+	case got.Type != want.Type:
+		return fmt.Sprintf("Type %q, want %q", got.Type, want.Type)
+	case (got.Retry == nil) != (want.Retry == nil) || got.Retry != nil && *got.Retry != *want.Retry:
+		return fmt.Sprintf("Retry %v, want %v", got.Retry, want.Retry)
+	case got.Seq != want.Seq:
+		return fmt.Sprintf("Seq %d, want %d", got.Seq, want.Seq)
+	case !got.Time.Equal(want.Time):
+		return fmt.Sprintf("Time %v, want %v", got.Time, want.Time)
+	}
+	return ""
+}
+
+// recorder is a listener that records what it receives.
+type recorder struct {
+	mu  sync.Mutex
+	evs []*mercure.Event
+	n   atomic.Int64
+}
+
+func (r *recorder) fn(e *mercure.Event) {
+	r.mu.Lock()
+	r.evs = append(r.evs, e)
+	r.mu.Unlock()
+	r.n.Add(1)
+}
+
+func (r *recorder) events() []*mercure.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.evs)
+}
+
+// wait waits until r has received at least n events.
+func (r *recorder) wait(t *testing.T, n int) []*mercure.Event {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for r.n.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("listener got %d events, want %d", r.n.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return r.events()
+}
+
+func testAppendSeq(t *testing.T, s mercure.Store) {
+	var r recorder
+	defer s.Listen(r.fn)()
+	evs := appendIDs(t, s, "a", "b", "c", "d", "e")
+	got := r.wait(t, len(evs))
+	var prev uint64
+	for i, e := range got {
+		if e.Seq == 0 || e.Seq <= prev {
+			t.Fatalf("listener event %d has Seq %d after %d", i, e.Seq, prev)
+		}
+		prev = e.Seq
+		if e.Seq != evs[i].Seq {
+			t.Fatalf("listener event %d has Seq %d, Append set %d", i, e.Seq, evs[i].Seq)
+		}
+	}
+}
+
+func testRoundTrip(t *testing.T, s mercure.Store) {
+	var r recorder
+	defer s.Listen(r.fn)()
+	evs := appendIDs(t, s, "e1", "e22", "e333")
+	noRetry := NewEvent("e4444")
+	noRetry.Retry, noRetry.Type, noRetry.Topics = nil, "", []string{"only"}
+	if err := s.Append(context.Background(), noRetry); err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, noRetry)
+	live := r.wait(t, len(evs))
+	_, replayed := replay(t, s, mercure.Earliest)
+	if len(replayed) != len(evs) {
+		t.Fatalf("replayed %d events, want %d", len(replayed), len(evs))
+	}
+	for i := range evs {
+		if d := SameEvent(replayed[i], evs[i]); d != "" {
+			t.Errorf("replayed event %d: %s", i, d)
+		}
+		if d := SameEvent(live[i], evs[i]); d != "" {
+			t.Errorf("live event %d: %s", i, d)
+		}
+	}
+}
+
+func testReplayCursor(t *testing.T, s mercure.Store) {
+	appendIDs(t, s, "e1", "e2", "e3")
+	b, got := replay(t, s, "e1")
+	if b.Cursor != "e1" {
+		t.Errorf("Cursor %q, want e1", b.Cursor)
+	}
+	checkIDs(t, "cursor e1", got, "e2", "e3")
+	b, got = replay(t, s, "e3")
+	if b.Cursor != "e3" {
+		t.Errorf("Cursor %q, want e3", b.Cursor)
+	}
+	checkIDs(t, "cursor e3", got)
+}
+
+func testReplayEarliest(t *testing.T, s mercure.Store) {
+	b, got := replay(t, s, mercure.Earliest)
+	if b.Cursor != mercure.Earliest || len(got) != 0 {
+		t.Fatalf("empty store: Cursor %q, %d events", b.Cursor, len(got))
+	}
+	appendIDs(t, s, "e1", "e2", "e3")
+	b, got = replay(t, s, mercure.Earliest)
+	if b.Cursor != mercure.Earliest {
+		t.Errorf("Cursor %q, want earliest", b.Cursor)
+	}
+	checkIDs(t, "earliest", got, "e1", "e2", "e3")
+}
+
+func testReplayUnknown(t *testing.T, s mercure.Store) {
+	b, got := replay(t, s, "zz")
+	if b.Cursor != mercure.Earliest || len(got) != 0 {
+		t.Fatalf("empty store: Cursor %q, %d events", b.Cursor, len(got))
+	}
+	appendIDs(t, s, "e1", "e2", "e3")
+	b, got = replay(t, s, "zz")
+	if b.Cursor != mercure.Earliest {
+		t.Errorf("Cursor %q, want earliest", b.Cursor)
+	}
+	checkIDs(t, "unknown cursor", got, "e1", "e2", "e3")
+	b, got = replay(t, s, "")
+	if b.Cursor != mercure.Earliest {
+		t.Errorf("empty cursor: Cursor %q, want earliest", b.Cursor)
+	}
+	checkIDs(t, "empty cursor", got, "e1", "e2", "e3")
+}
+
+func testDuplicates(t *testing.T, s mercure.Store) {
+	appendIDs(t, s, "a", "x", "b", "x", "c")
+	b, got := replay(t, s, "x")
+	if b.Cursor != "x" {
+		t.Errorf("Cursor %q, want x", b.Cursor)
+	}
+	checkIDs(t, "cursor x", got, "b", "x", "c")
+}
+
+func testHead(t *testing.T, s mercure.Store) {
+	b, _ := replay(t, s, mercure.Earliest)
+	if b.Head != 0 {
+		t.Fatalf("empty store: Head %d, want 0", b.Head)
+	}
+	evs := appendIDs(t, s, "h1", "h2", "h3")
+	b, err := s.Replay(context.Background(), "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := evs[2].Seq; b.Head != want {
+		t.Fatalf("Head %d, want %d", b.Head, want)
+	}
+	later := appendIDs(t, s, "h4", "h5")
+	got := collect(t, b)
+	// The events that existed come first; a lazily iterating store may
+	// continue with later ones, in order and without a gap.
+	want := append(slices.Clone(evs[1:]), later...)
+	if len(got) < 2 || len(got) > len(want) {
+		t.Fatalf("replay yielded %q, want a prefix of %q with at least h2 h3", ids(got), ids(want))
+	}
+	for i, e := range got {
+		if e.Seq != want[i].Seq || e.ID != want[i].ID {
+			t.Fatalf("replay yielded %q (event %d Seq %d), want a prefix of %q", ids(got), i, e.Seq, ids(want))
+		}
+	}
+}
+
+func testListen(t *testing.T, s mercure.Store) {
+	appendIDs(t, s, "before")
+	var r1, r2 recorder
+	cancel1 := s.Listen(r1.fn)
+	cancel2 := s.Listen(r2.fn)
+	defer cancel2()
+	var want []string
+	for i := range 20 {
+		want = append(want, fmt.Sprint("l", i))
+	}
+	evs := appendIDs(t, s, want...)
+	for _, r := range []*recorder{&r1, &r2} {
+		got := r.wait(t, len(want))
+		checkIDs(t, "listener", got, want...)
+		for i := range got {
+			if got[i].Seq != evs[i].Seq {
+				t.Fatalf("listener event %d Seq %d, want %d", i, got[i].Seq, evs[i].Seq)
+			}
+		}
+	}
+	cancel1()
+	appendIDs(t, s, "after1", "after2")
+	r2.wait(t, len(want)+2)
+	time.Sleep(20 * time.Millisecond)
+	if n := r1.n.Load(); n != int64(len(want)) {
+		t.Fatalf("cancelled listener got %d events, want %d", n, len(want))
+	}
+	checkIDs(t, "second listener", r2.events(), append(want, "after1", "after2")...)
+}
+
+func testConcurrent(t *testing.T, s mercure.Store) {
+	const writers, per = 8, 200
+	var r recorder
+	defer s.Listen(r.fn)()
+	var wg sync.WaitGroup
+	seqs := make([][]uint64, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range per {
+				e := NewEvent(fmt.Sprintf("w%d-%d", w, i))
+				if err := s.Append(context.Background(), e); err != nil {
+					t.Errorf("Append: %v", err)
+					return
+				}
+				seqs[w] = append(seqs[w], e.Seq)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	seen := map[uint64]bool{}
+	for w := range writers {
+		for i, seq := range seqs[w] {
+			if seq == 0 || seen[seq] || i > 0 && seq <= seqs[w][i-1] {
+				t.Fatalf("writer %d append %d: Seq %d is zero, repeated or not increasing", w, i, seq)
+			}
+			seen[seq] = true
+		}
+	}
+	live := r.wait(t, writers*per)
+	if len(live) != writers*per {
+		t.Fatalf("listener got %d events, want %d", len(live), writers*per)
+	}
+	for i := 1; i < len(live); i++ {
+		if live[i].Seq <= live[i-1].Seq {
+			t.Fatalf("listener event %d Seq %d after %d", i, live[i].Seq, live[i-1].Seq)
+		}
+	}
+	_, replayed := replay(t, s, mercure.Earliest)
+	if len(replayed) != len(live) {
+		t.Fatalf("replayed %d events, want %d", len(replayed), len(live))
+	}
+	for i := range live {
+		if replayed[i].Seq != live[i].Seq || replayed[i].ID != live[i].ID {
+			t.Fatalf("replayed event %d is %s/%d, listener saw %s/%d", i,
+				replayed[i].ID, replayed[i].Seq, live[i].ID, live[i].Seq)
+		}
+	}
+}
+
+// testSeam checks that listening first, replaying next and dropping the
+// live events the replay covered yields every event after the cursor
+// exactly once, while a publisher appends.
+func testSeam(t *testing.T, s mercure.Store) {
+	const total, subscribers = 2000, 6
+	pub := func(i int) string { return fmt.Sprint("p", i) }
+	var published atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range total {
+			if err := s.Append(context.Background(), NewEvent(pub(i))); err != nil {
+				t.Errorf("Append: %v", err)
+				return
+			}
+			published.Add(1)
+		}
+	})
+	for sub := range subscribers {
+		wg.Go(func() {
+			// Start at staggered points of the publication.
+			for published.Load() < int64(sub*total/subscribers) {
+				time.Sleep(50 * time.Microsecond)
+			}
+			var r recorder
+			cancel := s.Listen(r.fn)
+			defer cancel()
+			cursor, first := mercure.Earliest, 0
+			if n := int(published.Load()); sub%2 == 1 && n > 0 {
+				first = n / 2
+				cursor = pub(first - 1)
+			}
+			b, err := s.Replay(context.Background(), cursor)
+			if err != nil {
+				t.Errorf("Replay: %v", err)
+				return
+			}
+			var got []string
+			last := b.Head
+			for e, err := range b.Events {
+				if err != nil {
+					t.Errorf("Events: %v", err)
+					return
+				}
+				got = append(got, e.ID)
+				last = max(last, e.Seq)
+			}
+			for published.Load() < total && !t.Failed() {
+				time.Sleep(time.Millisecond)
+			}
+			// Wait for the live feed to catch up with the last event.
+			deadline := time.Now().Add(waitFor)
+			for {
+				evs := r.events()
+				if len(evs) > 0 && evs[len(evs)-1].ID == pub(total-1) || last >= uint64(total) && len(got) > 0 && got[len(got)-1] == pub(total-1) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("subscriber %d: live feed did not reach the last event", sub)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for _, e := range r.events() {
+				if e.Seq > last {
+					got = append(got, e.ID)
+				}
+			}
+			var want []string
+			for i := first; i < total; i++ {
+				want = append(want, pub(i))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("subscriber %d (cursor %s): got %d events, want %d; first difference at %d",
+					sub, cursor, len(got), len(want), firstDiff(got, want))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

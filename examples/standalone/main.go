@@ -29,6 +29,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/boltstore"
 )
 
 //go:embed index.html
@@ -50,6 +51,7 @@ type server struct {
 	hub        *mercure.Hub
 	handler    http.Handler
 	cpuProfile string
+	closeStore func() error // nil for the in-memory store
 }
 
 // configure parses the flags of the launch contract into a server.
@@ -59,6 +61,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		addr            = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL          = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history         = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
+		storeSpec       = fs.String("store", "memory", "history store: memory, or bolt:PATH for a durable file")
 		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile      = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
@@ -80,9 +83,22 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	opts := []mercure.Option{
 		mercure.WithURL(*hubURL),
-		mercure.WithHistory(*history),
 		mercure.WithLogger(log),
 		mercure.WithWriteDelay(*writeDelay),
+	}
+	var closeStore func() error
+	switch {
+	case *storeSpec == "memory":
+		opts = append(opts, mercure.WithHistory(*history))
+	case strings.HasPrefix(*storeSpec, "bolt:") && len(*storeSpec) > len("bolt:"):
+		st, err := boltstore.Open(strings.TrimPrefix(*storeSpec, "bolt:"), boltstore.WithMaxEvents(max(*history, 1)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = st.Close
+	default:
+		return nil, fmt.Errorf("-store %q: want memory or bolt:PATH", *storeSpec)
 	}
 	if *issuer != "" {
 		iss := mercure.Issuer{ID: *issuer}
@@ -115,6 +131,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	hub, err := mercure.New(opts...)
 	if err != nil {
+		if closeStore != nil {
+			_ = closeStore()
+		}
 		return nil, err
 	}
 	mux := http.NewServeMux()
@@ -141,7 +160,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 			_ = json.NewEncoder(w).Encode(subs)
 		})
 	}
-	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile}, nil
+	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore}, nil
 }
 
 // readJWKS reads a JWK Set file; an empty path means no keys.
@@ -193,6 +212,9 @@ func run(args []string, log *slog.Logger) error {
 	_ = s.hub.Shutdown(sctx) // streams first: the server would wait for them
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if s.closeStore != nil {
+		return s.closeStore()
 	}
 	return nil
 }

@@ -197,3 +197,57 @@ func TestStandalone_Presence(t *testing.T) {
 		t.Fatal("the page has no presence list")
 	}
 }
+
+// -store bolt:PATH keeps history across restarts.
+func TestStandalone_BoltStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	args := []string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "bolt:" + path}
+	s, err := configure(args, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.handler)
+	res, err := http.PostForm(srv.URL+"/.well-known/mercure", url.Values{"topic": {"x"}, "data": {"kept"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	srv.Close()
+	if err := s.hub.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.closeStore(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarted on the same file: the update is still there.
+	s, err = configure(args, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.closeStore()
+	defer s.hub.Shutdown(context.Background())
+	srv = httptest.NewServer(s.handler)
+	defer srv.Close()
+	sub, err := http.Get(srv.URL + "/.well-known/mercure?match=x&last_event_id=earliest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Body.Close()
+	sc := bufio.NewScanner(sub.Body)
+	for sc.Scan() {
+		if sc.Text() == "data: kept" {
+			return
+		}
+		if sc.Text() == "" {
+			break
+		}
+	}
+	t.Fatal("the update did not survive the restart")
+}
+
+func TestStandalone_BadStore(t *testing.T) {
+	if _, err := configure([]string{"-store", "redis://x"}, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("unknown store accepted")
+	}
+}

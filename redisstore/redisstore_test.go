@@ -1,0 +1,318 @@
+package redisstore_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/redisstore"
+	"github.com/mercurekit/mercure/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+var keyN atomic.Int64
+
+// client returns a client of the server named by MERCURE_TEST_REDIS, or
+// skips the test, and a stream key no other test uses. The keys are
+// deleted when the test ends; nothing else of the server is touched.
+func client(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	addr := os.Getenv("MERCURE_TEST_REDIS")
+	if addr == "" {
+		t.Skip("set MERCURE_TEST_REDIS to a Redis address (e.g. localhost:6399) to run the Redis store tests")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("Redis at %s: %v", addr, err)
+	}
+	key := fmt.Sprintf("mercure-test:%d:%d:%d", os.Getpid(), time.Now().UnixNano(), keyN.Add(1))
+	t.Cleanup(func() { rdb.Del(context.Background(), key, key+":ids") })
+	return rdb, key
+}
+
+func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(rdb, key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) mercure.Store {
+		rdb, key := client(t)
+		return open(t, rdb, key)
+	})
+}
+
+func TestSuiteWithMaxLen(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) mercure.Store {
+		rdb, key := client(t)
+		return open(t, rdb, key, redisstore.WithMaxLen(100000))
+	})
+}
+
+func replayIDs(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []string) {
+	t.Helper()
+	b, err := s.Replay(context.Background(), cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for e, err := range b.Events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	return b, ids
+}
+
+// TestSharedStream checks that two stores on one stream share one
+// sequence and one feed.
+func TestSharedStream(t *testing.T) {
+	rdb, key := client(t)
+	a, b := open(t, rdb, key), open(t, rdb, key)
+	defer a.Close()
+	defer b.Close()
+	got := make(chan *mercure.Event, 10)
+	defer b.Listen(func(e *mercure.Event) { got <- e })()
+	e1, e2 := storetest.NewEvent("x1"), storetest.NewEvent("x2")
+	if err := a.Append(context.Background(), e1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(context.Background(), e2); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*mercure.Event{e1, e2} {
+		select {
+		case e := <-got:
+			if d := storetest.SameEvent(e, want); d != "" {
+				t.Fatal(d)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("store b did not deliver %s", want.ID)
+		}
+	}
+	if _, ids := replayIDs(t, b, "x1"); strings.Join(ids, " ") != "x2" {
+		t.Fatalf("replay after x1 on b: %q", ids)
+	}
+}
+
+// TestTrimmedCursor checks that a cursor whose oldest occurrence was
+// trimmed is unknown, and that the id is indexed again when republished.
+func TestTrimmedCursor(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key)
+	defer s.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.Append(context.Background(), storetest.NewEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.XTrimMaxLen(context.Background(), key, 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, ids := replayIDs(t, s, "a")
+	if b.Cursor != mercure.Earliest || strings.Join(ids, " ") != "b c" {
+		t.Fatalf("trimmed cursor: Cursor %q, events %q", b.Cursor, ids)
+	}
+	for _, id := range []string{"a", "d"} {
+		if err := s.Append(context.Background(), storetest.NewEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, ids = replayIDs(t, s, "a")
+	if b.Cursor != "a" || strings.Join(ids, " ") != "d" {
+		t.Fatalf("republished cursor: Cursor %q, events %q", b.Cursor, ids)
+	}
+}
+
+// TestMaxLen checks that the stream is trimmed (approximately).
+func TestMaxLen(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key, redisstore.WithMaxLen(10))
+	defer s.Close()
+	for i := range 1000 {
+		if err := s.Append(context.Background(), storetest.NewEvent(fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := rdb.XLen(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n >= 1000 || n < 10 {
+		t.Fatalf("stream length %d after 1000 appends with MAXLEN ~ 10", n)
+	}
+	_, ids := replayIDs(t, s, mercure.Earliest)
+	if len(ids) != int(n) || ids[len(ids)-1] != "m999" {
+		t.Fatalf("replayed %d events ending %q, stream holds %d", len(ids), ids[len(ids)-1], n)
+	}
+}
+
+// TestLongReplay checks paging across several XRANGE pages.
+func TestLongReplay(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key)
+	defer s.Close()
+	const total = 1300
+	pipe := make([]*mercure.Event, total)
+	for i := range total {
+		pipe[i] = storetest.NewEvent(fmt.Sprint("r", i))
+		if err := s.Append(context.Background(), pipe[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, ids := replayIDs(t, s, "r99")
+	if b.Head != pipe[total-1].Seq || len(ids) != total-100 || ids[0] != "r100" || ids[len(ids)-1] != "r1299" {
+		t.Fatalf("Head %d, %d events", b.Head, len(ids))
+	}
+}
+
+func TestClosed(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key)
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := s.Append(context.Background(), storetest.NewEvent("z")); err != redisstore.ErrClosed {
+		t.Fatalf("Append after Close: %v", err)
+	}
+}
+
+// TestTwoHubs publishes on hub A and receives the update from a
+// subscriber of hub B: two app instances sharing one stream act as one
+// hub.
+func TestTwoHubs(t *testing.T) {
+	rdb, key := client(t)
+	const hubURL = "https://example.com/.well-known/mercure"
+	newHub := func() *mercure.Hub {
+		s := open(t, rdb, key)
+		t.Cleanup(func() { s.Close() })
+		h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithStore(s), mercure.WithAnonymousSubscribers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h.Shutdown(ctx)
+		})
+		return h
+	}
+	hubA, hubB := newHub(), newHub()
+	srvB := httptest.NewServer(hubB)
+	defer srvB.Close()
+
+	const topic = "https://example.com/books/1"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		srvB.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srvB.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("subscribe to hub B: %s: %s", resp.Status, body)
+	}
+
+	id, err := hubA.Publish(context.Background(), mercure.Update{Topics: []string{topic}, Data: "from A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var gotID, gotData string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			gotID = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			gotData = strings.TrimPrefix(line, "data: ")
+		case line == "" && gotID != "":
+			if gotID != id || gotData != "from A" {
+				t.Fatalf("hub B sent id %q data %q, want id %q data %q", gotID, gotData, id, "from A")
+			}
+			return
+		}
+	}
+	t.Fatalf("hub B's stream ended before the update: %v", sc.Err())
+}
+
+// TestReaderReconnects kills the feed's connections to Redis and checks
+// that the listener resumes without a gap or a repeat.
+func TestReaderReconnects(t *testing.T) {
+	admin, key := client(t)
+	name := strings.ReplaceAll(key, ":", "-")
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("MERCURE_TEST_REDIS"), ClientName: name})
+	defer rdb.Close()
+	s := open(t, rdb, key)
+	defer s.Close()
+	got := make(chan string, 100)
+	defer s.Listen(func(e *mercure.Event) { got <- e.ID })()
+	ctx := context.Background()
+	var want []string
+	for round := range 3 {
+		for i := range 5 {
+			id := fmt.Sprint("k", round, "-", i)
+			want = append(want, id)
+			if err := s.Append(ctx, storetest.NewEvent(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed := 0
+		for line := range strings.SplitSeq(list, "\n") {
+			if strings.Contains(line, " name="+name+" ") {
+				id, _, _ := strings.Cut(strings.TrimPrefix(line, "id="), " ")
+				if admin.Do(ctx, "CLIENT", "KILL", "ID", id).Err() == nil {
+					killed++
+				}
+			}
+		}
+		if killed == 0 {
+			t.Fatal("no connection of the store to kill")
+		}
+	}
+	for i, w := range want {
+		select {
+		case id := <-got:
+			if id != w {
+				t.Fatalf("event %d: got %s, want %s", i, id, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d (%s) not delivered", i, w)
+		}
+	}
+	select {
+	case id := <-got:
+		t.Fatalf("extra event %s", id)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

@@ -19,8 +19,15 @@ import (
 // startApp serves a fresh board on a random local port.
 func startApp(t *testing.T) (*app, *httptest.Server) {
 	t.Helper()
+	return startAppAt(t, "127.0.0.1")
+}
+
+// startAppAt serves the app with the origin http://host:PORT, host naming
+// the loopback listener (127.0.0.1 or localhost).
+func startAppAt(t *testing.T, host string) (*app, *httptest.Server) {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
-	a, err := newApp("http://" + srv.Listener.Addr().String())
+	a, err := newApp(strings.Replace("http://"+srv.Listener.Addr().String(), "127.0.0.1", host, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -54,21 +53,8 @@ func TestBrowser(t *testing.T) {
 	exe := chromium(t)
 	// The app's origin is http://localhost:PORT, which Chromium takes as a
 	// secure origin: the hub's __Secure- cookie works there without TLS.
-	srv := httptest.NewUnstartedServer(nil)
-	base := strings.Replace("http://"+srv.Listener.Addr().String(), "127.0.0.1", "localhost", 1)
-	a, err := newApp(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = a
-	srv.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = a.hub.Shutdown(ctx)
-		srv.Close()
-	})
-
+	a, srv := startAppAt(t, "localhost")
+	base := a.origin
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.WindowSize(1100, 700))

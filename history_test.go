@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // publishIDs publishes one update per id on topic, in order.
@@ -232,17 +233,7 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 // replayIDs returns the cursor and the ids of the events Replay yields.
 func replayIDs(t *testing.T, s mercure.Store, lastEventID string) (string, []string) {
 	t.Helper()
-	b, err := s.Replay(context.Background(), lastEventID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for e, err := range b.Events {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, e.ID)
-	}
+	b, ids := storetest.ReplayIDs(t, s, lastEventID)
 	return b.Cursor, ids
 }
 

@@ -64,22 +64,6 @@ func TestSuiteWithMaxLen(t *testing.T) {
 	})
 }
 
-func replayIDs(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []string) {
-	t.Helper()
-	b, err := s.Replay(context.Background(), cursor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for e, err := range b.Events {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, e.ID)
-	}
-	return b, ids
-}
-
 // TestSharedStream checks that two stores on one stream share one
 // sequence and one feed.
 func TestSharedStream(t *testing.T) {
@@ -106,7 +90,7 @@ func TestSharedStream(t *testing.T) {
 			t.Fatalf("store b did not deliver %s", want.ID)
 		}
 	}
-	if _, ids := replayIDs(t, b, "x1"); strings.Join(ids, " ") != "x2" {
+	if _, ids := storetest.ReplayIDs(t, b, "x1"); strings.Join(ids, " ") != "x2" {
 		t.Fatalf("replay after x1 on b: %q", ids)
 	}
 }
@@ -125,7 +109,7 @@ func TestTrimmedCursor(t *testing.T) {
 	if err := rdb.XTrimMaxLen(context.Background(), key, 2).Err(); err != nil {
 		t.Fatal(err)
 	}
-	b, ids := replayIDs(t, s, "a")
+	b, ids := storetest.ReplayIDs(t, s, "a")
 	if b.Cursor != mercure.Earliest || strings.Join(ids, " ") != "b c" {
 		t.Fatalf("trimmed cursor: Cursor %q, events %q", b.Cursor, ids)
 	}
@@ -134,7 +118,7 @@ func TestTrimmedCursor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, ids = replayIDs(t, s, "a")
+	b, ids = storetest.ReplayIDs(t, s, "a")
 	if b.Cursor != "a" || strings.Join(ids, " ") != "d" {
 		t.Fatalf("republished cursor: Cursor %q, events %q", b.Cursor, ids)
 	}
@@ -157,7 +141,7 @@ func TestMaxLen(t *testing.T) {
 	if n >= 1000 || n < 10 {
 		t.Fatalf("stream length %d after 1000 appends with MAXLEN ~ 10", n)
 	}
-	_, ids := replayIDs(t, s, mercure.Earliest)
+	_, ids := storetest.ReplayIDs(t, s, mercure.Earliest)
 	if len(ids) != int(n) || ids[len(ids)-1] != "m999" {
 		t.Fatalf("replayed %d events ending %q, stream holds %d", len(ids), ids[len(ids)-1], n)
 	}
@@ -176,7 +160,7 @@ func TestLongReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, ids := replayIDs(t, s, "r99")
+	b, ids := storetest.ReplayIDs(t, s, "r99")
 	if b.Head != pipe[total-1].Seq || len(ids) != total-100 || ids[0] != "r100" || ids[len(ids)-1] != "r1299" {
 		t.Fatalf("Head %d, %d events", b.Head, len(ids))
 	}

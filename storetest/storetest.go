@@ -95,6 +95,14 @@ func replay(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []*m
 	return b, collect(t, b)
 }
 
+// ReplayIDs replays s from cursor and returns the backlog and the ids of
+// the events it yields, failing t on any error.
+func ReplayIDs(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []string) {
+	t.Helper()
+	b, evs := replay(t, s, cursor)
+	return b, ids(evs)
+}
+
 func ids(evs []*mercure.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {

@@ -28,6 +28,12 @@ var (
 	// ErrInvalidData: data is not valid UTF-8 (PUB-7).
 	ErrInvalidData = errors.New("mercure: data is not valid UTF-8")
 
+	// ErrStore is wrapped, with the store's own error, by errors from
+	// [Hub.Publish] when the store did not acknowledge the update (the
+	// HTTP endpoint then answers 503). A store on the network may have
+	// recorded it nonetheless, when only its reply was lost.
+	ErrStore = errors.New("mercure: the store did not record the update")
+
 	// ErrHubClosed is returned once [Hub.Shutdown] has started.
 	ErrHubClosed = errors.New("mercure: hub is shut down")
 )

@@ -327,9 +327,9 @@ type laggingStore struct {
 	release chan struct{} // each receive lets one event through
 }
 
-func (l laggingStore) Listen(fn func(*mercure.Event)) func() {
+func (l laggingStore) Listen(ls mercure.Listener) func() {
 	pending := make(chan *mercure.Event, 100)
-	cancel := l.MemoryStore.Listen(func(e *mercure.Event) { pending <- e })
+	cancel := l.MemoryStore.Listen(mercure.Listener{Event: func(e *mercure.Event) { pending <- e }})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -337,7 +337,7 @@ func (l laggingStore) Listen(fn func(*mercure.Event)) func() {
 		for {
 			select {
 			case <-l.release:
-				fn(<-pending)
+				ls.Event(<-pending)
 			case <-stop:
 				return
 			}

@@ -62,6 +62,7 @@ type Hub struct {
 	warnedDeadlines atomic.Bool
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64
+	feedErr         atomic.Pointer[error] // nil while the store's feed works
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.
@@ -75,6 +76,11 @@ type Stats struct {
 	// Overflows counts the streams disconnected because they fell behind
 	// (see [Limits.QueueEvents]).
 	Overflows uint64
+	// FeedError is why the store's live feed is failing, nil while it
+	// works (see [Listener]). While it fails, the hub's subscribers get
+	// no update from any hub; they get the missed ones once it recovers.
+	// A health check can take the hub out of a load balancer meanwhile.
+	FeedError error
 }
 
 // Stats returns a snapshot of the hub's activity.
@@ -82,7 +88,11 @@ func (h *Hub) Stats() Stats {
 	h.life.Lock()
 	streams := len(h.streams)
 	h.life.Unlock()
-	return Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load()}
+	st := Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load()}
+	if err := h.feedErr.Load(); err != nil {
+		st.FeedError = *err
+	}
+	return st
 }
 
 // New returns a hub configured by opts. [WithURL] is required.
@@ -141,13 +151,31 @@ func New(opts ...Option) (*Hub, error) {
 	}
 	h.subscriptions.active = make(map[*Subscription]struct{})
 	h.deliver = h.deliverCurrent
-	earliest := Earliest
-	h.lastEventID.Store(&earliest)
 	if h.store == nil {
 		h.store = NewMemoryStore(cfg.history)
 	}
-	h.unlisten = h.store.Listen(h.dispatch)
+	earliest := Earliest
+	h.lastEventID.Store(&earliest)
+	h.unlisten = h.store.Listen(Listener{Event: h.dispatch, Status: h.feedStatus})
+	if ls, ok := h.store.(LatestStore); ok {
+		// Unless an event was dispatched meanwhile, which is newer.
+		latest := ls.LatestID()
+		h.lastEventID.CompareAndSwap(&earliest, &latest)
+	}
 	return h, nil
+}
+
+// feedStatus records and logs the state of the store's live feed.
+func (h *Hub) feedStatus(err error) {
+	if err == nil {
+		if h.feedErr.Swap(nil) != nil {
+			h.log.Info("mercure: the store's feed is back")
+		}
+		return
+	}
+	if h.feedErr.Swap(&err) == nil {
+		h.log.Error("mercure: the store's feed is failing; subscribers get no update until it recovers", "error", err)
+	}
 }
 
 // URL returns the hub's public URL.

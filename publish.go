@@ -110,7 +110,7 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	e := &Event{Update: u, Time: time.Now()}
 	e.encoded() // once, here, rather than under the store's lock
 	if err := h.store.Append(ctx, e); err != nil {
-		return "", fmt.Errorf("mercure: storing update: %w", err)
+		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	return u.ID, nil
 }

@@ -96,12 +96,52 @@ type Store interface {
 	// event.
 	Replay(ctx context.Context, lastEventID string) (Backlog, error)
 
-	// Listen calls fn with every event appended from now on, by any hub
-	// sharing the store, one at a time and in Seq order, until cancel is
-	// called. fn does not block. A store that loses its connection
-	// resumes after the last event it delivered, so listeners never see a
-	// gap or a repeat.
-	Listen(fn func(*Event)) (cancel func())
+	// Listen feeds l with every event appended from now on, by any hub
+	// sharing the store, until cancel is called. A store that loses its
+	// connection reports it to l.Status and resumes after the last event
+	// it delivered, so listeners see neither a gap nor a repeat.
+	Listen(l Listener) (cancel func())
+}
+
+// Listener receives a store's live feed (see [Store.Listen]). The store
+// calls its functions one at a time, never concurrently.
+type Listener struct {
+	// Event is called with every event, in Seq order. It must not block.
+	Event func(*Event)
+	// Status, if not nil, is called by a store whose feed can fail (one
+	// on the network): with the error when the feed stops receiving
+	// events, and with nil once it receives them again, before the
+	// events appended meanwhile are passed to Event. The store retries
+	// on its own; Status only reports.
+	Status func(err error)
+}
+
+// LatestStore is implemented by stores whose history outlives a hub (a
+// durable store, or one shared by several hubs): [New] reads the id of
+// the latest recorded update from it, so that [Hub.LastEventID] is right
+// from the start (REC-13).
+type LatestStore interface {
+	Store
+	// LatestID returns the id of the latest recorded event, or [Earliest]
+	// when there is none. It must not block.
+	LatestID() string
+}
+
+// SubscriptionStore is implemented by stores shared by several hubs that
+// also share the hubs' active subscriptions: a hub with
+// [WithSubscriptions] reports its own to the store, and lists those of
+// every hub from it, so that the subscriptions API of any instance shows
+// all of them (ACT-12).
+type SubscriptionStore interface {
+	Store
+	// UpdateSubscriptions records changes of this hub's subscriptions, in
+	// order: one whose Active is true is added (or replaced), one whose
+	// Active is false is removed. It must not block on the network.
+	UpdateSubscriptions(subs []Subscription)
+	// Subscriptions returns the active subscriptions of every hub sharing
+	// the store, in any order. Those of a hub that stopped without
+	// removing them must expire.
+	Subscriptions(ctx context.Context) ([]Subscription, error)
 }
 
 // Backlog is what [Store.Replay] returns to a reconnecting subscriber.
@@ -128,7 +168,7 @@ type MemoryStore struct {
 	start, n  int
 	nextSeq   uint64
 	ids       map[string]idRef
-	listeners map[*listener]struct{}
+	listeners map[*Listener]struct{}
 }
 
 // idRef locates the oldest retained event with a given id (REC-7).
@@ -136,8 +176,6 @@ type idRef struct {
 	seq   uint64
 	count int // retained events sharing the id
 }
-
-type listener struct{ fn func(*Event) }
 
 // NewMemoryStore returns a store that retains the last size events; with
 // size 0 it keeps none and only feeds live updates.
@@ -149,7 +187,7 @@ func NewMemoryStore(size int) *MemoryStore {
 		ring:      make([]*Event, size),
 		nextSeq:   1,
 		ids:       make(map[string]idRef),
-		listeners: make(map[*listener]struct{}),
+		listeners: make(map[*Listener]struct{}),
 	}
 }
 
@@ -174,7 +212,7 @@ func (s *MemoryStore) Append(_ context.Context, e *Event) error {
 		}
 	}
 	for l := range s.listeners {
-		l.fn(e)
+		l.Event(e)
 	}
 	return nil
 }
@@ -229,15 +267,15 @@ func (s *MemoryStore) Replay(_ context.Context, lastEventID string) (Backlog, er
 	return b, nil
 }
 
-// Listen implements [Store].
-func (s *MemoryStore) Listen(fn func(*Event)) (cancel func()) {
-	l := &listener{fn: fn}
+// Listen implements [Store]. Its feed never fails: l.Status is not used.
+func (s *MemoryStore) Listen(l Listener) (cancel func()) {
+	p := &l
 	s.mu.Lock()
-	s.listeners[l] = struct{}{}
+	s.listeners[p] = struct{}{}
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		delete(s.listeners, l)
+		delete(s.listeners, p)
 		s.mu.Unlock()
 	}
 }

@@ -42,10 +42,22 @@ type subscriptionRegistry struct {
 	active map[*Subscription]struct{}
 }
 
-// Subscriptions returns the hub's active subscriptions, sorted by id.
+// Subscriptions returns the hub's active subscriptions, sorted by id. With
+// a [SubscriptionStore] they are those of every hub sharing the store.
 func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if ss, ok := h.store.(SubscriptionStore); ok {
+		list, err := ss.Subscriptions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// A copy, never nil: sorting must not touch the store's slice, and
+		// the API's collection is an array (ACT-16).
+		out := append(make([]Subscription, 0, len(list)), list...)
+		slices.SortFunc(out, func(a, b Subscription) int { return strings.Compare(a.ID, b.ID) })
+		return out, nil
 	}
 	r := &h.subscriptions
 	r.mu.Lock()
@@ -87,6 +99,7 @@ func (h *Hub) subscriptionsStarted(ctx context.Context, s *stream) {
 		h.subscriptions.active[doc] = struct{}{}
 	}
 	h.subscriptions.mu.Unlock()
+	h.shareSubscriptions(s.subscriptions, true)
 	for _, doc := range s.subscriptions {
 		h.publishSubscriptionEvent(ctx, *doc)
 	}
@@ -103,6 +116,7 @@ func (h *Hub) subscriptionsEnded(s *stream) {
 		delete(h.subscriptions.active, doc)
 	}
 	h.subscriptions.mu.Unlock()
+	h.shareSubscriptions(s.subscriptions, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, doc := range s.subscriptions {
@@ -110,6 +124,21 @@ func (h *Hub) subscriptionsEnded(s *stream) {
 		ended.Active = false
 		h.publishSubscriptionEvent(ctx, ended)
 	}
+}
+
+// shareSubscriptions tells a [SubscriptionStore] that docs started
+// (active) or ended.
+func (h *Hub) shareSubscriptions(docs []*Subscription, active bool) {
+	ss, ok := h.store.(SubscriptionStore)
+	if !ok {
+		return
+	}
+	subs := make([]Subscription, len(docs))
+	for i, doc := range docs {
+		subs[i] = *doc
+		subs[i].Active = active
+	}
+	ss.UpdateSubscriptions(subs)
 }
 
 // publishSubscriptionEvent publishes a subscription's event through the
@@ -174,6 +203,10 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request) {
 	cursor := h.LastEventID()
 	subs, err := h.Subscriptions(r.Context())
 	if err != nil {
+		if r.Context().Err() == nil {
+			h.log.Warn("mercure: listing subscriptions failed", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "subscriptions are unavailable")
+		}
 		return
 	}
 	var body any

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mercurekit/mercure"
@@ -77,13 +78,12 @@ type Store struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
-	lastSeq uint64 // owned by the committer goroutine
+	lastSeq uint64                 // owned by the committer goroutine
+	latest  atomic.Pointer[string] // id of the latest retained event
 
 	lmu       sync.Mutex
-	listeners map[*listener]struct{}
+	listeners map[*mercure.Listener]struct{}
 }
-
-type listener struct{ fn func(*mercure.Event) }
 
 type appendReq struct {
 	e   *mercure.Event
@@ -105,7 +105,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		cfg:       cfg,
 		reqs:      make(chan *appendReq),
 		done:      make(chan struct{}),
-		listeners: make(map[*listener]struct{}),
+		listeners: make(map[*mercure.Listener]struct{}),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketEvents, bucketIDs, bucketMeta} {
@@ -114,7 +114,17 @@ func Open(path string, opts ...Option) (*Store, error) {
 			}
 		}
 		s.lastSeq = lastSeq(tx)
-		return s.prune(tx)
+		if err := s.prune(tx); err != nil {
+			return err
+		}
+		if k, v := tx.Bucket(bucketEvents).Cursor().Last(); len(k) == 8 {
+			e, err := decode(binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			s.latest.Store(&e.ID)
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()
@@ -135,6 +145,16 @@ func lastSeq(tx *bolt.Tx) uint64 {
 		seq = max(seq, binary.BigEndian.Uint64(k))
 	}
 	return seq
+}
+
+// LatestID returns the id of the latest event in the file, [mercure.Earliest]
+// if none. It implements [mercure.LatestStore], so that a hub restarted on
+// the file reports its last event id (REC-13).
+func (s *Store) LatestID() string {
+	if id := s.latest.Load(); id != nil {
+		return *id
+	}
+	return mercure.Earliest
 }
 
 // Close stops the store and closes the file. Appends waiting to be
@@ -238,10 +258,11 @@ func (s *Store) commit(batch []*appendReq) {
 		return
 	}
 	s.lastSeq = seq
+	s.latest.Store(&batch[len(batch)-1].e.ID)
 	s.lmu.Lock()
 	for _, r := range batch {
 		for l := range s.listeners {
-			l.fn(r.e)
+			l.Event(r.e)
 		}
 	}
 	s.lmu.Unlock()
@@ -386,16 +407,17 @@ func readPage(tx *bolt.Tx, from, head uint64) ([]*mercure.Event, error) {
 	return page, nil
 }
 
-// Listen implements [mercure.Store]. fn is called after each commit, one
-// event at a time in Seq order, before the Append returns.
-func (s *Store) Listen(fn func(*mercure.Event)) (cancel func()) {
-	l := &listener{fn: fn}
+// Listen implements [mercure.Store]. l.Event is called after each commit,
+// one event at a time in Seq order, before the Append returns. The feed is
+// in-process and never fails: l.Status is not used.
+func (s *Store) Listen(l mercure.Listener) (cancel func()) {
+	p := &l
 	s.lmu.Lock()
-	s.listeners[l] = struct{}{}
+	s.listeners[p] = struct{}{}
 	s.lmu.Unlock()
 	return func() {
 		s.lmu.Lock()
-		delete(s.listeners, l)
+		delete(s.listeners, p)
 		s.lmu.Unlock()
 	}
 }

@@ -99,6 +99,33 @@ func TestReopen(t *testing.T) {
 	}
 }
 
+// TestLatestID checks that the last event id survives a restart, for the
+// store and for a hub started on it (REC-13).
+func TestLatestID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	s := open(t, path)
+	if got := s.LatestID(); got != mercure.Earliest {
+		t.Fatalf("new file: LatestID %q", got)
+	}
+	appendIDs(t, s, "a", "b")
+	if got := s.LatestID(); got != "b" {
+		t.Fatalf("LatestID %q, want b", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	h, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"), mercure.WithStore(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	if got := h.LastEventID(); got != "b" {
+		t.Fatalf("hub on the reopened file: LastEventID %q, want b", got)
+	}
+}
+
 func TestRetentionByCount(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path, boltstore.WithMaxEvents(3))

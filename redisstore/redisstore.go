@@ -5,9 +5,24 @@
 // Layout: each event is one entry of the stream, with an auto-generated
 // id, holding a single field "e" with the JSON of the event (its Update
 // fields and Time). The hash stream+":ids" maps an update id to the stream
-// id of its oldest retained occurrence (REC-7). Both are written by one Lua
-// script, atomically; in Redis Cluster, give the stream key a hash tag
-// (such as "{mercure}") so that both keys live in the same slot.
+// id of its oldest retained occurrence (REC-7), followed by that of its
+// latest one when the id was published more than once. Both are written
+// by one Lua script, atomically; in Redis Cluster, give the stream key a
+// hash tag (such as "{mercure}") so that every key of the store lives in
+// the same slot.
+//
+// Appends are idempotent: a command that go-redis retries after a lost
+// reply finds its event already recorded (the latest occurrence of its id,
+// byte for byte with the same Time) and returns that entry rather than
+// adding a second one. Client retries are therefore safe, and useful: they
+// ride over a dropped connection.
+//
+// Outages: each call to Redis is bounded by [WithTimeout], so Append fails
+// rather than hang while Redis is unreachable (the hub answers 503), and
+// the feed reports the outage to its listeners (see [mercure.Listener])
+// and resumes after the last entry it delivered. With a Redis that
+// persists its data (appendonly yes, appendfsync always for no loss at
+// all), a restart loses nothing that Append acknowledged.
 //
 // Seq: the stream entry id "ms-n" maps to ms<<20 | n. It fits in 64 bits
 // for any millisecond time before the year 2527, and it is strictly
@@ -46,6 +61,9 @@ const (
 	readCount  = 512 // entries per XREAD of the listener feed
 	maxBackoff = 5 * time.Second
 	minBackoff = 50 * time.Millisecond
+
+	// DefaultTimeout bounds each call to Redis (see [WithTimeout]).
+	DefaultTimeout = 5 * time.Second
 )
 
 // block is how long one XREAD of the feed blocks. go-redis does not
@@ -58,12 +76,25 @@ const block = 200 * time.Millisecond
 type Option func(*config)
 
 type config struct {
-	maxLen int64
+	maxLen  int64
+	timeout time.Duration
+	subTTL  time.Duration
 }
 
 // WithMaxLen trims the stream to about n entries (XADD MAXLEN ~ n); n <= 0
 // means no limit (the default).
 func WithMaxLen(n int64) Option { return func(c *config) { c.maxLen = n } }
+
+// WithTimeout bounds each call the store makes to Redis (an append, the
+// start of a replay, one page of a replay); d <= 0 keeps the default,
+// [DefaultTimeout]. The client's own retries happen within it.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
 
 // Store is a [mercure.Store] on a Redis stream. The zero value is not
 // usable; call [New].
@@ -84,20 +115,41 @@ type Store struct {
 	// returned before Listen was called.
 	appended atomic.Uint64
 
+	// latest is the latest event known to this Store (see LatestID).
+	latest atomic.Pointer[latestEvent]
+
 	lmu       sync.Mutex
 	listeners map[*listener]struct{}
+	feedErr   error // non-nil while the feed fails; guarded by lmu
+
+	presence presence
 }
 
 type listener struct {
-	fn    func(*mercure.Event)
+	mercure.Listener
 	after uint64 // skip events with Seq <= after
 }
 
-// appendLua adds the event, checks that its id maps to a Seq, and records
-// the id's oldest retained occurrence.
+type latestEvent struct {
+	seq uint64
+	id  string
+}
+
+// appendLua adds the event unless it is a retry of the latest occurrence
+// of its id, checks that its entry id maps to a Seq, and records the id's
+// oldest retained and latest occurrences ("oldest" or "oldest latest").
 //
 // KEYS: stream, ids hash. ARGV: event JSON, update id, max length (0: none).
 const appendLua = `
+local ref = redis.call('HGET', KEYS[2], ARGV[2])
+local oldest
+if ref then
+  local first, last = string.match(ref, '^(%S+) (%S+)$')
+  if not first then first, last = ref, ref end
+  local e = redis.call('XRANGE', KEYS[1], last, last)
+  if #e > 0 and e[1][2][2] == ARGV[1] then return last end
+  if #redis.call('XRANGE', KEYS[1], first, first) > 0 then oldest = first end
+end
 local id
 local maxlen = tonumber(ARGV[3])
 if maxlen > 0 then
@@ -110,8 +162,9 @@ if n >= 1048576 then
   redis.call('XDEL', KEYS[1], id)
   return redis.error_reply('redisstore: stream id ' .. id .. ' exceeds 2^20 entries in one millisecond')
 end
-local old = redis.call('HGET', KEYS[2], ARGV[2])
-if not old or #redis.call('XRANGE', KEYS[1], old, old) == 0 then
+if oldest then
+  redis.call('HSET', KEYS[2], ARGV[2], oldest .. ' ' .. id)
+else
   redis.call('HSET', KEYS[2], ARGV[2], id)
 end
 return id
@@ -127,7 +180,8 @@ local head = ''
 if #last > 0 then head = last[1][1] end
 local cursor = ''
 if ARGV[1] ~= '' then
-  local id = redis.call('HGET', KEYS[2], ARGV[1])
+  local ref = redis.call('HGET', KEYS[2], ARGV[1])
+  local id = ref and (string.match(ref, '^(%S+) ') or ref)
   if id and #redis.call('XRANGE', KEYS[1], id, id) > 0 then cursor = id end
 end
 return {head, cursor}
@@ -136,11 +190,14 @@ return {head, cursor}
 // New returns a store on the stream key stream. Listeners receive every
 // event appended after New returns, by any hub sharing the stream. Close
 // stops the store; the client stays open.
+//
+// New fails when Redis cannot be reached within the timeout: a hub
+// should not start without its history.
 func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, error) {
 	if client == nil || stream == "" {
 		return nil, errors.New("redisstore: client and stream are required")
 	}
-	var cfg config
+	cfg := config{timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -156,9 +213,10 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 		cancel:       cancel,
 		listeners:    make(map[*listener]struct{}),
 	}
+	s.presence.init(s)
 	// The feed starts after the last entry now: reading from "$" in each
 	// XREAD would miss the entries added between two reads.
-	last, err := s.lastID(ctx)
+	last, err := s.lastEntry(ctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("redisstore: %w", err)
@@ -168,8 +226,11 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	return s, nil
 }
 
-// lastID returns the id of the stream's last entry, "0-0" when empty.
-func (s *Store) lastID(ctx context.Context) (string, error) {
+// lastEntry returns the id of the stream's last entry, "0-0" when empty,
+// and records its event as the latest.
+func (s *Store) lastEntry(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
 	msgs, err := s.rdb.XRevRangeN(ctx, s.stream, "+", "-", 1).Result()
 	if err != nil {
 		return "", err
@@ -177,14 +238,47 @@ func (s *Store) lastID(ctx context.Context) (string, error) {
 	if len(msgs) == 0 {
 		return "0-0", nil
 	}
+	if e, err := decode(msgs[0]); err == nil {
+		s.seen(e.Seq, e.ID)
+	}
 	return msgs[0].ID, nil
 }
 
-// Close stops the feed's reader. It does not close the client.
+// seen records an event as the latest if it is.
+func (s *Store) seen(seq uint64, id string) {
+	for {
+		cur := s.latest.Load()
+		if cur != nil && cur.seq >= seq {
+			return
+		}
+		if s.latest.CompareAndSwap(cur, &latestEvent{seq, id}) {
+			return
+		}
+	}
+}
+
+// LatestID returns the id of the latest event this Store has appended or
+// read from the stream, including the last one in the stream when New
+// was called; [mercure.Earliest] if none. It implements
+// [mercure.LatestStore], so that a hub started on a stream with history
+// reports its last event id (REC-13).
+func (s *Store) LatestID() string {
+	if l := s.latest.Load(); l != nil {
+		return l.id
+	}
+	return mercure.Earliest
+}
+
+// Close stops the feed's reader and withdraws this store's subscriptions
+// from the stream's shared list (see [Store.UpdateSubscriptions]). It
+// does not close the client.
 func (s *Store) Close() error {
 	s.once.Do(func() {
+		s.presence.mu.Lock() // no writer starts after this
 		s.cancel()
+		s.presence.mu.Unlock()
 		s.wg.Wait()
+		s.presence.withdraw()
 	})
 	return nil
 }
@@ -204,15 +298,18 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
 	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, v, e.ID, s.cfg.maxLen).Text()
 	if err != nil {
-		return fmt.Errorf("redisstore: %w", err)
+		return fmt.Errorf("redisstore: append: %w", err)
 	}
 	seq, err := parseID(id)
 	if err != nil {
 		return err
 	}
 	e.Seq = seq
+	s.seen(seq, e.ID)
 	for {
 		cur := s.appended.Load()
 		if cur >= seq || s.appended.CompareAndSwap(cur, seq) {
@@ -231,9 +328,11 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	if arg == mercure.Earliest {
 		arg = ""
 	}
-	res, err := s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, arg).StringSlice()
+	res, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
+		return s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, arg).StringSlice()
+	})
 	if err != nil {
-		return mercure.Backlog{}, fmt.Errorf("redisstore: %w", err)
+		return mercure.Backlog{}, fmt.Errorf("redisstore: replay: %w", err)
 	}
 	if len(res) != 2 {
 		return mercure.Backlog{}, fmt.Errorf("redisstore: unexpected replay reply %q", res)
@@ -253,9 +352,11 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	}
 	b.Events = func(yield func(*mercure.Event, error) bool) {
 		for {
-			msgs, err := s.rdb.XRangeN(ctx, s.stream, start, head, replayPage).Result()
+			msgs, err := call(s, ctx, func(ctx context.Context) ([]redis.XMessage, error) {
+				return s.rdb.XRangeN(ctx, s.stream, start, head, replayPage).Result()
+			})
 			if err != nil {
-				yield(nil, fmt.Errorf("redisstore: %w", err))
+				yield(nil, fmt.Errorf("redisstore: replay: %w", err))
 				return
 			}
 			for _, m := range msgs {
@@ -277,13 +378,25 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	return b, nil
 }
 
-// Listen implements [mercure.Store]. fn is called from the store's reader
-// goroutine, one event at a time in Seq order. Events this Store appended
-// before Listen was called are not delivered to fn.
-func (s *Store) Listen(fn func(*mercure.Event)) (cancel func()) {
+// call runs one Redis call bounded by the store's timeout.
+func call[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// Listen implements [mercure.Store]. l's functions are called from the
+// store's reader goroutine: l.Event one event at a time in Seq order,
+// l.Status when the reader loses Redis and when it is back. Events this
+// Store appended before Listen was called are not passed to l.Event. A
+// listener added during an outage is told at once.
+func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
 	s.lmu.Lock()
-	l := &listener{fn: fn, after: s.appended.Load()}
+	l := &listener{Listener: ml, after: s.appended.Load()}
 	s.listeners[l] = struct{}{}
+	if s.feedErr != nil && l.Status != nil {
+		l.Status(s.feedErr)
+	}
 	s.lmu.Unlock()
 	return func() {
 		s.lmu.Lock()
@@ -306,12 +419,14 @@ func (s *Store) readLoop(last string) {
 		}).Result()
 		if errors.Is(err, redis.Nil) {
 			backoff = minBackoff
+			s.setFeedErr(nil)
 			continue // the block timed out
 		}
 		if err != nil {
 			if s.closed() {
 				return
 			}
+			s.setFeedErr(err)
 			select {
 			case <-time.After(backoff):
 			case <-s.ctx.Done():
@@ -321,6 +436,7 @@ func (s *Store) readLoop(last string) {
 			continue
 		}
 		backoff = minBackoff
+		s.setFeedErr(nil)
 		for _, st := range res {
 			for _, m := range st.Messages {
 				last = m.ID
@@ -330,8 +446,24 @@ func (s *Store) readLoop(last string) {
 					// skip it rather than stall the feed.
 					continue
 				}
+				s.seen(e.Seq, e.ID)
 				s.deliver(e)
 			}
+		}
+	}
+}
+
+// setFeedErr reports a change of the feed's state to the listeners.
+func (s *Store) setFeedErr(err error) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if (err == nil) == (s.feedErr == nil) {
+		return
+	}
+	s.feedErr = err
+	for l := range s.listeners {
+		if l.Status != nil {
+			l.Status(err)
 		}
 	}
 }
@@ -341,7 +473,7 @@ func (s *Store) deliver(e *mercure.Event) {
 	defer s.lmu.Unlock()
 	for l := range s.listeners {
 		if e.Seq > l.after {
-			l.fn(e)
+			l.Event(e)
 		}
 	}
 }

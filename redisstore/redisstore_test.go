@@ -72,7 +72,7 @@ func TestSharedStream(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	got := make(chan *mercure.Event, 10)
-	defer b.Listen(func(e *mercure.Event) { got <- e })()
+	defer b.Listen(mercure.Listener{Event: func(e *mercure.Event) { got <- e }})()
 	e1, e2 := storetest.NewEvent("x1"), storetest.NewEvent("x2")
 	if err := a.Append(context.Background(), e1); err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestReaderReconnects(t *testing.T) {
 	s := open(t, rdb, key)
 	defer s.Close()
 	got := make(chan string, 100)
-	defer s.Listen(func(e *mercure.Event) { got <- e.ID })()
+	defer s.Listen(mercure.Listener{Event: func(e *mercure.Event) { got <- e.ID }})()
 	ctx := context.Background()
 	var want []string
 	for round := range 3 {

@@ -177,7 +177,7 @@ func (r *recorder) wait(t *testing.T, n int) []*mercure.Event {
 
 func testAppendSeq(t *testing.T, s mercure.Store) {
 	var r recorder
-	defer s.Listen(r.fn)()
+	defer s.Listen(mercure.Listener{Event: r.fn})()
 	evs := appendIDs(t, s, "a", "b", "c", "d", "e")
 	got := r.wait(t, len(evs))
 	var prev uint64
@@ -194,7 +194,7 @@ func testAppendSeq(t *testing.T, s mercure.Store) {
 
 func testRoundTrip(t *testing.T, s mercure.Store) {
 	var r recorder
-	defer s.Listen(r.fn)()
+	defer s.Listen(mercure.Listener{Event: r.fn})()
 	evs := appendIDs(t, s, "e1", "e22", "e333")
 	noRetry := NewEvent("e4444")
 	noRetry.Retry, noRetry.Type, noRetry.Topics = nil, "", []string{"only"}
@@ -302,8 +302,8 @@ func testHead(t *testing.T, s mercure.Store) {
 func testListen(t *testing.T, s mercure.Store) {
 	appendIDs(t, s, "before")
 	var r1, r2 recorder
-	cancel1 := s.Listen(r1.fn)
-	cancel2 := s.Listen(r2.fn)
+	cancel1 := s.Listen(mercure.Listener{Event: r1.fn})
+	cancel2 := s.Listen(mercure.Listener{Event: r2.fn})
 	defer cancel2()
 	var want []string
 	for i := range 20 {
@@ -332,7 +332,7 @@ func testListen(t *testing.T, s mercure.Store) {
 func testConcurrent(t *testing.T, s mercure.Store) {
 	const writers, per = 8, 200
 	var r recorder
-	defer s.Listen(r.fn)()
+	defer s.Listen(mercure.Listener{Event: r.fn})()
 	var wg sync.WaitGroup
 	seqs := make([][]uint64, writers)
 	for w := range writers {
@@ -405,7 +405,7 @@ func testSeam(t *testing.T, s mercure.Store) {
 				time.Sleep(50 * time.Microsecond)
 			}
 			var r recorder
-			cancel := s.Listen(r.fn)
+			cancel := s.Listen(mercure.Listener{Event: r.fn})
 			defer cancel()
 			cursor, first := mercure.Earliest, 0
 			if n := int(published.Load()); sub%2 == 1 && n > 0 {

@@ -1,0 +1,111 @@
+// Package redistest runs redis-server processes for tests: a test may kill
+// and restart its own server without disturbing the shared one named by
+// MERCURE_TEST_REDIS.
+package redistest
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server process of a test's own.
+type Server struct {
+	// Addr is the server's address, HOST:PORT on loopback.
+	Addr    string
+	t       *testing.T
+	dir     string
+	persist bool
+	cmd     *exec.Cmd
+}
+
+// Start starts a redis-server on a free loopback port. With persist,
+// it logs every write to an append-only file and fsyncs it before
+// replying (appendfsync always), so that a kill loses no acknowledged
+// write; without, a restart empties it. The server is killed when the test
+// ends. Like every Redis test, it skips unless MERCURE_TEST_REDIS is set
+// (CI sets it and installs redis-server); it also skips when the
+// redis-server binary is missing.
+func Start(t *testing.T, persist bool) *Server {
+	t.Helper()
+	if os.Getenv("MERCURE_TEST_REDIS") == "" {
+		t.Skip("set MERCURE_TEST_REDIS to run the Redis store tests (this one also starts its own redis-server)")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed (Debian package redis-server)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &Server{t: t, Addr: addr, dir: t.TempDir(), persist: persist}
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Start starts the killed server again, on the same port and directory,
+// and waits until it answers.
+func (s *Server) Start() {
+	s.t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.dir, "--save", "", "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log")}
+	if s.persist {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	s.cmd = exec.Command("redis-server", args...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.t.Fatalf("redis-server on %s did not start: %v\n%s", s.Addr, err, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill stops the server at once, as a crash would (SIGKILL).
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart kills the server and starts it again.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	s.Start()
+}
+
+// Client returns a client of the server, closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	s.t.Cleanup(func() { rdb.Close() })
+	return rdb
+}

@@ -1,0 +1,493 @@
+package redisstore_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/redisstore"
+	"github.com/mercurekit/mercure/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+// feed records what a store's feed passes to a listener.
+type feed struct {
+	events chan string
+	status chan error
+}
+
+func listen(t *testing.T, s mercure.Store) *feed {
+	f := &feed{events: make(chan string, 1000), status: make(chan error, 100)}
+	t.Cleanup(s.Listen(mercure.Listener{
+		Event:  func(e *mercure.Event) { f.events <- e.ID },
+		Status: func(err error) { f.status <- err },
+	}))
+	return f
+}
+
+func (f *feed) wantStatus(t *testing.T, down bool, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-f.status:
+		if (err != nil) != down {
+			t.Fatalf("feed status %v, want down=%v", err, down)
+		}
+	case <-time.After(within):
+		t.Fatalf("no feed status (want down=%v) within %v", down, within)
+	}
+}
+
+func (f *feed) wantEvents(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, want := range ids {
+		select {
+		case id := <-f.events:
+			if id != want {
+				t.Fatalf("feed passed %s, want %s", id, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("feed did not pass %s", want)
+		}
+	}
+	select {
+	case id := <-f.events:
+		t.Fatalf("feed passed an extra event %s", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestOutage kills Redis under a store: Append fails within the timeout
+// instead of hanging, the feed reports the outage and its end, history
+// acknowledged before the crash survives (appendfsync always), and the
+// feed resumes with what is appended after the restart.
+func TestOutage(t *testing.T) {
+	srv := redistest.Start(t, true)
+	s := open(t, srv.Client(), "mercure", redisstore.WithTimeout(time.Second))
+	defer s.Close()
+	f := listen(t, s)
+	ctx := context.Background()
+	if err := s.Append(ctx, storetest.NewEvent("before")); err != nil {
+		t.Fatal(err)
+	}
+	f.wantEvents(t, "before")
+
+	srv.Kill()
+	f.wantStatus(t, true, 5*time.Second)
+	start := time.Now()
+	err := s.Append(ctx, storetest.NewEvent("during"))
+	if err == nil {
+		t.Fatal("Append succeeded while Redis is down")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Append took %v to fail with a 1s timeout", d)
+	}
+	if _, err := s.Replay(ctx, mercure.Earliest); err == nil {
+		t.Fatal("Replay succeeded while Redis is down")
+	}
+
+	srv.Start()
+	f.wantStatus(t, false, 10*time.Second)
+	if err := s.Append(ctx, storetest.NewEvent("after")); err != nil {
+		t.Fatal(err)
+	}
+	f.wantEvents(t, "after")
+	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); strings.Join(ids, " ") != "before after" {
+		t.Fatalf("history after the restart: %q", ids)
+	}
+}
+
+// TestListenDuringOutage checks that a listener added while the feed is
+// down is told at once.
+func TestListenDuringOutage(t *testing.T) {
+	srv := redistest.Start(t, false)
+	s := open(t, srv.Client(), "mercure", redisstore.WithTimeout(time.Second))
+	defer s.Close()
+	first := listen(t, s)
+	srv.Kill()
+	first.wantStatus(t, true, 5*time.Second)
+	listen(t, s).wantStatus(t, true, time.Second)
+}
+
+// dropProxy forwards TCP connections to Redis and, when armed, drops the
+// reply to the next script call and closes that connection: the script
+// ran, but the client never learns it, as when a connection breaks at the
+// wrong moment. The client then retries the call.
+type dropProxy struct {
+	l       net.Listener
+	target  string
+	armed   atomic.Bool
+	scripts atomic.Int64 // script calls seen
+	wg      sync.WaitGroup
+}
+
+func newDropProxy(t *testing.T, target string) *dropProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{l: l, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() { l.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *dropProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		var scriptPending atomic.Bool
+		p.wg.Add(2)
+		go func() { // client → server
+			defer p.wg.Done()
+			defer s.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) {
+						p.scripts.Add(1)
+						scriptPending.Store(true)
+					}
+					if _, err := s.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // server → client
+			defer p.wg.Done()
+			defer c.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := s.Read(buf)
+				if n > 0 {
+					if scriptPending.Swap(false) && p.armed.CompareAndSwap(true, false) {
+						s.Close()
+						return // the reply is lost
+					}
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// TestAppendRetryIsIdempotent loses the reply to an append: go-redis
+// retries the script, which finds its event already recorded and returns
+// that entry. The update is recorded and delivered once.
+func TestAppendRetryIsIdempotent(t *testing.T) {
+	admin, key := client(t)
+	proxy := newDropProxy(t, admin.Options().Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
+	defer rdb.Close()
+	s := open(t, rdb, key)
+	defer s.Close()
+	f := listen(t, s)
+	ctx := context.Background()
+	e0 := storetest.NewEvent("e0") // loads the script: the retry is an EVALSHA too
+	if err := s.Append(ctx, e0); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"e1", "e0"} { // e0 again: a reused id, whose latest occurrence is retried
+		before := proxy.scripts.Load()
+		proxy.armed.Store(true)
+		e := storetest.NewEvent(id)
+		if err := s.Append(ctx, e); err != nil {
+			t.Fatalf("Append %s after a lost reply: %v", id, err)
+		}
+		if proxy.armed.Load() {
+			t.Fatal("no reply was dropped")
+		}
+		if n := proxy.scripts.Load() - before; n < 2 {
+			t.Fatalf("the client sent the script %d times: no retry to test", n)
+		}
+	}
+	f.wantEvents(t, "e0", "e1", "e0")
+	if n, err := admin.XLen(ctx, key).Result(); err != nil || n != 3 {
+		t.Fatalf("stream length %d (%v), want 3", n, err)
+	}
+	if b, ids := storetest.ReplayIDs(t, s, "e0"); b.Cursor != "e0" || strings.Join(ids, " ") != "e1 e0" {
+		t.Fatalf("replay after e0 (REC-7: its oldest occurrence): %q", ids)
+	}
+}
+
+// TestLatestID checks that a store, and a hub started on it, know the
+// last event of a stream with history (REC-13).
+func TestLatestID(t *testing.T) {
+	rdb, key := client(t)
+	a := open(t, rdb, key)
+	defer a.Close()
+	if got := a.LatestID(); got != mercure.Earliest {
+		t.Fatalf("empty stream: LatestID %q", got)
+	}
+	for _, id := range []string{"l1", "l2"} {
+		if err := a.Append(context.Background(), storetest.NewEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.LatestID(); got != "l2" {
+		t.Fatalf("after two appends: LatestID %q", got)
+	}
+	b := open(t, rdb, key)
+	defer b.Close()
+	h, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"), mercure.WithStore(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	if got := h.LastEventID(); got != "l2" {
+		t.Fatalf("hub on a stream with history: LastEventID %q, want l2", got)
+	}
+}
+
+// instance is one app instance: a hub on its own client and store.
+type instance struct {
+	hub   *mercure.Hub
+	store *redisstore.Store
+	rdb   *redis.Client
+	srv   *httptest.Server
+}
+
+const (
+	hubURL = "https://example.com/.well-known/mercure"
+	topic  = "https://example.com/books/1"
+)
+
+func newInstance(t *testing.T, addr, key string, opts ...redisstore.Option) *instance {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	st := open(t, rdb, key, opts...)
+	h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithStore(st),
+		mercure.WithAnonymousSubscribers(), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(),
+		mercure.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{hub: h, store: st, rdb: rdb, srv: httptest.NewServer(h)}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Shutdown(ctx)
+		in.srv.Close()
+		st.Close()
+		rdb.Close()
+	})
+	return in
+}
+
+// sseClient is a subscriber reading one stream's events.
+type sseClient struct {
+	ids    chan string
+	header http.Header
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// subscribe opens a stream on in matching topic, resuming after
+// lastEventID when it is not empty.
+func subscribe(t *testing.T, in *instance, lastEventID string) *sseClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		in.srv.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := in.srv.Client().Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		t.Fatalf("subscribe: %s: %s", resp.Status, body)
+	}
+	c := &sseClient{ids: make(chan string, 1000), header: resp.Header, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+				c.ids <- id
+			}
+		}
+	}()
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *sseClient) close() { c.cancel(); <-c.done }
+
+// collect reads ids until want have been read or nothing comes for a
+// while.
+func (c *sseClient) collect(want int) []string {
+	var got []string
+	for len(got) < want {
+		select {
+		case id := <-c.ids:
+			got = append(got, id)
+		case <-time.After(10 * time.Second):
+			return got
+		}
+	}
+	select { // anything extra?
+	case id := <-c.ids:
+		got = append(got, id)
+	case <-time.After(200 * time.Millisecond):
+	}
+	return got
+}
+
+func publish(in *instance, data string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return in.hub.Publish(ctx, mercure.Update{Topics: []string{topic}, Data: data})
+}
+
+// TestReconnectToOtherInstance: a subscriber of instance A leaves and
+// resumes on instance B with Last-Event-ID; it misses nothing published on
+// either meanwhile and gets nothing twice (REC-4 across instances).
+func TestReconnectToOtherInstance(t *testing.T) {
+	rdb, key := client(t)
+	a, b := newInstance(t, rdb.Options().Addr, key), newInstance(t, rdb.Options().Addr, key)
+	sub := subscribe(t, a, "")
+	var first []string
+	for i := range 3 {
+		id, err := publish(a, fmt.Sprint("first ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, id)
+	}
+	if got := sub.collect(3); !slices.Equal(got, first) {
+		t.Fatalf("instance A sent %q, want %q", got, first)
+	}
+	sub.close()
+	var rest []string
+	for i, in := range []*instance{a, b, a, b} {
+		id, err := publish(in, fmt.Sprint("rest ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, id)
+	}
+	resumed := subscribe(t, b, first[2])
+	if h := resumed.header.Get("Mercure-Last-Event-ID"); h != first[2] {
+		t.Fatalf("Mercure-Last-Event-ID %q, want %q (REC-9)", h, first[2])
+	}
+	if got := resumed.collect(len(rest)); !slices.Equal(got, rest) {
+		t.Fatalf("instance B resumed with %q, want %q", got, rest)
+	}
+}
+
+// TestRedisRestartMidStream kills and restarts Redis while a subscriber
+// of instance B follows updates published on instance A: publishing fails
+// fast during the outage (ErrStore, HTTP 503), both hubs report it, and
+// the subscriber gets every acknowledged update exactly once, in order,
+// those before the crash and those after the restart, without
+// reconnecting. History acknowledged before the crash survives.
+func TestRedisRestartMidStream(t *testing.T) {
+	srv := redistest.Start(t, true)
+	a := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(time.Second))
+	b := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(time.Second))
+	sub := subscribe(t, b, "")
+
+	var acked []string
+	for i := range 5 {
+		id, err := publish(a, fmt.Sprint("before ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, id)
+	}
+
+	srv.Kill()
+	start := time.Now()
+	_, err := publish(a, "during")
+	if !errors.Is(err, mercure.ErrStore) {
+		t.Fatalf("publish during the outage: %v, want ErrStore", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("publish took %v to fail", d)
+	}
+	resp, err := http.PostForm(a.srv.URL+"/.well-known/mercure", url.Values{"topic": {topic}, "data": {"during"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("HTTP publish during the outage: %s, want 503", resp.Status)
+	}
+	waitFor(t, "both hubs to report the outage", func() bool {
+		return a.hub.Stats().FeedError != nil && b.hub.Stats().FeedError != nil
+	})
+
+	srv.Start()
+	waitFor(t, "both hubs to report the feed back", func() bool {
+		return a.hub.Stats().FeedError == nil && b.hub.Stats().FeedError == nil
+	})
+	for i := range 5 {
+		id, err := publish(a, fmt.Sprint("after ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, id)
+	}
+	if got := sub.collect(len(acked)); !slices.Equal(got, acked) {
+		t.Fatalf("subscriber of B got %q\nwant %q", got, acked)
+	}
+	resumed := subscribe(t, a, acked[1])
+	if got := resumed.collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
+		t.Fatalf("replay on A after the restart: %q\nwant %q", got, acked[2:])
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

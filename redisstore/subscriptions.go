@@ -1,0 +1,277 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mercurekit/mercure"
+)
+
+// DefaultSubscriptionTTL is how long the subscriptions of a store that
+// stopped refreshing them (its process died) stay listed (see
+// [WithSubscriptionTTL]).
+const DefaultSubscriptionTTL = 15 * time.Second
+
+// WithSubscriptionTTL sets how long the subscriptions shared by a store
+// outlive it when its process dies without [Store.Close]: the store
+// refreshes them every third of d. d <= 0 keeps the default,
+// [DefaultSubscriptionTTL].
+func WithSubscriptionTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.subTTL = d
+		}
+	}
+}
+
+// Layout of the shared subscriptions: the set stream+":hubs" names the
+// stores that share some; the hash stream+":subs:"+name of each maps a
+// subscription id to its JSON document and expires unless its store
+// refreshes it. Listing skips (and forgets) the stores whose hash is gone.
+
+// listLua returns the documents of every store's hash but ARGV[2]'s, and
+// removes from the set the stores whose hash has expired or is empty.
+//
+// KEYS: the set. ARGV: the hash key prefix, the caller's name.
+const listLua = `
+local out = {}
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if name ~= ARGV[2] then
+    local docs = redis.call('HVALS', ARGV[1] .. name)
+    if #docs == 0 then
+      redis.call('SREM', KEYS[1], name)
+    else
+      for _, d in ipairs(docs) do out[#out + 1] = d end
+    end
+  end
+end
+return out
+`
+
+// presence shares a store's active subscriptions in Redis. Changes are
+// written in the background, batched, so that a stream never waits for
+// Redis; the store keeps its own set in memory, rewrites it whenever Redis
+// may have lost it, and lists it from memory.
+type presence struct {
+	s          *Store
+	name       string // this store's name in the set
+	set, hash  string // keys
+	listScript *redis.Script
+
+	mu      sync.Mutex
+	local   map[string][]byte // id → JSON of this store's active subscriptions
+	changed map[string]bool   // ids changed since the last write: true if active
+	resync  bool              // rewrite the whole hash at the next write
+	started bool              // the writer runs
+	wake    chan struct{}
+}
+
+func (p *presence) init(s *Store) {
+	p.s = s
+	p.name = uuid.NewString()
+	p.set = s.stream + ":hubs"
+	p.hash = s.stream + ":subs:" + p.name
+	p.listScript = redis.NewScript(listLua)
+	p.local = make(map[string][]byte)
+	p.changed = make(map[string]bool)
+	p.wake = make(chan struct{}, 1)
+}
+
+// UpdateSubscriptions records changes of the subscriptions of the hub
+// using the store: an active one is added (or replaced), an inactive one
+// removed. It implements [mercure.SubscriptionStore]; it does not wait
+// for Redis: a background writer sends the changes in batches, and keeps
+// them visible to every store on the stream while this one lives.
+func (s *Store) UpdateSubscriptions(subs []mercure.Subscription) {
+	p := &s.presence
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.closed() {
+		return
+	}
+	for _, sub := range subs {
+		if sub.Active {
+			b, err := json.Marshal(sub)
+			if err != nil {
+				continue // a Payload that is not JSON: the hub never makes one
+			}
+			p.local[sub.ID] = b
+		} else {
+			delete(p.local, sub.ID)
+		}
+		p.changed[sub.ID] = sub.Active
+	}
+	if !p.started {
+		p.started = true
+		s.wg.Add(1)
+		go p.writer()
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Subscriptions returns the active subscriptions of every store on the
+// stream, in no particular order: this store's from memory, the others'
+// from Redis. It implements [mercure.SubscriptionStore].
+func (s *Store) Subscriptions(ctx context.Context) ([]mercure.Subscription, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	p := &s.presence
+	docs, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
+		return p.listScript.Run(ctx, s.rdb, []string{p.set}, s.stream+":subs:", p.name).StringSlice()
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisstore: listing subscriptions: %w", err)
+	}
+	p.mu.Lock()
+	for _, b := range p.local {
+		docs = append(docs, string(b))
+	}
+	p.mu.Unlock()
+	subs := make([]mercure.Subscription, 0, len(docs))
+	for _, d := range docs {
+		var sub mercure.Subscription
+		if err := json.Unmarshal([]byte(d), &sub); err != nil {
+			continue // not written by a Store
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nil
+}
+
+// writer sends the changes as they come and refreshes the hash's expiry,
+// until the store closes.
+func (p *presence) writer() {
+	defer p.s.wg.Done()
+	ttl := p.s.cfg.subTTL
+	refresh := time.NewTicker(ttl / 3)
+	defer refresh.Stop()
+	backoff := minBackoff
+	for {
+		select {
+		case <-p.wake:
+		case <-refresh.C:
+		case <-p.s.ctx.Done():
+			return
+		}
+		if err := p.write(); err != nil {
+			// Retry soon, and from scratch: Redis may have lost the hash.
+			p.mu.Lock()
+			p.resync = true
+			p.mu.Unlock()
+			select {
+			case <-time.After(backoff):
+			case <-p.s.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, maxBackoff)
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+			continue
+		}
+		backoff = minBackoff
+	}
+}
+
+// write sends the pending changes, or the whole set when Redis may have
+// lost it, and refreshes the expiry, in one transaction.
+func (p *presence) write() error {
+	p.mu.Lock()
+	resync, changed := p.resync, p.changed
+	var all map[string][]byte
+	if resync {
+		all = maps.Clone(p.local)
+	}
+	p.changed = make(map[string]bool)
+	p.resync = false
+	set := make([]any, 0, 2*len(changed))
+	var del []string
+	for id, active := range changed {
+		if b, ok := p.local[id]; ok && active {
+			set = append(set, id, b)
+		} else if !active {
+			del = append(del, id)
+		}
+	}
+	p.mu.Unlock()
+
+	s := p.s
+	ttl := s.cfg.subTTL
+	var expire *redis.BoolCmd
+	_, err := call(s, s.ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+		return s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			if resync {
+				pipe.Del(ctx, p.hash)
+				for id, b := range all {
+					pipe.HSet(ctx, p.hash, id, b)
+				}
+			} else {
+				if len(set) > 0 {
+					pipe.HSet(ctx, p.hash, set...)
+				}
+				if len(del) > 0 {
+					pipe.HDel(ctx, p.hash, del...)
+				}
+			}
+			expire = pipe.PExpire(ctx, p.hash, ttl)
+			pipe.SAdd(ctx, p.set, p.name)
+			return nil
+		})
+	})
+	if err != nil {
+		p.mu.Lock()
+		// Keep the changes for the next attempt, under newer ones.
+		for id, active := range changed {
+			if _, newer := p.changed[id]; !newer {
+				p.changed[id] = active
+			}
+		}
+		p.mu.Unlock()
+		return err
+	}
+	if !resync && !expire.Val() {
+		// The hash expired (or Redis restarted): rewrite it now, if this
+		// store still has subscriptions.
+		p.mu.Lock()
+		if len(p.local) > 0 {
+			p.resync = true
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// withdraw removes this store's subscriptions from Redis, once the writer
+// has stopped. Best effort: they expire anyway.
+func (p *presence) withdraw() {
+	p.mu.Lock()
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.s.cfg.timeout)
+	defer cancel()
+	p.s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Del(ctx, p.hash)
+		pipe.SRem(ctx, p.set, p.name)
+		return nil
+	})
+}

@@ -1,0 +1,117 @@
+package redisstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/redisstore"
+)
+
+// subscribers returns the subscriber ids that in's hub lists as
+// subscribed to topic, or nil when listing fails.
+func subscribers(in *instance) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	subs, err := in.hub.Subscriptions(ctx)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, s := range subs {
+		if s.Match == topic && s.Active {
+			ids = append(ids, s.Subscriber)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// own returns the subscriber ids of in's own streams.
+func own(t *testing.T, in *instance) []string {
+	t.Helper()
+	subs, err := in.hub.Subscriptions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range subs {
+		ids = append(ids, s.Subscriber)
+	}
+	return ids
+}
+
+func waitSubscribers(t *testing.T, in *instance, what string, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	waitFor(t, what, func() bool { return slices.Equal(subscribers(in), want) })
+}
+
+// TestSharedSubscriptions checks that the subscriptions API of any
+// instance lists the subscribers of all (ACT-12 across instances): they
+// appear and disappear with their streams, they expire when their instance
+// dies without a word, and they come back when Redis restarts empty.
+func TestSharedSubscriptions(t *testing.T) {
+	srv := redistest.Start(t, false)
+	const ttl = time.Second
+	a := newInstance(t, srv.Addr, "mercure", redisstore.WithSubscriptionTTL(ttl), redisstore.WithTimeout(time.Second))
+	b := newInstance(t, srv.Addr, "mercure", redisstore.WithSubscriptionTTL(ttl), redisstore.WithTimeout(time.Second))
+
+	onA := subscribe(t, a, "")
+	subA := own(t, a)
+	if len(subA) != 1 {
+		t.Fatalf("instance A lists %q right after one subscription", subA)
+	}
+	waitSubscribers(t, b, "B to list A's subscriber", subA[0])
+
+	subscribe(t, b, "")
+	both := subscribers(b) // B's own are listed at once
+	if len(both) != 2 {
+		t.Fatalf("instance B lists %q", both)
+	}
+	waitSubscribers(t, a, "A to list both", both...)
+
+	onA.close()
+	subB := slices.DeleteFunc(slices.Clone(both), func(id string) bool { return id == subA[0] })
+	waitSubscribers(t, b, "B to drop A's ended subscriber", subB...)
+	waitSubscribers(t, a, "A to drop its ended subscriber", subB...)
+
+	// Redis restarts empty: each store writes its subscriptions again
+	// within a third of the TTL.
+	srv.Restart()
+	waitSubscribers(t, a, "A to list B's subscriber after the restart", subB...)
+
+	// Instance B dies: its client is gone, its stream still open. A stops
+	// listing its subscriber once the TTL has passed.
+	b.rdb.Close()
+	died := time.Now()
+	waitSubscribers(t, a, "A to forget the dead instance's subscriber")
+	if d := time.Since(died); d < ttl/2 {
+		t.Fatalf("the dead instance's subscriptions vanished after %v, before their TTL %v", d, ttl)
+	}
+}
+
+// TestSharedSubscriptionsWithdrawn: a store that closes withdraws its
+// subscriptions at once, without waiting for them to expire.
+func TestSharedSubscriptionsWithdrawn(t *testing.T) {
+	rdb, key := client(t)
+	a := newInstance(t, rdb.Options().Addr, key, redisstore.WithSubscriptionTTL(time.Minute))
+	b := newInstance(t, rdb.Options().Addr, key)
+	subscribe(t, a, "")
+	waitSubscribers(t, b, "B to list A's subscriber", own(t, a)...)
+	if err := a.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitSubscribers(t, b, "B to drop the closed instance's subscriber")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("withdrawn after %v", d)
+	}
+	if _, err := a.store.Subscriptions(context.Background()); err != redisstore.ErrClosed {
+		t.Fatalf("Subscriptions after Close: %v", err)
+	}
+	var _ mercure.SubscriptionStore = a.store
+}

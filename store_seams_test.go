@@ -1,0 +1,482 @@
+package mercure_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// The seams between a hub and its store: the live feed's status, a store
+// that refuses an update, the latest id of a durable store, and the
+// subscriptions shared through the store.
+
+// feedStore captures the hub's Listener, so that the test plays a store
+// on the network: it reports the feed's status, holds the events appended
+// while the feed is down and delivers them once it is back.
+type feedStore struct {
+	*mercure.MemoryStore
+	mu   sync.Mutex
+	l    mercure.Listener
+	down bool
+	held []*mercure.Event
+}
+
+func (f *feedStore) Listen(l mercure.Listener) func() {
+	f.mu.Lock()
+	f.l = l
+	f.mu.Unlock()
+	return f.MemoryStore.Listen(mercure.Listener{Event: func(e *mercure.Event) {
+		f.mu.Lock()
+		if f.down {
+			f.held = append(f.held, e)
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		l.Event(e)
+	}})
+}
+
+// status reports err to the hub; with err nil it then delivers the held
+// events, as a store does once its feed is back (see mercure.Listener).
+func (f *feedStore) status(err error) {
+	f.mu.Lock()
+	l := f.l
+	f.down = err != nil
+	held := f.held
+	if err == nil {
+		f.held = nil
+	}
+	f.mu.Unlock()
+	l.Status(err)
+	if err == nil {
+		for _, e := range held {
+			l.Event(e)
+		}
+	}
+}
+
+// logLines counts the lines of log holding every one of parts.
+func logLines(log string, parts ...string) int {
+	n := 0
+	for line := range strings.Lines(log) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// The hub records the store's feed status in Stats().FeedError and logs
+// each transition once: an error when the feed starts failing (not again
+// while it keeps failing), an info line when it is back (not when it was
+// not failing). Events passed to the listener reach subscribers, also
+// those appended while the feed was down, once it is back.
+func TestFeedStatus(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
+	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	th := newTestHub(t, mercure.WithStore(store), mercure.WithLogger(log))
+	s := th.subscribe("match=x")
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "before"})
+	expectData(t, s, "before")
+	if err := th.Stats().FeedError; err != nil {
+		t.Fatalf("FeedError %v while the feed works", err)
+	}
+
+	const failing, back = "feed is failing", "feed is back"
+	down, stillDown := errors.New("down"), errors.New("still down")
+	store.status(down)
+	if err := th.Stats().FeedError; !errors.Is(err, down) {
+		t.Fatalf("FeedError %v, want %v", err, down)
+	}
+	store.status(stillDown)
+	if err := th.Stats().FeedError; !errors.Is(err, stillDown) {
+		t.Fatalf("FeedError %v, want the newest error %v", err, stillDown)
+	}
+	if n := logLines(logged(), "level=ERROR", failing); n != 1 {
+		t.Fatalf("%d error lines for two failures in a row, want 1:\n%s", n, logged())
+	}
+	if n := logLines(logged(), back); n != 0 {
+		t.Fatalf("feed reported back while failing:\n%s", logged())
+	}
+	// Appended while the feed is down: the store delivers it once back.
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "missed"})
+
+	store.status(nil)
+	if err := th.Stats().FeedError; err != nil {
+		t.Fatalf("FeedError %v once the feed is back", err)
+	}
+	if n := logLines(logged(), "level=INFO", back); n != 1 {
+		t.Fatalf("%d info lines for the recovery, want 1:\n%s", n, logged())
+	}
+	before := logged()
+	store.status(nil)
+	if got := logged(); got != before {
+		t.Fatalf("a nil status while working logged:\n%s", strings.TrimPrefix(got, before))
+	}
+	if err := th.Stats().FeedError; err != nil {
+		t.Fatalf("FeedError %v", err)
+	}
+	expectData(t, s, "missed")
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "after"})
+	expectData(t, s, "after")
+
+	// A new failure is a new transition: logged again.
+	store.status(down)
+	if n := logLines(logged(), "level=ERROR", failing); n != 2 {
+		t.Fatalf("%d error lines after a second outage, want 2:\n%s", n, logged())
+	}
+	store.status(nil)
+}
+
+// failingStore refuses the updates whose data starts with "fail".
+type failingStore struct {
+	*mercure.MemoryStore
+	err error
+}
+
+func (f failingStore) Append(ctx context.Context, e *mercure.Event) error {
+	if strings.HasPrefix(e.Data, "fail") {
+		return f.err
+	}
+	return f.MemoryStore.Append(ctx, e)
+}
+
+// An update the store did not record is an error wrapping both ErrStore
+// and the store's own error; over HTTP it is a 503 problem document; and
+// nothing is dispatched.
+func TestPublishStoreFailure(t *testing.T) {
+	errDown := errors.New("store down")
+	th := newTestHub(t, mercure.WithStore(failingStore{mercure.NewMemoryStore(10), errDown}))
+	s := th.subscribe("match=x")
+
+	id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: "fail-go"})
+	if !errors.Is(err, mercure.ErrStore) || !errors.Is(err, errDown) {
+		t.Fatalf("Publish: %v, want an error wrapping ErrStore and the store's error", err)
+	}
+	if id != "" {
+		t.Errorf("Publish returned the id %q of an update that was not stored", id)
+	}
+
+	status, body, hdr := th.post("topic=x&data=fail-http")
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503 (body %q)", status, body)
+	}
+	if ct := hdr.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	var problem struct {
+		Status int `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(body), &problem); err != nil || problem.Status != http.StatusServiceUnavailable {
+		t.Errorf("problem document %q (%v)", body, err)
+	}
+
+	// Nothing was dispatched: the next event is the marker.
+	expectData(t, s, publishMarker(t, th, "x"))
+	select {
+	case ev := <-s.events:
+		t.Fatalf("unexpected event %+v", ev)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if st := th.Stats(); st.Dispatched != 1 {
+		t.Errorf("Dispatched %d, want 1 (the marker)", st.Dispatched)
+	}
+}
+
+// latestStore is a durable store: it knows the latest id from before the
+// hub started. early, when not nil, is fed to the listener as soon as the
+// hub listens, before New reads the latest id.
+type latestStore struct {
+	*mercure.MemoryStore
+	latest string
+	early  *mercure.Event
+}
+
+func (l latestStore) LatestID() string { return l.latest }
+
+func (l latestStore) Listen(ls mercure.Listener) func() {
+	cancel := l.MemoryStore.Listen(ls)
+	if l.early != nil {
+		ls.Event(l.early)
+	}
+	return cancel
+}
+
+// REC-13: a hub on a LatestStore starts from the store's latest id, not
+// from earliest, unless it dispatched an event meanwhile; then each
+// dispatched update moves it. A hub on a plain MemoryStore starts at
+// earliest.
+func TestREC13_LatestStore(t *testing.T) {
+	th := newTestHub(t, mercure.WithStore(latestStore{MemoryStore: mercure.NewMemoryStore(10), latest: "urn:example:last"}))
+	if got := th.LastEventID(); got != "urn:example:last" {
+		t.Fatalf("LastEventID %q after New, want the store's latest urn:example:last", got)
+	}
+	id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := th.LastEventID(); got != id {
+		t.Fatalf("LastEventID %q after a publish, want %q", got, id)
+	}
+
+	t.Run("event dispatched meanwhile", func(t *testing.T) {
+		early := &mercure.Event{Update: mercure.Update{Topics: []string{"x"}, ID: "urn:example:newer"}, Seq: 1, Time: time.Now()}
+		th := newTestHub(t, mercure.WithStore(latestStore{mercure.NewMemoryStore(10), "urn:example:last", early}))
+		if got := th.LastEventID(); got != "urn:example:newer" {
+			t.Fatalf("LastEventID %q, want urn:example:newer, dispatched after the store's latest was recorded", got)
+		}
+	})
+
+	t.Run("MemoryStore", func(t *testing.T) {
+		th := newTestHub(t, mercure.WithStore(mercure.NewMemoryStore(10)))
+		if got := th.LastEventID(); got != mercure.Earliest {
+			t.Fatalf("LastEventID %q, want %q", got, mercure.Earliest)
+		}
+	})
+}
+
+// sharedSubsStore is a SubscriptionStore shared with another instance: it
+// records every UpdateSubscriptions call, keeps this hub's active
+// subscriptions, and lists them with those of the other instance, in no
+// particular order.
+type sharedSubsStore struct {
+	*mercure.MemoryStore
+	mu      sync.Mutex
+	updates [][]mercure.Subscription
+	active  map[string]mercure.Subscription
+	others  []mercure.Subscription
+	err     error
+}
+
+func (s *sharedSubsStore) UpdateSubscriptions(subs []mercure.Subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.updates = append(s.updates, slices.Clone(subs))
+	for _, sub := range subs {
+		if sub.Active {
+			s.active[sub.ID] = sub
+		} else {
+			delete(s.active, sub.ID)
+		}
+	}
+}
+
+func (s *sharedSubsStore) Subscriptions(ctx context.Context) ([]mercure.Subscription, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	return append(slices.Clone(s.others), slices.Collect(maps.Values(s.active))...), nil
+}
+
+func (s *sharedSubsStore) recorded() [][]mercure.Subscription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.updates)
+}
+
+func (s *sharedSubsStore) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+func subIDs(subs []mercure.Subscription) []string {
+	ids := make([]string, len(subs))
+	for i, s := range subs {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// ACT-12 with a SubscriptionStore: the hub reports a stream's
+// subscriptions to the store when it opens (active) and when it ends (not
+// active), as the documents of its subscription events; Hub.Subscriptions
+// and the web API list the store's subscriptions, those of every
+// instance, sorted by id; and both fail when the store's listing fails.
+func TestSubscriptionStore(t *testing.T) {
+	const base = "/.well-known/mercure/subscriptions"
+	other := func(match string) mercure.Subscription {
+		const sub = "urn:uuid:00000000-0000-4000-8000-000000000000"
+		return mercure.Subscription{
+			ID:   base + "/exact/" + match + "/" + strings.ReplaceAll(sub, ":", "%3A"),
+			Type: "subscription", MatchType: "exact", Match: match, Subscriber: sub, Active: true,
+		}
+	}
+	store := &sharedSubsStore{
+		MemoryStore: mercure.NewMemoryStore(100),
+		active:      make(map[string]mercure.Subscription),
+		others:      []mercure.Subscription{other("zz"), other("aa"), other("mm")},
+	}
+	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
+		mercure.WithSubscriptions(), mercure.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	th := startHubServer(t, h, mux)
+
+	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1") + "&match_urlpattern=" + url.QueryEscape("/books/:id"))
+	// The stream's subscriptions reached the store before its headers.
+	updates := store.recorded()
+	if len(updates) != 1 || len(updates[0]) != 2 {
+		t.Fatalf("UpdateSubscriptions calls %+v, want one with the stream's 2 subscriptions", updates)
+	}
+	started := updates[0]
+	for _, sub := range started {
+		if !sub.Active || sub.ID == "" || sub.MatchType == "" || sub.Match == "" || sub.Subscriber == "" || sub.Type != "subscription" {
+			t.Errorf("incomplete or inactive subscription %+v", sub)
+		}
+	}
+	if started[0].Subscriber != started[1].Subscriber {
+		t.Errorf("one stream, two subscriber ids: %+v", started)
+	}
+	// They are the documents of the subscription events the hub stored.
+	backlog, err := store.Replay(context.Background(), mercure.Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []mercure.Subscription
+	for e, err := range backlog.Events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc mercure.Subscription
+		if e.Type != "mercure" || json.Unmarshal([]byte(e.Data), &doc) != nil || e.Topics[0] != doc.ID {
+			t.Fatalf("unexpected event %+v", e.Update)
+		}
+		docs = append(docs, doc)
+	}
+	if len(docs) != 2 || !sameSub(docs[0], started[0]) || !sameSub(docs[1], started[1]) {
+		t.Fatalf("the store got\n %+v\nthe subscription events hold\n %+v", started, docs)
+	}
+
+	// Hub.Subscriptions: the store's list, sorted by id.
+	want := append(slices.Clone(store.others), started...)
+	slices.SortFunc(want, func(a, b mercure.Subscription) int { return strings.Compare(a.ID, b.ID) })
+	subs, err := h.Subscriptions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(subIDs(subs), subIDs(want)) {
+		t.Fatalf("Subscriptions ids\n %q\nwant, sorted\n %q", subIDs(subs), subIDs(want))
+	}
+
+	// The web API lists the same, and finds another instance's subscription.
+	api := subToken(t, detail("subscribe", patternTopic(base+"*")))
+	get := func(path string) (int, string, http.Header) {
+		t.Helper()
+		req := mustRequest(t, http.MethodGet, th.srv.URL+path, "")
+		req.Header.Set("Authorization", "Bearer "+api)
+		return do(t, req)
+	}
+	status, body, _ := get(base)
+	var coll struct {
+		Subscriptions []mercure.Subscription `json:"subscriptions"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &coll) != nil {
+		t.Fatalf("collection: %d %s", status, body)
+	}
+	if !slices.Equal(subIDs(coll.Subscriptions), subIDs(want)) {
+		t.Fatalf("collection ids\n %q\nwant\n %q", subIDs(coll.Subscriptions), subIDs(want))
+	}
+	status, body, _ = get(other("mm").ID)
+	var one mercure.Subscription
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &one) != nil || !sameSub(one, other("mm")) {
+		t.Fatalf("another instance's subscription: %d %s", status, body)
+	}
+
+	// The stream ends: the store gets the same subscriptions, not active.
+	s.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for updates = store.recorded(); len(updates) < 2; updates = store.recorded() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the end of the stream never reached the store: %+v", updates)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(updates) != 2 {
+		t.Fatalf("UpdateSubscriptions calls %+v, want 2", updates)
+	}
+	ended := updates[1]
+	if !slices.Equal(subIDs(ended), subIDs(started)) {
+		t.Fatalf("ended ids %q, want those started %q", subIDs(ended), subIDs(started))
+	}
+	for i, sub := range ended {
+		if sub.Active {
+			t.Errorf("ended subscription %+v still active", sub)
+		}
+		sub.Active = true
+		if !sameSub(sub, started[i]) {
+			t.Errorf("ended %+v, started %+v", sub, started[i])
+		}
+	}
+	if subs, err := h.Subscriptions(context.Background()); err != nil || !slices.Equal(subIDs(subs), []string{other("aa").ID, other("mm").ID, other("zz").ID}) {
+		t.Fatalf("after the stream ended: %q, %v", subIDs(subs), err)
+	}
+
+	// The store's listing fails: so do Hub.Subscriptions and the API.
+	errDown := errors.New("store down")
+	store.setErr(errDown)
+	if subs, err := h.Subscriptions(context.Background()); !errors.Is(err, errDown) || subs != nil {
+		t.Fatalf("Subscriptions: %v, %v, want the store's error", subs, err)
+	}
+	status, body, hdr := get(base)
+	if status != http.StatusServiceUnavailable || hdr.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("collection with a failing store: %d %q %s", status, hdr.Get("Content-Type"), body)
+	}
+}
+
+type emptySubsStore struct{ *mercure.MemoryStore }
+
+func (emptySubsStore) UpdateSubscriptions([]mercure.Subscription) {}
+func (emptySubsStore) Subscriptions(context.Context) ([]mercure.Subscription, error) {
+	return nil, nil // no subscription anywhere
+}
+
+// ACT-16: the collection's subscriptions member is an array, also when the
+// store lists none as a nil slice.
+func TestACT16_EmptyCollectionFromStore(t *testing.T) {
+	for name, opts := range map[string][]mercure.Option{
+		"MemoryStore":       nil,
+		"SubscriptionStore": {mercure.WithStore(emptySubsStore{mercure.NewMemoryStore(10)})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithSubscriptions()}, opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mux := http.NewServeMux()
+			h.Mount(mux)
+			th := startHubServer(t, h, mux)
+			req := mustRequest(t, http.MethodGet, th.srv.URL+"/.well-known/mercure/subscriptions", "")
+			req.Header.Set("Authorization", "Bearer "+subToken(t, detail("subscribe", exactTopic("*"))))
+			status, body, _ := do(t, req)
+			if status != 200 || !strings.Contains(body, `"subscriptions":[]`) {
+				t.Fatalf("%d %s, want an empty array", status, body)
+			}
+		})
+	}
+}

@@ -7,6 +7,12 @@
 // Open http://localhost:3000/, subscribe to a topic, then publish:
 //
 //	curl -d topic=https://example.com/books/1 -d data=hello http://localhost:3000/.well-known/mercure
+//
+// The -store flag picks where the history lives: memory (the default),
+// bolt:PATH (a durable file) or redis://[USER:PASS@]HOST:PORT/DB (rediss://
+// for TLS), a Redis stream that every hub started with the same URL shares,
+// so that they act as one hub. The query parameter stream names the stream
+// key (default mercure); the other query parameters are go-redis options.
 package main
 
 import (
@@ -19,6 +25,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -30,6 +37,8 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 //go:embed index.html
@@ -61,7 +70,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		addr            = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL          = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history         = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
-		storeSpec       = fs.String("store", "memory", "history store: memory, or bolt:PATH for a durable file")
+		storeSpec       = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) shared by hubs")
 		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile      = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
@@ -97,8 +106,15 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		opts = append(opts, mercure.WithStore(st))
 		closeStore = st.Close
+	case strings.HasPrefix(*storeSpec, "redis://") || strings.HasPrefix(*storeSpec, "rediss://"):
+		st, closeFn, err := openRedis(*storeSpec, int64(max(*history, 1)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = closeFn
 	default:
-		return nil, fmt.Errorf("-store %q: want memory or bolt:PATH", *storeSpec)
+		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH or redis://HOST:PORT/DB", *storeSpec)
 	}
 	if *issuer != "" {
 		iss := mercure.Issuer{ID: *issuer}
@@ -145,6 +161,15 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 			Presence bool
 		}{hub.Path(), *subscriptions})
 	})
+	// For load balancers: a hub whose store's feed fails delivers nothing.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if err := hub.Stats().FeedError; err != nil {
+			http.Error(w, "store feed failing: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	if *subscriptions {
 		// Who is connected, for the page: the hub's Go API. (Browsers with
 		// a token granting the subscription topics can also follow the
@@ -161,6 +186,41 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		})
 	}
 	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore}, nil
+}
+
+// openRedis opens a store on the Redis stream of a redis:// or rediss://
+// URL, keeping about maxLen events. Its query parameter stream names the
+// stream key (default mercure); the others go to redis.ParseURL. The
+// returned func closes the store, then the client.
+func openRedis(spec string, maxLen int64) (*redisstore.Store, func() error, error) {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return nil, nil, errors.New("-store: invalid redis URL")
+	}
+	q := u.Query()
+	stream := q.Get("stream")
+	if stream == "" {
+		stream = "mercure"
+	}
+	q.Del("stream")
+	u.RawQuery = q.Encode()
+	ropts, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+	}
+	client := redis.NewClient(ropts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+	}
+	st, err := redisstore.New(client, stream, redisstore.WithMaxLen(maxLen))
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return st, func() error { return errors.Join(st.Close(), client.Close()) }, nil
 }
 
 // readJWKS reads a JWK Set file; an empty path means no keys.

@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,9 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mercurekit/mercure/internal/redistest"
 )
 
 func TestStandalone(t *testing.T) {
@@ -67,6 +71,9 @@ func TestStandalone(t *testing.T) {
 	}
 	if want := []string{"id: " + string(id), "data: hello"}; strings.Join(lines, "|") != strings.Join(want, "|") {
 		t.Fatalf("event %q, want %q", lines, want)
+	}
+	if code := healthz(t, srv.URL); code != http.StatusOK {
+		t.Fatalf("/healthz: %d", code)
 	}
 }
 
@@ -247,7 +254,161 @@ func TestStandalone_BoltStore(t *testing.T) {
 }
 
 func TestStandalone_BadStore(t *testing.T) {
-	if _, err := configure([]string{"-store", "redis://x"}, slog.New(slog.DiscardHandler)); err == nil {
-		t.Fatal("unknown store accepted")
+	for _, spec := range []string{"mongo://x", "bolt:"} {
+		if _, err := configure([]string{"-store", spec}, slog.New(slog.DiscardHandler)); err == nil {
+			t.Fatalf("unknown store %q accepted", spec)
+		}
 	}
+	// Nothing listens on port 1: the hub fails at start-up, not later.
+	start := time.Now()
+	if _, err := configure([]string{"-store", "redis://127.0.0.1:1/0"}, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("unreachable Redis accepted")
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Fatalf("unreachable Redis failed after %v", d)
+	}
+}
+
+// -store redis://... shares the history between hubs: an update published
+// on one reaches the subscribers of the other, and is replayed from Redis.
+func TestStandalone_RedisStore(t *testing.T) {
+	addr := os.Getenv("MERCURE_TEST_REDIS")
+	if addr == "" {
+		t.Skip("set MERCURE_TEST_REDIS to a Redis address (such as localhost:6399) to run this test")
+	}
+	stream := fmt.Sprintf("mercure-test-standalone-%d-%d", os.Getpid(), time.Now().UnixNano())
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() {
+		_ = rdb.Del(context.Background(), stream, stream+":ids").Err()
+		_ = rdb.Close()
+	})
+	args := []string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + addr + "/0?stream=" + stream}
+	var urls [2]string
+	for i := range urls {
+		s, err := configure(args, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(s.handler)
+		t.Cleanup(func() {
+			srv.Close()
+			if err := s.hub.Shutdown(context.Background()); err != nil {
+				t.Error(err)
+			}
+			if err := s.closeStore(); err != nil {
+				t.Error(err)
+			}
+		})
+		urls[i] = srv.URL + "/.well-known/mercure"
+	}
+	a, b := urls[0], urls[1]
+	publish := func(data string) {
+		t.Helper()
+		res, err := http.PostForm(a, url.Values{"topic": {"x"}, "data": {data}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("publish %s: %d", data, res.StatusCode)
+		}
+	}
+
+	lines := subscribe(t, b+"?match=x")
+	publish("hello")
+	want(t, lines, "data: hello")
+
+	publish("again")
+	lines = subscribe(t, b+"?match=x&last_event_id=earliest")
+	want(t, lines, "data: hello")
+	want(t, lines, "data: again")
+}
+
+// subscribe opens a stream at u and returns its lines; the stream is
+// closed when the test ends.
+func subscribe(t *testing.T, u string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		res.Body.Close()
+		<-done
+	})
+	return lines
+}
+
+// want reads lines until it gets line, failing after 5 seconds.
+func want(t *testing.T, lines <-chan string, line string) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if l == line {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q within 5s", line)
+		}
+	}
+}
+
+// healthz returns the status code of GET /healthz.
+func healthz(t *testing.T, base string) int {
+	t.Helper()
+	res, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// /healthz answers 503 while the hub's store feed fails (Redis down), so
+// that a load balancer sends subscribers to an instance that works.
+func TestStandalone_Healthz(t *testing.T) {
+	redisSrv := redistest.Start(t, false)
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + redisSrv.Addr + "/0"},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+	defer s.closeStore()
+	defer s.hub.Shutdown(context.Background())
+	waitStatus := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for healthz(t, srv.URL) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("/healthz never answered %d", want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitStatus(http.StatusOK)
+	redisSrv.Kill()
+	waitStatus(http.StatusServiceUnavailable)
+	redisSrv.Start()
+	waitStatus(http.StatusOK)
 }

@@ -50,6 +50,16 @@
 // with Last-Event-ID, or subscribes with last_event_id, receives the updates
 // it missed before the live ones, with neither gap nor duplicate.
 //
+// Other stores plug in with [WithStore]: package boltstore keeps history in
+// a file, so that it survives restarts; package redisstore keeps it in a
+// Redis stream shared by any number of hub instances, which then act as
+// one hub: an update published on any instance reaches the subscribers of
+// all, a client may resume on another instance, and the subscriptions API
+// of each lists the subscribers of all (a [SubscriptionStore]). A store on
+// the network reports outages through [Listener]; [Hub.Stats] shows them
+// and [Hub.Publish] fails with [ErrStore] rather than wait. Package
+// storetest holds the behavioural tests every store must pass.
+//
 // # Resource limits and slow clients
 //
 // [Limits] caps request sizes, matcher counts and connections. Each

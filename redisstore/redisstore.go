@@ -3,11 +3,11 @@
 // lets several application instances act as one Mercure hub.
 //
 // Layout: each event is one entry of the stream, with an auto-generated
-// id, holding a single field "e" with the JSON of the event (its Update
-// fields and Time). The hash stream+":ids" maps an update id to the stream
-// id of its oldest retained occurrence (REC-7), followed by that of its
-// latest one when the id was published more than once. Both are written
-// by one Lua script, atomically; in Redis Cluster, give the stream key a
+// id, holding a field "e" with the JSON of the event (its Update fields
+// and Time) and a field "i" with its update id. The hash stream+":ids"
+// maps an update id to the stream ids of its retained occurrences, oldest
+// first, so that a cursor resolves to the oldest (REC-7) without a scan.
+// Both are written by one Lua script, atomically; in Redis Cluster, give the stream key a
 // hash tag (such as "{mercure}") so that every key of the store lives in
 // the same slot.
 //
@@ -30,10 +30,15 @@
 // than a million entries added in one millisecond (or while the server's
 // clock is stepped back): Append then removes the entry and fails.
 //
-// Retention: [WithMaxLen] trims the stream approximately (XADD MAXLEN ~).
-// A hash entry may then point to a trimmed stream entry: that cursor is
-// treated as unknown (the backlog holds every retained event) until the id
-// is published again. Hash entries of trimmed events are not removed.
+// Retention: with [WithMaxLen] n, the append script trims the stream in
+// batches once it exceeds n by a slack of n/64 (at least 1, at most 1000
+// entries): like XADD MAXLEN ~, it keeps at least n entries and a little
+// more, and it removes the trimmed occurrences from the hash, so that the
+// hash stays as small as the stream. An id published more than 64 times
+// while retained has only its first and latest occurrences recorded: once
+// the first ones are trimmed, it is an unknown cursor (the backlog holds
+// every retained event: duplicates rather than a gap) until the latest is.
+// Entries an operator trims are dropped from the lists as they are met.
 package redisstore
 
 import (
@@ -59,6 +64,7 @@ const (
 	seqBits    = 20  // bits of Seq given to the sequence part of an entry id
 	replayPage = 512 // entries per XRANGE of Replay
 	readCount  = 512 // entries per XREAD of the listener feed
+	maxOcc     = 64  // occurrences of one update id recorded in the ids hash
 	maxBackoff = 5 * time.Second
 	minBackoff = 50 * time.Millisecond
 
@@ -81,8 +87,8 @@ type config struct {
 	subTTL  time.Duration
 }
 
-// WithMaxLen trims the stream to about n entries (XADD MAXLEN ~ n); n <= 0
-// means no limit (the default).
+// WithMaxLen keeps about n entries in the stream, at least n (see the
+// package documentation); n <= 0 means no limit (the default).
 func WithMaxLen(n int64) Option { return func(c *config) { c.maxLen = n } }
 
 // WithTimeout bounds each call the store makes to Redis (an append, the
@@ -135,54 +141,126 @@ type latestEvent struct {
 	id  string
 }
 
+// occLua holds the functions of both scripts for the lists of occurrences
+// kept in the ids hash: the stream ids of an update id's retained events,
+// oldest first, space-separated. A list holds at most maxOcc entries: past
+// that, the entries before the last are replaced by the gap marker "~",
+// which stands for one or more occurrences not recorded. The last entry is
+// always the latest occurrence.
+const occLua = `
+local GAP = '~'
+local function split(s)
+  local t = {}
+  for w in string.gmatch(s, '%S+') do t[#t + 1] = w end
+  return t
+end
+-- le tells whether stream id a is not after stream id b.
+local function le(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as <= bs)
+end
+-- forget removes from the head of occ the occurrences that are not after
+-- stream id upto; with upto nil, those that are no longer in the stream.
+local function forget(occ, upto)
+  local function gone(id)
+    if upto then return le(id, upto) end
+    return #redis.call('XRANGE', KEYS[1], id, id) == 0
+  end
+  while #occ > 0 do
+    if occ[1] == GAP then
+      -- Every occurrence the gap stands for is older than the next entry.
+      if #occ >= 2 and gone(occ[2]) then
+        table.remove(occ, 1)
+        table.remove(occ, 1)
+      else
+        break
+      end
+    elseif gone(occ[1]) then
+      table.remove(occ, 1)
+    else
+      break
+    end
+  end
+end
+`
+
 // appendLua adds the event unless it is a retry of the latest occurrence
-// of its id, checks that its entry id maps to a Seq, and records the id's
-// oldest retained and latest occurrences ("oldest" or "oldest latest").
+// of its id (then it returns that entry), checks that its entry id maps
+// to a Seq, and records the occurrence. Past max length + slack, it trims
+// up to 1000 of the oldest entries and their occurrences.
 //
-// KEYS: stream, ids hash. ARGV: event JSON, update id, max length (0: none).
-const appendLua = `
+// KEYS: stream, ids hash. ARGV: event JSON, update id, max length (0:
+// none), slack, maxOcc.
+const appendLua = occLua + `
+local occ = {}
 local ref = redis.call('HGET', KEYS[2], ARGV[2])
-local oldest
 if ref then
-  local first, last = string.match(ref, '^(%S+) (%S+)$')
-  if not first then first, last = ref, ref end
+  occ = split(ref)
+  local last = occ[#occ]
   local e = redis.call('XRANGE', KEYS[1], last, last)
   if #e > 0 and e[1][2][2] == ARGV[1] then return last end
-  if #redis.call('XRANGE', KEYS[1], first, first) > 0 then oldest = first end
+  forget(occ, nil) -- entries trimmed by someone else
 end
-local id
-local maxlen = tonumber(ARGV[3])
-if maxlen > 0 then
-  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'e', ARGV[1])
-else
-  id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
-end
+local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2])
 local n = tonumber(string.match(id, '-(%d+)$'))
 if n >= 1048576 then
   redis.call('XDEL', KEYS[1], id)
   return redis.error_reply('redisstore: stream id ' .. id .. ' exceeds 2^20 entries in one millisecond')
 end
-if oldest then
-  redis.call('HSET', KEYS[2], ARGV[2], oldest .. ' ' .. id)
+if #occ >= tonumber(ARGV[5]) then
+  if occ[#occ - 1] == GAP then occ[#occ] = id else occ[#occ] = GAP; occ[#occ + 1] = id end
 else
-  redis.call('HSET', KEYS[2], ARGV[2], id)
+  occ[#occ + 1] = id
+end
+redis.call('HSET', KEYS[2], ARGV[2], table.concat(occ, ' '))
+local maxlen = tonumber(ARGV[3])
+if maxlen > 0 then
+  local over = redis.call('XLEN', KEYS[1]) - maxlen
+  if over >= tonumber(ARGV[4]) then
+    local old = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', math.min(over, 1000))
+    for _, e in ipairs(old) do
+      local f = e[2]
+      for i = 1, #f - 1, 2 do
+        if f[i] == 'i' then
+          local r = redis.call('HGET', KEYS[2], f[i + 1])
+          if r then
+            local o = split(r)
+            forget(o, e[1])
+            if #o == 0 then
+              redis.call('HDEL', KEYS[2], f[i + 1])
+            else
+              redis.call('HSET', KEYS[2], f[i + 1], table.concat(o, ' '))
+            end
+          end
+        end
+      end
+    end
+    local ms, seq = string.match(old[#old][1], '^(%d+)-(%d+)$')
+    redis.call('XTRIM', KEYS[1], 'MINID', ms .. '-' .. (tonumber(seq) + 1))
+  end
 end
 return id
 `
 
 // replayLua returns the stream's last entry id and the stream id of the
-// oldest retained occurrence of ARGV[1] ("" when none), atomically.
+// oldest retained occurrence of ARGV[1] ("" when none, or when it may be
+// one the list does not record), atomically.
 //
 // KEYS: stream, ids hash. ARGV: update id, or "" for none.
-const replayLua = `
+const replayLua = occLua + `
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 local head = ''
 if #last > 0 then head = last[1][1] end
 local cursor = ''
 if ARGV[1] ~= '' then
   local ref = redis.call('HGET', KEYS[2], ARGV[1])
-  local id = ref and (string.match(ref, '^(%S+) ') or ref)
-  if id and #redis.call('XRANGE', KEYS[1], id, id) > 0 then cursor = id end
+  if ref then
+    local occ = split(ref)
+    forget(occ, nil)
+    if #occ > 0 and occ[1] ~= GAP then cursor = occ[1] end
+  end
 end
 return {head, cursor}
 `
@@ -300,7 +378,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, v, e.ID, s.cfg.maxLen).Text()
+	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc).Text()
 	if err != nil {
 		return fmt.Errorf("redisstore: append: %w", err)
 	}
@@ -377,6 +455,10 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	}
 	return b, nil
 }
+
+// slack is how far the stream may exceed its maximum length before the
+// append script trims it.
+func (s *Store) slack() int64 { return min(max(s.cfg.maxLen/64, 1), 1000) }
 
 // call runs one Redis call bounded by the store's timeout.
 func call[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {

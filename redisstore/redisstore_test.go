@@ -300,3 +300,71 @@ func TestReaderReconnects(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// appendN appends events with the given id and distinct data.
+func appendN(t *testing.T, s *redisstore.Store, id string, n int) {
+	t.Helper()
+	for i := range n {
+		e := storetest.NewEvent(id)
+		e.Data = fmt.Sprint(id, " #", i)
+		if err := s.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTrimKeepsIDsBounded checks that trimming removes the ids of the
+// trimmed events from the hash: it stays as small as the stream.
+func TestTrimKeepsIDsBounded(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key, redisstore.WithMaxLen(10))
+	defer s.Close()
+	for i := range 1000 {
+		appendN(t, s, fmt.Sprint("u", i), 1)
+	}
+	ctx := context.Background()
+	n, err := rdb.XLen(ctx, key).Result()
+	if err != nil || n < 10 || n > 11 {
+		t.Fatalf("stream length %d (%v), want 10 or 11", n, err)
+	}
+	if ids, err := rdb.HLen(ctx, key+":ids").Result(); err != nil || ids != n {
+		t.Fatalf("ids hash holds %d entries (%v) for %d events", ids, err, n)
+	}
+}
+
+// TestREC7AfterTrim: when the oldest occurrence of a reused id is
+// trimmed, the cursor resolves to the oldest retained one (REC-7), as
+// long as the store recorded it; an id published more than 64 times is
+// then unknown (a full replay rather than a gap) until all its
+// occurrences are gone, and then forgotten.
+func TestREC7AfterTrim(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key, redisstore.WithMaxLen(100)) // slack 1: one trim per append past 100
+	defer s.Close()
+	appendN(t, s, "g", 70)
+	for i := range 40 {
+		appendN(t, s, fmt.Sprint("u", i), 1)
+	}
+	// 110 appends: g #0 to #9 are trimmed; the oldest retained g is #10.
+	b, ids := storetest.ReplayIDs(t, s, "g")
+	if b.Cursor != "g" || len(ids) != 99 || ids[0] != "g" || ids[58] != "g" || ids[59] != "u0" {
+		t.Fatalf("cursor g after trimming 10 of its occurrences: Cursor %q, %d events", b.Cursor, len(ids))
+	}
+
+	for i := 40; i < 93; i++ {
+		appendN(t, s, fmt.Sprint("u", i), 1)
+	}
+	// 163 appends: the 63 recorded first occurrences are trimmed; the
+	// other retained ones (#63 to #69) are partly unrecorded.
+	b, ids = storetest.ReplayIDs(t, s, "g")
+	if b.Cursor != mercure.Earliest || len(ids) != 100 {
+		t.Fatalf("cursor g past its recorded occurrences: Cursor %q, %d events, want earliest and 100", b.Cursor, len(ids))
+	}
+
+	for i := 93; i < 100; i++ {
+		appendN(t, s, fmt.Sprint("u", i), 1)
+	}
+	if ok, err := rdb.HExists(context.Background(), key+":ids", "g").Result(); err != nil || ok {
+		t.Fatalf("id g still in the hash (%v) after all its occurrences were trimmed", err)
+	}
+}

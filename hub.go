@@ -156,13 +156,26 @@ func New(opts ...Option) (*Hub, error) {
 	}
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
-	h.unlisten = h.store.Listen(Listener{Event: h.dispatch, Status: h.feedStatus})
+	h.unlisten = h.store.Listen(Listener{Event: h.dispatch, Status: h.feedStatus, Gap: h.feedGap})
 	if ls, ok := h.store.(LatestStore); ok {
 		// Unless an event was dispatched meanwhile, which is newer.
 		latest := ls.LatestID()
 		h.lastEventID.CompareAndSwap(&earliest, &latest)
 	}
 	return h, nil
+}
+
+// feedGap ends every open stream when the store's feed skipped events: no
+// stream may go on as if it had them. Each client resumes from history.
+// It runs on the feed, before the next event is dispatched, so that no
+// queue gets an event from after the gap before its stream is ended.
+func (h *Hub) feedGap() {
+	h.life.Lock()
+	defer h.life.Unlock()
+	h.log.Warn("mercure: the store's feed skipped events dropped from history; ending the open streams so that their clients resume from history", "streams", len(h.streams))
+	for s := range h.streams {
+		s.endAfterGap()
+	}
 }
 
 // feedStatus records and logs the state of the store's live feed.

@@ -99,7 +99,8 @@ type Store interface {
 	// Listen feeds l with every event appended from now on, by any hub
 	// sharing the store, until cancel is called. A store that loses its
 	// connection reports it to l.Status and resumes after the last event
-	// it delivered, so listeners see neither a gap nor a repeat.
+	// it delivered, so that listeners see no repeat, and no gap unless it
+	// calls l.Gap.
 	Listen(l Listener) (cancel func())
 }
 
@@ -114,6 +115,11 @@ type Listener struct {
 	// events appended meanwhile are passed to Event. The store retries
 	// on its own; Status only reports.
 	Status func(err error)
+	// Gap, if not nil, is called when the feed skips events: they were
+	// dropped from history before the store could pass them on (a feed
+	// cut off, or lagging, for longer than retention covers), or the
+	// store lost its data. It is called before the next event is passed.
+	Gap func()
 }
 
 // LatestStore is implemented by stores whose history outlives a hub (a
@@ -136,8 +142,13 @@ type SubscriptionStore interface {
 	Store
 	// UpdateSubscriptions records changes of this hub's subscriptions, in
 	// order: one whose Active is true is added (or replaced), one whose
-	// Active is false is removed. It must not block on the network.
-	UpdateSubscriptions(subs []Subscription)
+	// Active is false is removed. It returns once every hub sharing the
+	// store lists the changes, or with an error (ctx's, or the store's,
+	// which then keeps them and applies them when it can). The hub calls
+	// it before it appends a subscription's start event and before its
+	// end event, so that no hub dispatches an event that its listing
+	// contradicts (ACT-17).
+	UpdateSubscriptions(ctx context.Context, subs []Subscription) error
 	// Subscriptions returns the active subscriptions of every hub sharing
 	// the store, in any order. Those of a hub that stopped without
 	// removing them must expire.

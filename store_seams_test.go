@@ -266,9 +266,12 @@ type sharedSubsStore struct {
 	active  map[string]mercure.Subscription
 	others  []mercure.Subscription
 	err     error
+	// misordered lists the subscriptions whose event came before the
+	// listing changed.
+	misordered []string
 }
 
-func (s *sharedSubsStore) UpdateSubscriptions(subs []mercure.Subscription) {
+func (s *sharedSubsStore) UpdateSubscriptions(_ context.Context, subs []mercure.Subscription) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.updates = append(s.updates, slices.Clone(subs))
@@ -279,6 +282,25 @@ func (s *sharedSubsStore) UpdateSubscriptions(subs []mercure.Subscription) {
 			delete(s.active, sub.ID)
 		}
 	}
+	return nil
+}
+
+// Append checks that the store lists a subscription before its start
+// event, and no longer lists it before its end event (ACT-17 across
+// instances: no hub may dispatch an event its listing contradicts).
+func (s *sharedSubsStore) Append(ctx context.Context, e *mercure.Event) error {
+	if e.Type == "mercure" {
+		var doc mercure.Subscription
+		if err := json.Unmarshal([]byte(e.Data), &doc); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if _, listed := s.active[doc.ID]; listed != doc.Active {
+			s.misordered = append(s.misordered, doc.ID)
+		}
+		s.mu.Unlock()
+	}
+	return s.MemoryStore.Append(ctx, e)
 }
 
 func (s *sharedSubsStore) Subscriptions(ctx context.Context) ([]mercure.Subscription, error) {
@@ -437,6 +459,21 @@ func TestSubscriptionStore(t *testing.T) {
 		t.Fatalf("after the stream ended: %q, %v", subIDs(subs), err)
 	}
 
+	// Each event came after the listing changed: start and end (ACT-17).
+	deadline = time.Now().Add(10 * time.Second)
+	for endEvents(t, store.MemoryStore) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the end events never reached the store")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	store.mu.Lock()
+	misordered := store.misordered
+	store.mu.Unlock()
+	if len(misordered) > 0 {
+		t.Fatalf("events appended before the listing changed: %q", misordered)
+	}
+
 	// The store's listing fails: so do Hub.Subscriptions and the API.
 	errDown := errors.New("store down")
 	store.setErr(errDown)
@@ -451,7 +488,9 @@ func TestSubscriptionStore(t *testing.T) {
 
 type emptySubsStore struct{ *mercure.MemoryStore }
 
-func (emptySubsStore) UpdateSubscriptions([]mercure.Subscription) {}
+func (emptySubsStore) UpdateSubscriptions(context.Context, []mercure.Subscription) error {
+	return nil
+}
 func (emptySubsStore) Subscriptions(context.Context) ([]mercure.Subscription, error) {
 	return nil, nil // no subscription anywhere
 }
@@ -478,5 +517,83 @@ func TestACT16_EmptyCollectionFromStore(t *testing.T) {
 				t.Fatalf("%d %s, want an empty array", status, body)
 			}
 		})
+	}
+}
+
+// endEvents counts the subscription end events in s.
+func endEvents(t *testing.T, s *mercure.MemoryStore) int {
+	t.Helper()
+	b, err := s.Replay(context.Background(), mercure.Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for e, err := range b.Events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == "mercure" && strings.Contains(e.Data, `"active":false`) {
+			n++
+		}
+	}
+	return n
+}
+
+// gap tells the hub that the feed skipped the held events, then feeds the
+// events that follow, as a store does when retention dropped what its
+// feed missed (see mercure.Listener.Gap).
+func (f *feedStore) gap(next ...*mercure.Event) {
+	f.mu.Lock()
+	l := f.l
+	f.down, f.held = false, nil
+	f.mu.Unlock()
+	l.Gap()
+	for _, e := range next {
+		l.Event(e)
+	}
+}
+
+// A feed that skipped events ends every open stream before it passes the
+// next event: the client resumes from its Last-Event-ID and gets what it
+// missed from history, never an event from after the gap first.
+func TestFeedGap(t *testing.T) {
+	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	th := newTestHub(t, mercure.WithStore(store))
+	s := th.subscribe("match=x")
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
+	if ev := s.next(t); ev.ID != "a" {
+		t.Fatalf("first event %q", ev.ID)
+	}
+	store.mu.Lock()
+	store.down = true // the feed misses b and c
+	store.mu.Unlock()
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "b"})
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "c"})
+	store.mu.Lock()
+	after := store.held[1]
+	store.mu.Unlock()
+	store.gap(after) // b was dropped; c follows the gap
+
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end after the gap")
+	}
+	if s.err != nil {
+		t.Fatalf("the stream did not end cleanly: %v", s.err)
+	}
+	select {
+	case ev := <-s.events:
+		t.Fatalf("the stream sent %q after the gap", ev.ID)
+	default:
+	}
+	if n := th.Stats().Overflows; n != 0 {
+		t.Fatalf("the gap counted as %d overflows", n)
+	}
+	resumed := th.subscribe("match=x", "Last-Event-ID", "a")
+	for _, want := range []string{"b", "c"} {
+		if ev := resumed.next(t); ev.ID != want {
+			t.Fatalf("resumed stream sent %q, want %q", ev.ID, want)
+		}
 	}
 }

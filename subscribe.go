@@ -97,10 +97,11 @@ type stream struct {
 	mu         sync.Mutex
 	queue      []*Event
 	queueBytes int
-	overflowed bool
+	overflowed bool // the queue overflowed, or the feed skipped events (gap)
+	gap        bool
 	ready      chan struct{} // signalled when queue becomes non-empty
 	urgent     chan struct{} // with a write delay: signalled when the queue is half full
-	kicked     chan struct{} // closed when the queue overflowed
+	kicked     chan struct{} // closed when overflowed is set
 	aborted    bool          // writes are cut: the deadline stays in the past
 	finished   bool          // the handler has returned: no more aborts
 }
@@ -385,7 +386,12 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			keepAlive.Reset(h.cfg.keepAlive)
 			continue
 		case <-s.kicked:
-			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+			s.mu.Lock()
+			gap := s.gap
+			s.mu.Unlock()
+			if !gap {
+				h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+			}
 			return
 		case <-expired:
 			return
@@ -449,6 +455,21 @@ func (s *stream) extendDeadline(d time.Time) error {
 }
 
 func (s *stream) flush() error { return s.rc.Flush() }
+
+// endAfterGap ends s because the store's feed skipped events s would
+// have had: its queue may hold events from after the gap, which must not
+// reach the client before the missed ones. The client resumes from its
+// last event with Last-Event-ID and gets what history still holds.
+func (s *stream) endAfterGap() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overflowed {
+		return
+	}
+	s.overflowed, s.gap = true, true
+	s.queue, s.queueBytes = nil, 0
+	close(s.kicked)
+}
 
 // open registers s, enforcing the connection limits (SUB-12). It returns a
 // non-zero status when s is refused.

@@ -99,7 +99,7 @@ func (h *Hub) subscriptionsStarted(ctx context.Context, s *stream) {
 		h.subscriptions.active[doc] = struct{}{}
 	}
 	h.subscriptions.mu.Unlock()
-	h.shareSubscriptions(s.subscriptions, true)
+	h.shareSubscriptions(ctx, s.subscriptions, true)
 	for _, doc := range s.subscriptions {
 		h.publishSubscriptionEvent(ctx, *doc)
 	}
@@ -116,9 +116,9 @@ func (h *Hub) subscriptionsEnded(s *stream) {
 		delete(h.subscriptions.active, doc)
 	}
 	h.subscriptions.mu.Unlock()
-	h.shareSubscriptions(s.subscriptions, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	h.shareSubscriptions(ctx, s.subscriptions, false)
 	for _, doc := range s.subscriptions {
 		ended := *doc
 		ended.Active = false
@@ -127,8 +127,8 @@ func (h *Hub) subscriptionsEnded(s *stream) {
 }
 
 // shareSubscriptions tells a [SubscriptionStore] that docs started
-// (active) or ended.
-func (h *Hub) shareSubscriptions(docs []*Subscription, active bool) {
+// (active) or ended, and waits until every hub lists the change.
+func (h *Hub) shareSubscriptions(ctx context.Context, docs []*Subscription, active bool) {
 	ss, ok := h.store.(SubscriptionStore)
 	if !ok {
 		return
@@ -138,7 +138,11 @@ func (h *Hub) shareSubscriptions(docs []*Subscription, active bool) {
 		subs[i] = *doc
 		subs[i].Active = active
 	}
-	ss.UpdateSubscriptions(subs)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := ss.UpdateSubscriptions(ctx, subs); err != nil {
+		h.log.Warn("mercure: sharing subscriptions", "error", err)
+	}
 }
 
 // publishSubscriptionEvent publishes a subscription's event through the

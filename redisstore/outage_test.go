@@ -491,3 +491,196 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHungRedis pauses Redis (it accepts nothing and answers nothing, as
+// a hung process or a dropped network): with ContextTimeoutEnabled, Append
+// fails within WithTimeout, the feed reports the outage within about a
+// second past its block, Close returns promptly, and all recovers when
+// Redis does.
+func TestHungRedis(t *testing.T) {
+	srv := redistest.Start(t, false)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s := open(t, rdb, "mercure", redisstore.WithTimeout(300*time.Millisecond))
+	f := listen(t, s)
+	srv.Pause()
+	defer srv.Resume()
+	start := time.Now()
+	if err := s.Append(context.Background(), storetest.NewEvent("x")); err == nil {
+		t.Fatal("Append succeeded on a paused Redis")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Append took %v with WithTimeout(300ms)", d)
+	}
+	f.wantStatus(t, true, 3*time.Second)
+	srv.Resume()
+	f.wantStatus(t, false, 10*time.Second)
+	if err := s.Append(context.Background(), storetest.NewEvent("y")); err != nil {
+		t.Fatal(err)
+	}
+	f.wantEvents(t, "y")
+
+	srv.Pause()
+	time.Sleep(50 * time.Millisecond) // the feed is in a read
+	start = time.Now()
+	s.Close()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Close took %v on a paused Redis", d)
+	}
+}
+
+// cutProxy forwards TCP connections to Redis until cut, which closes them
+// all and refuses new ones until mend: a network partition between one
+// instance and Redis, while the others go on.
+type cutProxy struct {
+	addr, target string
+	mu           sync.Mutex
+	l            net.Listener
+	conns        []net.Conn
+	wg           sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	p := &cutProxy{addr: "127.0.0.1:0", target: target}
+	p.mend(t)
+	t.Cleanup(func() { p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *cutProxy) mend(t *testing.T) {
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.l, p.addr = l, l.Addr().String()
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
+			go func() { defer p.wg.Done(); io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		p.l.Close()
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestGapAfterTrimDuringOutage cuts one store off Redis while another
+// appends more than the retention holds: when the feed is back, it
+// reports the gap before it passes the retained events, instead of
+// skipping the trimmed ones silently.
+func TestGapAfterTrimDuringOutage(t *testing.T) {
+	admin, key := client(t)
+	proxy := newCutProxy(t, admin.Options().Addr)
+	rdbA := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	defer rdbA.Close()
+	a := open(t, rdbA, key, redisstore.WithMaxLen(10), redisstore.WithTimeout(time.Second))
+	defer a.Close()
+	b := open(t, admin, key, redisstore.WithMaxLen(10))
+	defer b.Close()
+	var (
+		mu  sync.Mutex
+		log []string // events and gaps, in the order the listener saw them
+	)
+	status := make(chan error, 10)
+	defer a.Listen(mercure.Listener{
+		Event:  func(e *mercure.Event) { mu.Lock(); log = append(log, e.ID); mu.Unlock() },
+		Status: func(err error) { status <- err },
+		Gap:    func() { mu.Lock(); log = append(log, "GAP"); mu.Unlock() },
+	})()
+	ctx := context.Background()
+	if err := b.Append(ctx, storetest.NewEvent("before")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first event", func() bool { mu.Lock(); defer mu.Unlock(); return len(log) == 1 })
+
+	proxy.cut()
+	if err := <-status; err == nil {
+		t.Fatal("feed reported recovery, want the outage")
+	}
+	for i := range 30 {
+		if err := b.Append(ctx, storetest.NewEvent(fmt.Sprint("e", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.mend(t)
+	select {
+	case err := <-status:
+		if err != nil {
+			t.Fatalf("feed status %v, want recovery", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the feed did not recover")
+	}
+	waitFor(t, "the last event", func() bool { mu.Lock(); defer mu.Unlock(); return log[len(log)-1] == "e29" })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(log) < 3 || log[0] != "before" || log[1] != "GAP" || log[2] == "e0" {
+		t.Fatalf("listener saw %q, want before, GAP, then the retained events", log)
+	}
+	var first int
+	fmt.Sscanf(log[2], "e%d", &first)
+	for i, id := range log[2:] {
+		if id != fmt.Sprint("e", first+i) {
+			t.Fatalf("listener saw %q, want consecutive events after the gap", log)
+		}
+	}
+}
+
+// TestNoGapWhenNothingWasTrimmed: an outage during which nothing is
+// trimmed reports no gap.
+func TestNoGapWhenNothingWasTrimmed(t *testing.T) {
+	admin, key := client(t)
+	proxy := newCutProxy(t, admin.Options().Addr)
+	rdbA := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	defer rdbA.Close()
+	a := open(t, rdbA, key, redisstore.WithMaxLen(100), redisstore.WithTimeout(time.Second))
+	defer a.Close()
+	b := open(t, admin, key, redisstore.WithMaxLen(100))
+	defer b.Close()
+	gaps := make(chan struct{}, 10)
+	f := &feed{events: make(chan string, 100), status: make(chan error, 10)}
+	defer a.Listen(mercure.Listener{
+		Event:  func(e *mercure.Event) { f.events <- e.ID },
+		Status: func(err error) { f.status <- err },
+		Gap:    func() { gaps <- struct{}{} },
+	})()
+	proxy.cut()
+	f.wantStatus(t, true, 5*time.Second)
+	for _, id := range []string{"p", "q"} {
+		if err := b.Append(context.Background(), storetest.NewEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.mend(t)
+	f.wantStatus(t, false, 10*time.Second)
+	f.wantEvents(t, "p", "q")
+	if len(gaps) > 0 {
+		t.Fatal("gap reported though nothing was trimmed")
+	}
+}

@@ -1,28 +1,38 @@
 // Package redisstore is a [mercure.Store] on a Redis stream, shared by
 // every hub (in any number of processes) that uses the same stream key: it
-// lets several application instances act as one Mercure hub.
+// lets several application instances act as one Mercure hub. It needs
+// Redis 5 or later (Lua scripting and streams).
 //
 // Layout: each event is one entry of the stream, with an auto-generated
 // id, holding a field "e" with the JSON of the event (its Update fields
-// and Time) and a field "i" with its update id. The hash stream+":ids"
-// maps an update id to the stream ids of its retained occurrences, oldest
-// first, so that a cursor resolves to the oldest (REC-7) without a scan.
-// Both are written by one Lua script, atomically; in Redis Cluster, give the stream key a
-// hash tag (such as "{mercure}") so that every key of the store lives in
-// the same slot.
+// and Time), a field "i" with its update id and a field "n" with its
+// number in the stream, from the counter stream+":n". The hash
+// stream+":ids" maps an update id to the stream ids of its retained
+// occurrences, oldest first, so that a cursor resolves to the oldest
+// (REC-7) without a scan. All are written by one Lua script, atomically.
+// In Redis Cluster, give the stream key a hash tag (such as "{mercure}")
+// so that every key of the store lives in the same slot. The shared
+// subscriptions use more keys (see [Store.UpdateSubscriptions]).
 //
 // Appends are idempotent: a command that go-redis retries after a lost
 // reply finds its event already recorded (the latest occurrence of its id,
 // byte for byte with the same Time) and returns that entry rather than
 // adding a second one. Client retries are therefore safe, and useful: they
-// ride over a dropped connection.
+// ride over a dropped connection. (Only the latest occurrence is checked:
+// a retry that lands after another append of the same id, from another
+// hub, records it again.)
 //
-// Outages: each call to Redis is bounded by [WithTimeout], so Append fails
-// rather than hang while Redis is unreachable (the hub answers 503), and
-// the feed reports the outage to its listeners (see [mercure.Listener])
-// and resumes after the last entry it delivered. With a Redis that
-// persists its data (appendonly yes, appendfsync always for no loss at
-// all), a restart loses nothing that Append acknowledged.
+// Outages: each call to Redis is bounded by [WithTimeout], so that Append
+// fails rather than hang while Redis is unreachable (the hub answers 503).
+// Create the client with ContextTimeoutEnabled: true: go-redis otherwise
+// ignores deadlines on reads and writes, and a Redis that stops answering
+// (paused, or behind a dropped network) holds each call for the client's
+// read timeout and each read of the feed for 10 s. The feed reports the
+// outage to its listeners (see [mercure.Listener]) and resumes after the
+// last entry it delivered; if entries were trimmed meanwhile, it tells
+// them of the gap. With a Redis that persists its data (appendonly yes,
+// appendfsync always for no loss at all), a restart loses nothing that
+// Append acknowledged.
 //
 // Seq: the stream entry id "ms-n" maps to ms<<20 | n. It fits in 64 bits
 // for any millisecond time before the year 2527, and it is strictly
@@ -31,13 +41,13 @@
 // clock is stepped back): Append then removes the entry and fails.
 //
 // Retention: with [WithMaxLen] n, the append script trims the stream in
-// batches once it exceeds n by a slack of n/64 (at least 1, at most 1000
+// batches once it exceeds n by a slack of n/64 (at least 1, at most 100
 // entries): like XADD MAXLEN ~, it keeps at least n entries and a little
 // more, and it removes the trimmed occurrences from the hash, so that the
-// hash stays as small as the stream. An id published more than 64 times
-// while retained has only its first and latest occurrences recorded: once
-// the first ones are trimmed, it is an unknown cursor (the backlog holds
-// every retained event: duplicates rather than a gap) until the latest is.
+// hash stays as small as the stream. Past 64 retained occurrences of one
+// id, only the first 63 and the latest are recorded: once those first ones
+// are trimmed, the id is an unknown cursor (the backlog holds every
+// retained event: duplicates rather than a gap) until the latest is.
 // Entries an operator trims are dropped from the lists as they are met.
 package redisstore
 
@@ -107,6 +117,7 @@ func WithTimeout(d time.Duration) Option {
 type Store struct {
 	rdb          redis.UniversalClient
 	stream, ids  string
+	counter      string // numbers the entries, so that the feed sees gaps
 	cfg          config
 	appendScript *redis.Script
 	replayScript *redis.Script
@@ -143,10 +154,9 @@ type latestEvent struct {
 
 // occLua holds the functions of both scripts for the lists of occurrences
 // kept in the ids hash: the stream ids of an update id's retained events,
-// oldest first, space-separated. A list holds at most maxOcc entries: past
-// that, the entries before the last are replaced by the gap marker "~",
-// which stands for one or more occurrences not recorded. The last entry is
-// always the latest occurrence.
+// oldest first, space-separated. Past maxOcc occurrences, a list holds
+// the first maxOcc-1, the gap marker "~", which stands for one or more
+// occurrences not recorded, and the latest, which is always last.
 const occLua = `
 local GAP = '~'
 local function split(s)
@@ -187,12 +197,12 @@ end
 `
 
 // appendLua adds the event unless it is a retry of the latest occurrence
-// of its id (then it returns that entry), checks that its entry id maps
-// to a Seq, and records the occurrence. Past max length + slack, it trims
-// up to 1000 of the oldest entries and their occurrences.
+// of its id (then it returns that entry), numbers it, checks that its
+// entry id maps to a Seq, and records the occurrence. Past max length +
+// slack, it trims up to 100 of the oldest entries and their occurrences.
 //
-// KEYS: stream, ids hash. ARGV: event JSON, update id, max length (0:
-// none), slack, maxOcc.
+// KEYS: stream, ids hash, counter. ARGV: event JSON, update id, max length
+// (0: none), slack, maxOcc.
 const appendLua = occLua + `
 local occ = {}
 local ref = redis.call('HGET', KEYS[2], ARGV[2])
@@ -203,10 +213,11 @@ if ref then
   if #e > 0 and e[1][2][2] == ARGV[1] then return last end
   forget(occ, nil) -- entries trimmed by someone else
 end
-local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2])
-local n = tonumber(string.match(id, '-(%d+)$'))
-if n >= 1048576 then
+local n = redis.call('INCR', KEYS[3])
+local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2], 'n', n)
+if tonumber(string.match(id, '-(%d+)$')) >= 1048576 then
   redis.call('XDEL', KEYS[1], id)
+  redis.call('DECR', KEYS[3])
   return redis.error_reply('redisstore: stream id ' .. id .. ' exceeds 2^20 entries in one millisecond')
 end
 if #occ >= tonumber(ARGV[5]) then
@@ -217,9 +228,10 @@ end
 redis.call('HSET', KEYS[2], ARGV[2], table.concat(occ, ' '))
 local maxlen = tonumber(ARGV[3])
 if maxlen > 0 then
-  local over = redis.call('XLEN', KEYS[1]) - maxlen
+  local len = redis.call('XLEN', KEYS[1])
+  local over = len - maxlen
   if over >= tonumber(ARGV[4]) then
-    local old = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', math.min(over, 1000))
+    local old = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', math.min(over, 100))
     for _, e in ipairs(old) do
       local f = e[2]
       for i = 1, #f - 1, 2 do
@@ -237,8 +249,7 @@ if maxlen > 0 then
         end
       end
     end
-    local ms, seq = string.match(old[#old][1], '^(%d+)-(%d+)$')
-    redis.call('XTRIM', KEYS[1], 'MINID', ms .. '-' .. (tonumber(seq) + 1))
+    redis.call('XTRIM', KEYS[1], 'MAXLEN', len - #old) -- exactly the entries read
   end
 end
 return id
@@ -284,6 +295,7 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 		rdb:          client,
 		stream:       stream,
 		ids:          stream + ":ids",
+		counter:      stream + ":n",
 		cfg:          cfg,
 		appendScript: redis.NewScript(appendLua),
 		replayScript: redis.NewScript(replayLua),
@@ -294,32 +306,39 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	s.presence.init(s)
 	// The feed starts after the last entry now: reading from "$" in each
 	// XREAD would miss the entries added between two reads.
-	last, err := s.lastEntry(ctx)
+	last, n, err := s.lastEntry(ctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s.wg.Add(1)
-	go s.readLoop(last)
+	go s.readLoop(last, n)
 	return s, nil
 }
 
 // lastEntry returns the id of the stream's last entry, "0-0" when empty,
-// and records its event as the latest.
-func (s *Store) lastEntry(ctx context.Context) (string, error) {
+// and its number (0 if none), and records its event as the latest.
+func (s *Store) lastEntry(ctx context.Context) (id string, n uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	msgs, err := s.rdb.XRevRangeN(ctx, s.stream, "+", "-", 1).Result()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if len(msgs) == 0 {
-		return "0-0", nil
+		return "0-0", 0, nil
 	}
 	if e, err := decode(msgs[0]); err == nil {
 		s.seen(e.Seq, e.ID)
 	}
-	return msgs[0].ID, nil
+	return msgs[0].ID, number(msgs[0]), nil
+}
+
+// number returns an entry's number, 0 if it has none.
+func number(m redis.XMessage) uint64 {
+	v, _ := m.Values["n"].(string)
+	n, _ := strconv.ParseUint(v, 10, 64)
+	return n
 }
 
 // seen records an event as the latest if it is.
@@ -378,7 +397,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc).Text()
+	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.counter}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc).Text()
 	if err != nil {
 		return fmt.Errorf("redisstore: append: %w", err)
 	}
@@ -458,7 +477,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 
 // slack is how far the stream may exceed its maximum length before the
 // append script trims it.
-func (s *Store) slack() int64 { return min(max(s.cfg.maxLen/64, 1), 1000) }
+func (s *Store) slack() int64 { return min(max(s.cfg.maxLen/64, 1), 100) }
 
 // call runs one Redis call bounded by the store's timeout.
 func call[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
@@ -488,17 +507,24 @@ func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
 }
 
 // readLoop feeds the listeners from the stream, starting after the entry
-// id last. On errors it retries with backoff and resumes after the last
-// entry it delivered.
-func (s *Store) readLoop(last string) {
+// id last, numbered n. On errors it retries with backoff and resumes
+// after the last entry it delivered. Numbers that do not follow each other
+// reveal entries trimmed before the loop could read them, or a stream that
+// Redis lost: the listeners are told of the gap.
+func (s *Store) readLoop(last string, n uint64) {
 	defer s.wg.Done()
 	backoff := minBackoff
 	for !s.closed() {
-		res, err := s.rdb.XRead(s.ctx, &redis.XReadArgs{
+		// A read that outlasts its block by a second means Redis stopped
+		// answering (with ContextTimeoutEnabled; go-redis waits 10 s more
+		// otherwise).
+		ctx, cancel := context.WithTimeout(s.ctx, block+time.Second)
+		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{
 			Streams: []string{s.stream, last},
 			Count:   readCount,
 			Block:   block,
 		}).Result()
+		cancel()
 		if errors.Is(err, redis.Nil) {
 			backoff = minBackoff
 			s.setFeedErr(nil)
@@ -522,6 +548,12 @@ func (s *Store) readLoop(last string) {
 		for _, st := range res {
 			for _, m := range st.Messages {
 				last = m.ID
+				if next := number(m); next != 0 {
+					if n != 0 && next != n+1 {
+						s.reportGap()
+					}
+					n = next
+				}
 				e, err := decode(m)
 				if err != nil {
 					// An entry written by something else than a Store:
@@ -546,6 +578,17 @@ func (s *Store) setFeedErr(err error) {
 	for l := range s.listeners {
 		if l.Status != nil {
 			l.Status(err)
+		}
+	}
+}
+
+// reportGap tells the listeners that the feed skipped entries.
+func (s *Store) reportGap() {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	for l := range s.listeners {
+		if l.Gap != nil {
+			l.Gap()
 		}
 	}
 }

@@ -37,7 +37,7 @@ func client(t *testing.T) (*redis.Client, string) {
 		t.Fatalf("Redis at %s: %v", addr, err)
 	}
 	key := fmt.Sprintf("mercure-test:%d:%d:%d", os.Getpid(), time.Now().UnixNano(), keyN.Add(1))
-	t.Cleanup(func() { rdb.Del(context.Background(), key, key+":ids") })
+	t.Cleanup(func() { rdb.Del(context.Background(), key, key+":ids", key+":n") })
 	return rdb, key
 }
 

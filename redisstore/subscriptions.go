@@ -57,9 +57,9 @@ return out
 `
 
 // presence shares a store's active subscriptions in Redis. Changes are
-// written in the background, batched, so that a stream never waits for
-// Redis; the store keeps its own set in memory, rewrites it whenever Redis
-// may have lost it, and lists it from memory.
+// written by one background writer, batched: concurrent callers share a
+// transaction. The store keeps its own set in memory, rewrites it whenever
+// Redis may have lost it, and lists it from memory.
 type presence struct {
 	s          *Store
 	name       string // this store's name in the set
@@ -72,6 +72,11 @@ type presence struct {
 	resync  bool              // rewrite the whole hash at the next write
 	started bool              // the writer runs
 	wake    chan struct{}
+	gen     uint64 // counts the calls of UpdateSubscriptions
+	written uint64 // the gen whose changes Redis has
+	failed  uint64 // the gen whose write failed last, with failErr
+	failErr error
+	flushed chan struct{} // closed, and replaced, after each write
 }
 
 func (p *presence) init(s *Store) {
@@ -83,19 +88,27 @@ func (p *presence) init(s *Store) {
 	p.local = make(map[string][]byte)
 	p.changed = make(map[string]bool)
 	p.wake = make(chan struct{}, 1)
+	p.flushed = make(chan struct{})
 }
 
 // UpdateSubscriptions records changes of the subscriptions of the hub
 // using the store: an active one is added (or replaced), an inactive one
-// removed. It implements [mercure.SubscriptionStore]; it does not wait
-// for Redis: a background writer sends the changes in batches, and keeps
-// them visible to every store on the stream while this one lives.
-func (s *Store) UpdateSubscriptions(subs []mercure.Subscription) {
+// removed. It implements [mercure.SubscriptionStore]: it returns once
+// Redis has the changes, with those of concurrent callers in one
+// transaction, or with the error of that write, or when ctx ends. The
+// store keeps the changes in any case, retries, and keeps them visible to
+// every store on the stream while this one lives (see
+// [WithSubscriptionTTL]).
+//
+// Keys: the set stream+":hubs" names the stores sharing subscriptions;
+// the hash stream+":subs:"+name of each holds its subscriptions' JSON and
+// expires unless its store refreshes it.
+func (s *Store) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscription) error {
 	p := &s.presence
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if s.closed() {
-		return
+		p.mu.Unlock()
+		return ErrClosed
 	}
 	for _, sub := range subs {
 		if sub.Active {
@@ -109,6 +122,8 @@ func (s *Store) UpdateSubscriptions(subs []mercure.Subscription) {
 		}
 		p.changed[sub.ID] = sub.Active
 	}
+	p.gen++
+	gen := p.gen
 	if !p.started {
 		p.started = true
 		s.wg.Add(1)
@@ -118,6 +133,25 @@ func (s *Store) UpdateSubscriptions(subs []mercure.Subscription) {
 	case p.wake <- struct{}{}:
 	default:
 	}
+	for p.written < gen {
+		if p.failed >= gen {
+			err := p.failErr
+			p.mu.Unlock()
+			return fmt.Errorf("redisstore: sharing subscriptions: %w", err)
+		}
+		flushed := p.flushed
+		p.mu.Unlock()
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return ErrClosed
+		}
+		p.mu.Lock()
+	}
+	p.mu.Unlock()
+	return nil
 }
 
 // Subscriptions returns the active subscriptions of every store on the
@@ -190,7 +224,7 @@ func (p *presence) writer() {
 // lost it, and refreshes the expiry, in one transaction.
 func (p *presence) write() error {
 	p.mu.Lock()
-	resync, changed := p.resync, p.changed
+	gen, resync, changed := p.gen, p.resync, p.changed
 	var all map[string][]byte
 	if resync {
 		all = maps.Clone(p.local)
@@ -210,9 +244,12 @@ func (p *presence) write() error {
 
 	s := p.s
 	ttl := s.cfg.subTTL
-	var expire *redis.BoolCmd
+	var existed *redis.BoolCmd
 	_, err := call(s, s.ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			// First: whether the hash was still there, before the
+			// changes recreate it.
+			existed = pipe.PExpire(ctx, p.hash, ttl)
 			if resync {
 				pipe.Del(ctx, p.hash)
 				for id, b := range all {
@@ -226,7 +263,7 @@ func (p *presence) write() error {
 					pipe.HDel(ctx, p.hash, del...)
 				}
 			}
-			expire = pipe.PExpire(ctx, p.hash, ttl)
+			pipe.PExpire(ctx, p.hash, ttl)
 			pipe.SAdd(ctx, p.set, p.name)
 			return nil
 		})
@@ -239,21 +276,25 @@ func (p *presence) write() error {
 				p.changed[id] = active
 			}
 		}
+		p.failed, p.failErr = gen, err
+		close(p.flushed)
+		p.flushed = make(chan struct{})
 		p.mu.Unlock()
 		return err
 	}
-	if !resync && !expire.Val() {
-		// The hash expired (or Redis restarted): rewrite it now, if this
-		// store still has subscriptions.
-		p.mu.Lock()
-		if len(p.local) > 0 {
-			p.resync = true
-			select {
-			case p.wake <- struct{}{}:
-			default:
-			}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.written = max(p.written, gen)
+	close(p.flushed)
+	p.flushed = make(chan struct{})
+	if !resync && !existed.Val() && len(p.local) > len(set)/2 {
+		// The hash was gone (expired, or Redis lost it) while this store
+		// had subscriptions besides those just written: rewrite it now.
+		p.resync = true
+		select {
+		case p.wake <- struct{}{}:
+		default:
 		}
-		p.mu.Unlock()
 	}
 	return nil
 }

@@ -115,3 +115,68 @@ func TestSharedSubscriptionsWithdrawn(t *testing.T) {
 	}
 	var _ mercure.SubscriptionStore = a.store
 }
+
+// TestSharedSubscriptionsRewrittenAfterLoss: Redis restarts empty and the
+// first write after it adds a subscription: the store notices that the
+// others were lost with the hash and writes them again.
+func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
+	srv := redistest.Start(t, false)
+	const ttl = 900 * time.Millisecond
+	mk := func() *redisstore.Store {
+		s := open(t, srv.Client(), "m", redisstore.WithSubscriptionTTL(ttl), redisstore.WithTimeout(time.Second))
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	ids := func(s *redisstore.Store) []string {
+		subs, err := s.Subscriptions(context.Background())
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, x := range subs {
+			out = append(out, x.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	ctx := context.Background()
+	a, b := mk(), mk()
+	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "old", Active: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(b); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("B lists %q once A's update returned, want [old]", got)
+	}
+	srv.Restart()
+	waitFor(t, "Redis to answer", func() bool { return ids(b) != nil })
+	for a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "new", Active: true}}) != nil {
+		time.Sleep(10 * time.Millisecond) // the first attempt may meet a closed connection
+	}
+	waitFor(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
+}
+
+// TestUpdateSubscriptionsFailsFast: while Redis is down, the update
+// returns the write's error instead of waiting for its context; the
+// change is kept and written once Redis is back.
+func TestUpdateSubscriptionsFailsFast(t *testing.T) {
+	srv := redistest.Start(t, false)
+	a := open(t, srv.Client(), "m", redisstore.WithTimeout(time.Second))
+	defer a.Close()
+	b := open(t, srv.Client(), "m")
+	defer b.Close()
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "s", Active: true}}); err == nil {
+		t.Fatal("UpdateSubscriptions succeeded with Redis down")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("UpdateSubscriptions took %v to fail", d)
+	}
+	srv.Start()
+	waitFor(t, "B to list the kept change", func() bool {
+		subs, err := b.Subscriptions(context.Background())
+		return err == nil && len(subs) == 1 && subs[0].ID == "s"
+	})
+}

@@ -95,27 +95,6 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		mercure.WithLogger(log),
 		mercure.WithWriteDelay(*writeDelay),
 	}
-	var closeStore func() error
-	switch {
-	case *storeSpec == "memory":
-		opts = append(opts, mercure.WithHistory(*history))
-	case strings.HasPrefix(*storeSpec, "bolt:") && len(*storeSpec) > len("bolt:"):
-		st, err := boltstore.Open(strings.TrimPrefix(*storeSpec, "bolt:"), boltstore.WithMaxEvents(max(*history, 1)))
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, mercure.WithStore(st))
-		closeStore = st.Close
-	case strings.HasPrefix(*storeSpec, "redis://") || strings.HasPrefix(*storeSpec, "rediss://"):
-		st, closeFn, err := openRedis(*storeSpec, int64(max(*history, 1)))
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, mercure.WithStore(st))
-		closeStore = closeFn
-	default:
-		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH or redis://HOST:PORT/DB", *storeSpec)
-	}
 	if *issuer != "" {
 		iss := mercure.Issuer{ID: *issuer}
 		var err error
@@ -144,6 +123,28 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	if *insecurePublish {
 		log.Warn("publishing without a token is enabled: anyone who can reach this hub can publish")
 		opts = append(opts, mercure.WithInsecurePublishing())
+	}
+	// The store last: nothing can fail between its opening and the hub's.
+	var closeStore func() error
+	switch {
+	case *storeSpec == "memory":
+		opts = append(opts, mercure.WithHistory(*history))
+	case strings.HasPrefix(*storeSpec, "bolt:") && len(*storeSpec) > len("bolt:"):
+		st, err := boltstore.Open(strings.TrimPrefix(*storeSpec, "bolt:"), boltstore.WithMaxEvents(max(*history, 1)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = st.Close
+	case strings.HasPrefix(*storeSpec, "redis://") || strings.HasPrefix(*storeSpec, "rediss://"):
+		st, closeFn, err := openRedis(*storeSpec, int64(max(*history, 1)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = closeFn
+	default:
+		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH or redis://HOST:PORT/DB", *storeSpec)
 	}
 	hub, err := mercure.New(opts...)
 	if err != nil {
@@ -208,6 +209,9 @@ func openRedis(spec string, maxLen int64) (*redisstore.Store, func() error, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
 	}
+	// Deadlines on reads and writes, so that a Redis that stops answering
+	// fails calls within the store's timeout (see package redisstore).
+	ropts.ContextTimeoutEnabled = true
 	client := redis.NewClient(ropts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -279,7 +279,7 @@ func TestStandalone_RedisStore(t *testing.T) {
 	stream := fmt.Sprintf("mercure-test-standalone-%d-%d", os.Getpid(), time.Now().UnixNano())
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() {
-		_ = rdb.Del(context.Background(), stream, stream+":ids").Err()
+		_ = rdb.Del(context.Background(), stream, stream+":ids", stream+":n").Err()
 		_ = rdb.Close()
 	})
 	args := []string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + addr + "/0?stream=" + stream}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,10 +92,18 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
+	s.cmd.Process.Signal(syscall.SIGCONT) // a paused process dies too
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	s.cmd = nil
 }
+
+// Pause stops the server without closing its connections (SIGSTOP): it
+// answers nothing, as a hung process or a dropped network would.
+func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Restart kills the server and starts it again.
 func (s *Server) Restart() {

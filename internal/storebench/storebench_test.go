@@ -98,7 +98,7 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 					b.Fatalf("Redis at %s: %v", addr, err)
 				}
 				b.Cleanup(func() {
-					if err := rdb.Del(context.Background(), key, key+":ids").Err(); err != nil {
+					if err := rdb.Del(context.Background(), key, key+":ids", key+":n").Err(); err != nil {
 						b.Errorf("deleting %s: %v", key, err)
 					}
 				})

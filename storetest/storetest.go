@@ -40,6 +40,73 @@ func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	t.Run("Listen", func(t *testing.T) { testListen(t, fresh(t)) })
 	t.Run("ConcurrentAppends", func(t *testing.T) { testConcurrent(t, fresh(t)) })
 	t.Run("ReplayLiveSeam", func(t *testing.T) { testSeam(t, fresh(t)) })
+	// The optional interfaces, when the store implements them.
+	t.Run("LatestID", func(t *testing.T) {
+		s, ok := fresh(t).(mercure.LatestStore)
+		if !ok {
+			t.Skip("not a mercure.LatestStore")
+		}
+		testLatestID(t, s)
+	})
+	t.Run("Subscriptions", func(t *testing.T) {
+		s, ok := fresh(t).(mercure.SubscriptionStore)
+		if !ok {
+			t.Skip("not a mercure.SubscriptionStore")
+		}
+		testSubscriptions(t, s)
+	})
+}
+
+func testLatestID(t *testing.T, s mercure.LatestStore) {
+	if got := s.LatestID(); got != mercure.Earliest {
+		t.Fatalf("empty store: LatestID %q, want %q", got, mercure.Earliest)
+	}
+	appendIDs(t, s, "l1", "l2", "l1")
+	if got := s.LatestID(); got != "l1" {
+		t.Fatalf("LatestID %q after l1 l2 l1, want l1", got)
+	}
+}
+
+// testSubscriptions checks that a store lists the subscriptions it was
+// told of once UpdateSubscriptions returns, replaces one reported again,
+// and forgets one reported inactive.
+func testSubscriptions(t *testing.T, s mercure.SubscriptionStore) {
+	ctx := context.Background()
+	sub := func(id, match string, active bool) mercure.Subscription {
+		return mercure.Subscription{ID: id, Type: "subscription", MatchType: "exact", Match: match,
+			Subscriber: "urn:uuid:" + id, Active: active, Payload: []byte(`{"n":1}`)}
+	}
+	list := func() map[string]mercure.Subscription {
+		t.Helper()
+		subs, err := s.Subscriptions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := make(map[string]mercure.Subscription)
+		for _, x := range subs {
+			if _, dup := m[x.ID]; dup {
+				t.Fatalf("%s listed twice", x.ID)
+			}
+			m[x.ID] = x
+		}
+		return m
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("fresh store lists %v", got)
+	}
+	if err := s.UpdateSubscriptions(ctx, []mercure.Subscription{sub("a", "x", true), sub("b", "y", true)}); err != nil {
+		t.Fatal(err)
+	}
+	got := list()
+	if len(got) != 2 || got["a"].Match != "x" || got["b"].Subscriber != "urn:uuid:b" || string(got["a"].Payload) != `{"n":1}` || !got["a"].Active {
+		t.Fatalf("after adding a and b: %+v", got)
+	}
+	if err := s.UpdateSubscriptions(ctx, []mercure.Subscription{sub("a", "z", true), sub("b", "y", false)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 1 || got["a"].Match != "z" {
+		t.Fatalf("after replacing a and removing b: %+v", got)
+	}
 }
 
 const waitFor = 10 * time.Second

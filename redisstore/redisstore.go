@@ -459,8 +459,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 			for _, m := range msgs {
 				e, err := decode(m)
 				if err != nil {
-					yield(nil, err)
-					return
+					continue // not written by a Store: skipped, as by the feed
 				}
 				if !yield(e, nil) {
 					return

@@ -368,3 +368,22 @@ func TestREC7AfterTrim(t *testing.T) {
 		t.Fatalf("id g still in the hash (%v) after all its occurrences were trimmed", err)
 	}
 }
+
+// TestForeignEntries: entries that a Store did not write are skipped by
+// the replay as by the feed, instead of breaking every replay.
+func TestForeignEntries(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key)
+	defer s.Close()
+	f := listen(t, s)
+	ctx := context.Background()
+	appendN(t, s, "f1", 1)
+	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []string{"other", "app"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, "f2", 1)
+	f.wantEvents(t, "f1", "f2")
+	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); strings.Join(ids, " ") != "f1 f2" {
+		t.Fatalf("replay over a foreign entry: %q", ids)
+	}
+}

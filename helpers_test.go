@@ -248,6 +248,19 @@ func (s *subscription) tryNext(t testing.TB) (sseEvent, bool) {
 // header returns a response header of the stream.
 func (s *subscription) header(name string) string { return s.res.Header.Get(name) }
 
+// startMountedHub starts a hub mounted with Hub.Mount (its path, the
+// subscriptions API, the metadata), stopped when the test ends.
+func startMountedHub(t testing.TB, opts ...mercure.Option) *testHub {
+	t.Helper()
+	h, err := mercure.New(opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	return startHubServer(t, h, mux)
+}
+
 // startHubServer serves an already built hub through handler.
 func startHubServer(t testing.TB, h *mercure.Hub, handler http.Handler) *testHub {
 	t.Helper()

@@ -351,14 +351,9 @@ func TestSubscriptionStore(t *testing.T) {
 		active:      make(map[string]mercure.Subscription),
 		others:      []mercure.Subscription{other("zz"), other("aa"), other("mm")},
 	}
-	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
+	th := startMountedHub(t, mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
 		mercure.WithSubscriptions(), mercure.WithStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	h.Mount(mux)
-	th := startHubServer(t, h, mux)
+	h := th.Hub
 
 	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1") + "&match_urlpattern=" + url.QueryEscape("/books/:id"))
 	// The stream's subscriptions reached the store before its headers.
@@ -503,13 +498,7 @@ func TestACT16_EmptyCollectionFromStore(t *testing.T) {
 		"SubscriptionStore": {mercure.WithStore(emptySubsStore{mercure.NewMemoryStore(10)})},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithSubscriptions()}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mux := http.NewServeMux()
-			h.Mount(mux)
-			th := startHubServer(t, h, mux)
+			th := startMountedHub(t, append([]mercure.Option{mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithSubscriptions()}, opts...)...)
 			req := mustRequest(t, http.MethodGet, th.srv.URL+"/.well-known/mercure/subscriptions", "")
 			req.Header.Set("Authorization", "Bearer "+subToken(t, detail("subscribe", exactTopic("*"))))
 			status, body, _ := do(t, req)

@@ -126,14 +126,9 @@ func TestACT10_EventsArePrivate(t *testing.T) {
 // feature (DIS-7); ending streams at shutdown publishes their end events.
 func TestACT_GoAPIAndShutdown(t *testing.T) {
 	store := mercure.NewMemoryStore(100)
-	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
+	th := startMountedHub(t, mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
 		mercure.WithSubscriptions(), mercure.WithStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	h.Mount(mux)
-	th := startHubServer(t, h, mux)
+	h := th.Hub
 	th.subscribe("match=a&match_urlpattern=" + url.QueryEscape("/books/:id"))
 	subs, err := h.Subscriptions(context.Background())
 	if err != nil || len(subs) != 2 {
@@ -169,13 +164,8 @@ func TestACT_GoAPIAndShutdown(t *testing.T) {
 
 // ACT-12 to ACT-19: the web API, authorized as subscribe on its own path.
 func TestACT_WebAPI(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	h.Mount(mux)
-	th := startHubServer(t, h, mux)
+	th := startMountedHub(t, mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+	h := th.Hub
 	const match = "https://example.com/books/:id"
 	th.subscribe("match_urlpattern=" + url.QueryEscape(match))
 	subs, _ := h.Subscriptions(context.Background())

@@ -590,19 +590,25 @@ func (p *cutProxy) cut() {
 	p.conns = nil
 }
 
+// partitioned returns two stores on one stream of maxLen entries: a
+// reaches Redis through a proxy that can cut it off, b directly.
+func partitioned(t *testing.T, maxLen int64) (proxy *cutProxy, a, b *redisstore.Store) {
+	admin, key := client(t)
+	proxy = newCutProxy(t, admin.Options().Addr)
+	rdbA := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	t.Cleanup(func() { rdbA.Close() })
+	a = open(t, rdbA, key, redisstore.WithMaxLen(maxLen), redisstore.WithTimeout(time.Second))
+	b = open(t, admin, key, redisstore.WithMaxLen(maxLen))
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return proxy, a, b
+}
+
 // TestGapAfterTrimDuringOutage cuts one store off Redis while another
 // appends more than the retention holds: when the feed is back, it
 // reports the gap before it passes the retained events, instead of
 // skipping the trimmed ones silently.
 func TestGapAfterTrimDuringOutage(t *testing.T) {
-	admin, key := client(t)
-	proxy := newCutProxy(t, admin.Options().Addr)
-	rdbA := redis.NewClient(&redis.Options{Addr: proxy.addr})
-	defer rdbA.Close()
-	a := open(t, rdbA, key, redisstore.WithMaxLen(10), redisstore.WithTimeout(time.Second))
-	defer a.Close()
-	b := open(t, admin, key, redisstore.WithMaxLen(10))
-	defer b.Close()
+	proxy, a, b := partitioned(t, 10)
 	var (
 		mu  sync.Mutex
 		log []string // events and gaps, in the order the listener saw them
@@ -655,14 +661,7 @@ func TestGapAfterTrimDuringOutage(t *testing.T) {
 // TestNoGapWhenNothingWasTrimmed: an outage during which nothing is
 // trimmed reports no gap.
 func TestNoGapWhenNothingWasTrimmed(t *testing.T) {
-	admin, key := client(t)
-	proxy := newCutProxy(t, admin.Options().Addr)
-	rdbA := redis.NewClient(&redis.Options{Addr: proxy.addr})
-	defer rdbA.Close()
-	a := open(t, rdbA, key, redisstore.WithMaxLen(100), redisstore.WithTimeout(time.Second))
-	defer a.Close()
-	b := open(t, admin, key, redisstore.WithMaxLen(100))
-	defer b.Close()
+	proxy, a, b := partitioned(t, 100)
 	gaps := make(chan struct{}, 10)
 	f := &feed{events: make(chan string, 100), status: make(chan error, 10)}
 	defer a.Listen(mercure.Listener{

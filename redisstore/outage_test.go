@@ -383,6 +383,16 @@ func publish(in *instance, data string) (string, error) {
 	return in.hub.Publish(ctx, mercure.Update{Topics: []string{topic}, Data: data})
 }
 
+// mustPublish publishes data on in and returns the update's id.
+func mustPublish(t *testing.T, in *instance, data string) string {
+	t.Helper()
+	id, err := publish(in, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // TestReconnectToOtherInstance: a subscriber of instance A leaves and
 // resumes on instance B with Last-Event-ID; it misses nothing published on
 // either meanwhile and gets nothing twice (REC-4 across instances).
@@ -392,11 +402,7 @@ func TestReconnectToOtherInstance(t *testing.T) {
 	sub := subscribe(t, a, "")
 	var first []string
 	for i := range 3 {
-		id, err := publish(a, fmt.Sprint("first ", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		first = append(first, id)
+		first = append(first, mustPublish(t, a, fmt.Sprint("first ", i)))
 	}
 	if got := sub.collect(3); !slices.Equal(got, first) {
 		t.Fatalf("instance A sent %q, want %q", got, first)
@@ -404,11 +410,7 @@ func TestReconnectToOtherInstance(t *testing.T) {
 	sub.close()
 	var rest []string
 	for i, in := range []*instance{a, b, a, b} {
-		id, err := publish(in, fmt.Sprint("rest ", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest = append(rest, id)
+		rest = append(rest, mustPublish(t, in, fmt.Sprint("rest ", i)))
 	}
 	resumed := subscribe(t, b, first[2])
 	if h := resumed.header.Get("Mercure-Last-Event-ID"); h != first[2] {
@@ -433,11 +435,7 @@ func TestRedisRestartMidStream(t *testing.T) {
 
 	var acked []string
 	for i := range 5 {
-		id, err := publish(a, fmt.Sprint("before ", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked = append(acked, id)
+		acked = append(acked, mustPublish(t, a, fmt.Sprint("before ", i)))
 	}
 
 	srv.Kill()
@@ -466,11 +464,7 @@ func TestRedisRestartMidStream(t *testing.T) {
 		return a.hub.Stats().FeedError == nil && b.hub.Stats().FeedError == nil
 	})
 	for i := range 5 {
-		id, err := publish(a, fmt.Sprint("after ", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked = append(acked, id)
+		acked = append(acked, mustPublish(t, a, fmt.Sprint("after ", i)))
 	}
 	if got := sub.collect(len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("subscriber of B got %q\nwant %q", got, acked)

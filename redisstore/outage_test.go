@@ -2,20 +2,17 @@ package redisstore_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,94 +121,13 @@ func TestListenDuringOutage(t *testing.T) {
 	listen(t, s).wantStatus(t, true, time.Second)
 }
 
-// dropProxy forwards TCP connections to Redis and, when armed, drops the
-// reply to the next script call and closes that connection: the script
-// ran, but the client never learns it, as when a connection breaks at the
-// wrong moment. The client then retries the call.
-type dropProxy struct {
-	l       net.Listener
-	target  string
-	armed   atomic.Bool
-	scripts atomic.Int64 // script calls seen
-	wg      sync.WaitGroup
-}
-
-func newDropProxy(t *testing.T, target string) *dropProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropProxy{l: l, target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() { l.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *dropProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		var scriptPending atomic.Bool
-		p.wg.Add(2)
-		go func() { // client → server
-			defer p.wg.Done()
-			defer s.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if n > 0 {
-					if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) {
-						p.scripts.Add(1)
-						scriptPending.Store(true)
-					}
-					if _, err := s.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		go func() { // server → client
-			defer p.wg.Done()
-			defer c.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := s.Read(buf)
-				if n > 0 {
-					if scriptPending.Swap(false) && p.armed.CompareAndSwap(true, false) {
-						s.Close()
-						return // the reply is lost
-					}
-					if _, err := c.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
 // TestAppendRetryIsIdempotent loses the reply to an append: go-redis
 // retries the script, which finds its event already recorded and returns
 // that entry. The update is recorded and delivered once.
 func TestAppendRetryIsIdempotent(t *testing.T) {
 	admin, key := client(t)
-	proxy := newDropProxy(t, admin.Options().Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
+	proxy := newProxy(t, admin.Options().Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr})
 	defer rdb.Close()
 	s := open(t, rdb, key)
 	defer s.Close()
@@ -523,78 +439,17 @@ func TestHungRedis(t *testing.T) {
 	}
 }
 
-// cutProxy forwards TCP connections to Redis until cut, which closes them
-// all and refuses new ones until mend: a network partition between one
-// instance and Redis, while the others go on.
-type cutProxy struct {
-	addr, target string
-	mu           sync.Mutex
-	l            net.Listener
-	conns        []net.Conn
-	wg           sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{addr: "127.0.0.1:0", target: target}
-	p.mend(t)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
-}
-
-func (p *cutProxy) mend(t *testing.T) {
-	l, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.l, p.addr = l, l.Addr().String()
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
-			go func() { defer p.wg.Done(); io.Copy(c, s); c.Close() }()
-		}
-	}()
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		p.l.Close()
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // partitioned returns two stores on one stream of maxLen entries: a
 // reaches Redis through a proxy that can cut it off, b directly.
-func partitioned(t *testing.T, maxLen int64) (proxy *cutProxy, a, b *redisstore.Store) {
+func partitioned(t *testing.T, maxLen int64) (p *proxy, a, b *redisstore.Store) {
 	admin, key := client(t)
-	proxy = newCutProxy(t, admin.Options().Addr)
-	rdbA := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	p = newProxy(t, admin.Options().Addr)
+	rdbA := redis.NewClient(&redis.Options{Addr: p.addr})
 	t.Cleanup(func() { rdbA.Close() })
 	a = open(t, rdbA, key, redisstore.WithMaxLen(maxLen), redisstore.WithTimeout(time.Second))
 	b = open(t, admin, key, redisstore.WithMaxLen(maxLen))
 	t.Cleanup(func() { a.Close(); b.Close() })
-	return proxy, a, b
+	return p, a, b
 }
 
 // TestGapAfterTrimDuringOutage cuts one store off Redis while another

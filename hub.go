@@ -320,12 +320,17 @@ const shutdownGrace = time.Second
 // not wait for streams to end.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.life.Lock()
-	if !h.closed {
+	first := !h.closed
+	if first {
 		h.closed = true
 		h.stop()
-		h.unlisten()
 	}
 	h.life.Unlock()
+	if first {
+		// Outside h.life: the store may be calling feedGap, which takes it,
+		// while it holds the lock that unlisten needs.
+		h.unlisten()
+	}
 	if h.authServers != nil {
 		if err := h.authServers.shutdown(ctx); err != nil {
 			h.abortStreams()

@@ -586,3 +586,37 @@ func TestFeedGap(t *testing.T) {
 		}
 	}
 }
+
+// After a gap, a stream still writes what it had queued before it (those
+// events may be gone from history already), then ends.
+func TestFeedGapDrainsQueue(t *testing.T) {
+	store := &feedStore{MemoryStore: mercure.NewMemoryStore(2)}
+	th := newTestHub(t, mercure.WithStore(store), mercure.WithWriteDelay(time.Second))
+	s := th.subscribe("match=x")
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
+	s.next(t)
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "b"})
+	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "c"}) // b and c wait for the write delay
+	store.mu.Lock()
+	store.down = true
+	store.mu.Unlock()
+	for _, id := range []string{"d", "e", "f"} { // d is dropped from history: the gap
+		goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: id})
+	}
+	store.mu.Lock()
+	held := store.held
+	store.mu.Unlock()
+	store.gap(held[1:]...)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end after the gap")
+	}
+	var got []string
+	for len(s.events) > 0 {
+		got = append(got, (<-s.events).ID)
+	}
+	if !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("the stream ended with %q, want the queued b and c, nothing from after the gap", got)
+	}
+}

@@ -350,6 +350,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 		waiting   <-chan time.Time // delay.C while updates wait for the delay
 		spare     []*Event
 	)
+	ending := false // after a feed gap: write what is queued, then end
 	for {
 		select {
 		case <-s.ready:
@@ -387,12 +388,12 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			continue
 		case <-s.kicked:
 			s.mu.Lock()
-			gap := s.gap
+			ending = s.gap
 			s.mu.Unlock()
-			if !gap {
+			if !ending {
 				h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+				return
 			}
-			return
 		case <-expired:
 			return
 		case <-r.Context().Done():
@@ -412,13 +413,15 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			wrote = true
 		}
 		spare = batch
-		if !wrote {
-			continue
+		if wrote {
+			if err := s.flush(); err != nil {
+				return
+			}
+			lastWrite = time.Now()
 		}
-		if err := s.flush(); err != nil {
+		if ending {
 			return
 		}
-		lastWrite = time.Now()
 	}
 }
 
@@ -456,10 +459,12 @@ func (s *stream) extendDeadline(d time.Time) error {
 
 func (s *stream) flush() error { return s.rc.Flush() }
 
-// endAfterGap ends s because the store's feed skipped events s would
-// have had: its queue may hold events from after the gap, which must not
-// reach the client before the missed ones. The client resumes from its
-// last event with Last-Event-ID and gets what history still holds.
+// endAfterGap ends s because the store's feed skipped events s may have
+// had: no event from after the gap may reach the client before the missed
+// ones. The gap is reported before any such event is dispatched, so what
+// is queued is from before it: the stream writes it, takes nothing more,
+// and ends. The client resumes from its last event with Last-Event-ID and
+// gets what history still holds.
 func (s *stream) endAfterGap() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -467,7 +472,6 @@ func (s *stream) endAfterGap() {
 		return
 	}
 	s.overflowed, s.gap = true, true
-	s.queue, s.queueBytes = nil, 0
 	close(s.kicked)
 }
 

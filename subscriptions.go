@@ -116,9 +116,11 @@ func (h *Hub) subscriptionsEnded(s *stream) {
 		delete(h.subscriptions.active, doc)
 	}
 	h.subscriptions.mu.Unlock()
+	// shareSubscriptions has its own time budget: a slow store must not
+	// leave none for the end events.
+	h.shareSubscriptions(context.Background(), s.subscriptions, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	h.shareSubscriptions(ctx, s.subscriptions, false)
 	for _, doc := range s.subscriptions {
 		ended := *doc
 		ended.Active = false

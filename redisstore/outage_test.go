@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,5 +531,140 @@ func TestNoGapWhenNothingWasTrimmed(t *testing.T) {
 	f.wantEvents(t, "p", "q")
 	if len(gaps) > 0 {
 		t.Fatal("gap reported though nothing was trimmed")
+	}
+}
+
+// slowUnlisten is a store whose listener cancellation takes a while, to
+// widen the window in which the feed reports a gap during Hub.Shutdown.
+type slowUnlisten struct{ *redisstore.Store }
+
+func (s slowUnlisten) Listen(l mercure.Listener) func() {
+	cancel := s.Store.Listen(l)
+	return func() { time.Sleep(300 * time.Millisecond); cancel() }
+}
+
+// TestGapDuringShutdown: a gap reported while the hub shuts down must
+// not deadlock (the hub's feedGap and Shutdown, the store's listeners
+// lock).
+func TestGapDuringShutdown(t *testing.T) {
+	rdb, key := client(t)
+	a, b := open(t, rdb, key), open(t, rdb, key)
+	defer a.Close()
+	defer b.Close()
+	h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithStore(slowUnlisten{a}), mercure.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	appendN(t, b, "first", 1)
+	waitFor(t, "the first event", func() bool { return h.LastEventID() == "first" })
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		done <- h.Shutdown(ctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // Shutdown is cancelling the listener
+	if err := rdb.IncrBy(ctx, key+":n", 5).Err(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, b, "after-gap", 1)
+	select {
+	case <-done:
+	case <-time.After(8 * time.Second):
+		t.Fatal("Hub.Shutdown deadlocked with the feed's gap report")
+	}
+}
+
+// TestLargeBacklogOnSlowLink: a feed that must catch up on large events
+// through a slow link gets replies too large to arrive within its
+// deadline; it asks for fewer entries per read and catches up, instead of
+// retrying the same read forever.
+func TestLargeBacklogOnSlowLink(t *testing.T) {
+	admin, key := client(t)
+	p := newProxy(t, admin.Options().Addr)
+	p.rate = 20 << 20 // 20 MiB/s
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	a := open(t, rdb, key, redisstore.WithTimeout(500*time.Millisecond))
+	defer a.Close()
+	b := open(t, admin, key)
+	defer b.Close()
+	var got atomic.Int64
+	hold := make(chan struct{})
+	var once sync.Once
+	defer a.Listen(mercure.Listener{Event: func(*mercure.Event) {
+		once.Do(func() { <-hold }) // the feed falls behind
+		got.Add(1)
+	}})()
+	appendN(t, b, "first", 1)
+	time.Sleep(300 * time.Millisecond)
+	data := strings.Repeat("x", 256<<10)
+	const n = 200 // 50 MiB: 2.5 s through the link, five times the deadline
+	for i := range n {
+		e := storetest.NewEvent(fmt.Sprint("big", i))
+		e.Data = data
+		if err := b.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(hold)
+	deadline := time.Now().Add(30 * time.Second)
+	for got.Load() < n+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered: the feed never caught up", got.Load(), n+1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBusyRedisIsNotAnOutage: a Redis busy for 1.5 s (a slow script, a
+// large deletion) is not reported as a failing feed.
+func TestBusyRedisIsNotAnOutage(t *testing.T) {
+	srv := redistest.Start(t, false)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s := open(t, rdb, "mercure")
+	defer s.Close()
+	f := listen(t, s)
+	time.Sleep(100 * time.Millisecond)
+	const busy = `local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2]
+while true do local t = redis.call('TIME') if t[1] * 1000000 + t[2] - s > 1500000 then break end end
+return 1`
+	if err := srv.Client().Eval(context.Background(), busy, nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-f.status:
+		t.Fatalf("feed reported %v for a Redis busy 1.5 s", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestGapFromEmptyStream: a store started on an empty stream knows that
+// the first entry is number 1, so trimming before its first read is a gap
+// too.
+func TestGapFromEmptyStream(t *testing.T) {
+	proxy, a, b := partitioned(t, 10)
+	var mu sync.Mutex
+	var log []string
+	status := make(chan error, 10)
+	defer a.Listen(mercure.Listener{
+		Event:  func(e *mercure.Event) { mu.Lock(); log = append(log, e.ID); mu.Unlock() },
+		Status: func(err error) { status <- err },
+		Gap:    func() { mu.Lock(); log = append(log, "GAP"); mu.Unlock() },
+	})()
+	proxy.cut()
+	<-status
+	for i := range 30 {
+		appendN(t, b, fmt.Sprint("e", i), 1)
+	}
+	proxy.mend(t)
+	<-status
+	waitFor(t, "e29", func() bool { mu.Lock(); defer mu.Unlock(); return len(log) > 0 && log[len(log)-1] == "e29" })
+	mu.Lock()
+	defer mu.Unlock()
+	if log[0] != "GAP" {
+		t.Fatalf("listener saw %q: entries skipped without a gap", log)
 	}
 }

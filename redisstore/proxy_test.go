@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // proxy forwards TCP connections to Redis, and breaks them on demand:
@@ -17,6 +18,9 @@ type proxy struct {
 	addr, target string
 	armed        atomic.Bool
 	scripts      atomic.Int64 // script calls seen
+	// rate, when not 0, caps the bytes per second from Redis on each
+	// connection: a slow link. Set it before the first connection.
+	rate int
 
 	mu    sync.Mutex
 	l     net.Listener
@@ -65,7 +69,15 @@ func (p *proxy) mend(t *testing.T) {
 				}
 				return true
 			})
-			go p.pipe(c, s, func([]byte) bool { // server → client
+			start, sent := time.Now(), 0
+			go p.pipe(c, s, func(b []byte) bool { // server → client
+				if p.rate > 0 {
+					if time.Since(start) > time.Second { // no credit saved while idle
+						start, sent = time.Now(), 0
+					}
+					sent += len(b)
+					time.Sleep(time.Until(start.Add(time.Duration(sent) * time.Second / time.Duration(p.rate))))
+				}
 				return !(scriptPending.Swap(false) && p.armed.CompareAndSwap(true, false))
 			})
 		}

@@ -317,21 +317,30 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 }
 
 // lastEntry returns the id of the stream's last entry, "0-0" when empty,
-// and its number (0 if none), and records its event as the latest.
+// and the value of the counter then: the number of the next entry, minus
+// one. It records the last entry's event as the latest.
 func (s *Store) lastEntry(ctx context.Context) (id string, n uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	msgs, err := s.rdb.XRevRangeN(ctx, s.stream, "+", "-", 1).Result()
-	if err != nil {
+	var last *redis.XMessageSliceCmd
+	var counter *redis.StringCmd
+	_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		last = pipe.XRevRangeN(ctx, s.stream, "+", "-", 1)
+		counter = pipe.Get(ctx, s.counter)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", 0, err
 	}
+	n, _ = counter.Uint64() // 0 when there is no counter yet
+	msgs := last.Val()
 	if len(msgs) == 0 {
-		return "0-0", 0, nil
+		return "0-0", n, nil
 	}
 	if e, err := decode(msgs[0]); err == nil {
 		s.seen(e.Seq, e.ID)
 	}
-	return msgs[0].ID, number(msgs[0]), nil
+	return msgs[0].ID, n, nil
 }
 
 // number returns an entry's number, 0 if it has none.
@@ -506,24 +515,32 @@ func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
 }
 
 // readLoop feeds the listeners from the stream, starting after the entry
-// id last, numbered n. On errors it retries with backoff and resumes
-// after the last entry it delivered. Numbers that do not follow each other
-// reveal entries trimmed before the loop could read them, or a stream that
-// Redis lost: the listeners are told of the gap.
+// id last, the next entry being numbered n+1. On errors it retries with
+// backoff and resumes after the last entry it delivered. Numbers that do
+// not follow each other reveal entries trimmed before the loop could read
+// them, or a stream that Redis lost: the listeners are told of the gap.
 func (s *Store) readLoop(last string, n uint64) {
 	defer s.wg.Done()
 	backoff := minBackoff
+	count := int64(readCount)
 	for !s.closed() {
-		// A read that outlasts its block by a second means Redis stopped
-		// answering (with ContextTimeoutEnabled; go-redis waits 10 s more
-		// otherwise).
-		ctx, cancel := context.WithTimeout(s.ctx, block+time.Second)
+		// A read that outlasts its block by the store's timeout means
+		// Redis stopped answering (with ContextTimeoutEnabled; go-redis
+		// waits 10 s otherwise).
+		ctx, cancel := context.WithTimeout(s.ctx, block+s.cfg.timeout)
 		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{
 			Streams: []string{s.stream, last},
-			Count:   readCount,
+			Count:   count,
 			Block:   block,
 		}).Result()
 		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			// The reply may have been too large to arrive in time (big
+			// events on a slow link): ask for fewer next time.
+			count = max(count/4, 1)
+		} else {
+			count = min(2*count, readCount)
+		}
 		if errors.Is(err, redis.Nil) {
 			backoff = minBackoff
 			s.setFeedErr(nil)
@@ -548,7 +565,7 @@ func (s *Store) readLoop(last string, n uint64) {
 			for _, m := range st.Messages {
 				last = m.ID
 				if next := number(m); next != 0 {
-					if n != 0 && next != n+1 {
+					if next != n+1 {
 						s.reportGap()
 					}
 					n = next

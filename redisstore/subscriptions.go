@@ -201,11 +201,13 @@ func (p *presence) writer() {
 		}
 		if err := p.write(); err != nil {
 			// Retry soon, and from scratch: Redis may have lost the hash.
+			// A new change cuts the wait short: its caller is waiting.
 			p.mu.Lock()
 			p.resync = true
 			p.mu.Unlock()
 			select {
 			case <-time.After(backoff):
+			case <-p.wake:
 			case <-p.s.ctx.Done():
 				return
 			}
@@ -240,6 +242,9 @@ func (p *presence) write() error {
 			del = append(del, id)
 		}
 	}
+	// Whether the hash must hold more than this write sets: if it turns
+	// out to be gone, those others were lost with it.
+	others := len(p.local) > len(set)/2
 	p.mu.Unlock()
 
 	s := p.s
@@ -287,7 +292,7 @@ func (p *presence) write() error {
 	p.written = max(p.written, gen)
 	close(p.flushed)
 	p.flushed = make(chan struct{})
-	if !resync && !existed.Val() && len(p.local) > len(set)/2 {
+	if !resync && !existed.Val() && others {
 		// The hash was gone (expired, or Redis lost it) while this store
 		// had subscriptions besides those just written: rewrite it now.
 		p.resync = true

@@ -2,13 +2,16 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/mercurekit/mercure/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // subscribers returns the subscriber ids that in's hub lists as
@@ -179,4 +182,107 @@ func TestUpdateSubscriptionsFailsFast(t *testing.T) {
 		subs, err := b.Subscriptions(context.Background())
 		return err == nil && len(subs) == 1 && subs[0].ID == "s"
 	})
+}
+
+// gateHook holds the next transaction that writes subscriptions until
+// released, once armed.
+type gateHook struct {
+	armed            atomic.Bool
+	reached, release chan struct{}
+}
+
+func (g *gateHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (g *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (g *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "hset" && g.armed.CompareAndSwap(true, false) {
+				close(g.reached)
+				<-g.release
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func active(id string, on bool) mercure.Subscription {
+	return mercure.Subscription{ID: id, Type: "subscription", Active: on}
+}
+
+// TestSharedSubscriptionsResyncDespiteConcurrentRemoval: the hash holding
+// X vanished; a write of A and B recreates it while A is removed
+// concurrently. The store must still notice that X was lost and rewrite
+// it.
+func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
+	admin, key := client(t)
+	t.Cleanup(func() { admin.Del(context.Background(), key+":hubs") })
+	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+	g := &gateHook{reached: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(g)
+	const ttl = 600 * time.Millisecond
+	a := open(t, rdb, key, redisstore.WithSubscriptionTTL(ttl))
+	other := open(t, admin, key)
+	t.Cleanup(func() { a.Close(); other.Close(); rdb.Close() })
+	ctx := context.Background()
+	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{active("X", true)}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := admin.SMembers(ctx, key+":hubs").Result()
+	if err != nil || len(names) != 1 {
+		t.Fatalf("stores sharing subscriptions: %q, %v", names, err)
+	}
+	hash := key + ":subs:" + names[0]
+	t.Cleanup(func() { admin.Del(context.Background(), hash) })
+	if err := admin.Del(ctx, hash).Err(); err != nil { // lost
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		first <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", true), active("B", true)})
+	}()
+	<-g.reached
+	second := make(chan error, 1)
+	go func() { second <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", false)}) }()
+	time.Sleep(50 * time.Millisecond)
+	close(g.release)
+	if err := errors.Join(<-first, <-second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other store to list B and X", func() bool {
+		subs, err := other.Subscriptions(ctx)
+		if err != nil {
+			return false
+		}
+		var ids []string
+		for _, s := range subs {
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		return slices.Equal(ids, []string{"B", "X"})
+	})
+}
+
+// TestSubscribeRightAfterRecovery: after an outage long enough for the
+// subscriptions writer to back off for seconds, a new stream does not
+// wait for that backoff once Redis is back.
+func TestSubscribeRightAfterRecovery(t *testing.T) {
+	srv := redistest.Start(t, false)
+	in := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	if err := in.store.UpdateSubscriptions(ctx, []mercure.Subscription{active("X", true)}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if err := in.store.UpdateSubscriptions(ctx, []mercure.Subscription{active("Y", true)}); err == nil {
+		t.Fatal("UpdateSubscriptions succeeded with Redis down")
+	}
+	time.Sleep(7 * time.Second) // the writer backs off for 5 s
+	srv.Start()
+	start := time.Now()
+	subscribe(t, in, "")
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the stream started after %v though Redis was back", d)
+	}
 }

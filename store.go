@@ -105,7 +105,9 @@ type Store interface {
 }
 
 // Listener receives a store's live feed (see [Store.Listen]). The store
-// calls its functions one at a time, never concurrently.
+// calls its functions one at a time, never concurrently, possibly while
+// holding a lock of its own: they must not call Listen or a cancel func
+// of the store, nor wait for code that does.
 type Listener struct {
 	// Event is called with every event, in Seq order. It must not block.
 	Event func(*Event)

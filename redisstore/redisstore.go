@@ -102,7 +102,9 @@ type config struct {
 func WithMaxLen(n int64) Option { return func(c *config) { c.maxLen = n } }
 
 // WithTimeout bounds each call the store makes to Redis (an append, the
-// start of a replay, one page of a replay); d <= 0 keeps the default,
+// start of a replay, one page of a replay, a write of the shared
+// subscriptions) and how long a read of the feed may outlast its block
+// before the feed is reported failing; d <= 0 keeps the default,
 // [DefaultTimeout]. The client's own retries happen within it.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {

@@ -11,7 +11,6 @@ package boltstore
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/eventjson"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -437,25 +437,11 @@ func idRef(v []byte) (seq, n uint64) {
 	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
 }
 
-// record is the JSON form of an event. The value stored is the event's
-// time in Unix nanoseconds, big-endian, then the record, so that pruning
-// by age reads only 8 bytes.
-type record struct {
-	Topics  []string `json:"t"`
-	Data    string   `json:"d,omitempty"`
-	Private bool     `json:"p,omitempty"`
-	ID      string   `json:"i"`
-	Type    string   `json:"y,omitempty"`
-	Retry   *int64   `json:"r,omitempty"`
-}
-
+// encode returns the value stored for e: its time in Unix nanoseconds,
+// big-endian, then the JSON of its update, so that pruning by age reads
+// only 8 bytes.
 func encode(e *mercure.Event) ([]byte, error) {
-	r := record{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type}
-	if e.Retry != nil {
-		ns := int64(*e.Retry)
-		r.Retry = &ns
-	}
-	j, err := json.Marshal(r)
+	j, err := eventjson.Marshal(e, false)
 	if err != nil {
 		return nil, err
 	}
@@ -467,18 +453,11 @@ func decode(seq uint64, v []byte) (*mercure.Event, error) {
 	if len(v) < 8 {
 		return nil, fmt.Errorf("boltstore: event %d: short value", seq)
 	}
-	var r record
-	if err := json.Unmarshal(v[8:], &r); err != nil {
+	e, err := eventjson.Unmarshal(v[8:])
+	if err != nil {
 		return nil, fmt.Errorf("boltstore: event %d: %w", seq, err)
 	}
-	e := &mercure.Event{
-		Update: mercure.Update{Topics: r.Topics, Data: r.Data, Private: r.Private, ID: r.ID, Type: r.Type},
-		Seq:    seq,
-		Time:   time.Unix(0, int64(binary.BigEndian.Uint64(v))),
-	}
-	if r.Retry != nil {
-		d := time.Duration(*r.Retry)
-		e.Retry = &d
-	}
+	e.Seq = seq
+	e.Time = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
 	return e, nil
 }

@@ -53,7 +53,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -63,6 +62,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/eventjson"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -402,7 +402,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	v, err := encode(e)
+	v, err := eventjson.Marshal(e, true)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -641,26 +641,6 @@ func parseID(id string) (uint64, error) {
 	return 0, fmt.Errorf("redisstore: stream id %q maps to Seq 0", id)
 }
 
-// record is the JSON form of an event.
-type record struct {
-	Topics  []string `json:"t"`
-	Data    string   `json:"d,omitempty"`
-	Private bool     `json:"p,omitempty"`
-	ID      string   `json:"i"`
-	Type    string   `json:"y,omitempty"`
-	Retry   *int64   `json:"r,omitempty"` // nanoseconds
-	Time    int64    `json:"ts"`          // Unix nanoseconds
-}
-
-func encode(e *mercure.Event) ([]byte, error) {
-	r := record{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type, Time: e.Time.UnixNano()}
-	if e.Retry != nil {
-		ns := int64(*e.Retry)
-		r.Retry = &ns
-	}
-	return json.Marshal(r)
-}
-
 func decode(m redis.XMessage) (*mercure.Event, error) {
 	seq, err := parseID(m.ID)
 	if err != nil {
@@ -670,18 +650,10 @@ func decode(m redis.XMessage) (*mercure.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: entry %s: no field %q", m.ID, field)
 	}
-	var r record
-	if err := json.Unmarshal([]byte(v), &r); err != nil {
+	e, err := eventjson.Unmarshal([]byte(v))
+	if err != nil {
 		return nil, fmt.Errorf("redisstore: entry %s: %w", m.ID, err)
 	}
-	e := &mercure.Event{
-		Update: mercure.Update{Topics: r.Topics, Data: r.Data, Private: r.Private, ID: r.ID, Type: r.Type},
-		Seq:    seq,
-		Time:   time.Unix(0, r.Time),
-	}
-	if r.Retry != nil {
-		d := time.Duration(*r.Retry)
-		e.Retry = &d
-	}
+	e.Seq = seq
 	return e, nil
 }

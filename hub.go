@@ -78,8 +78,10 @@ type Stats struct {
 	Overflows uint64
 	// FeedError is why the store's live feed is failing, nil while it
 	// works (see [Listener]). While it fails, the hub's subscribers get
-	// no update from any hub; they get the missed ones once it recovers.
-	// A health check can take the hub out of a load balancer meanwhile.
+	// no update from any hub; they get the missed ones once it recovers
+	// (or, if history dropped some meanwhile, their streams end and they
+	// resume from history). A health check can take the hub out of a
+	// load balancer meanwhile.
 	FeedError error
 }
 

@@ -97,8 +97,8 @@ type stream struct {
 	mu         sync.Mutex
 	queue      []*Event
 	queueBytes int
-	overflowed bool // the queue takes no more events: it overflowed, or gap
-	gap        bool // the feed skipped events: write the queue, then end
+	overflowed bool          // the queue takes no more events: it overflowed, or gap
+	gap        bool          // the feed skipped events: write the queue, then end
 	ready      chan struct{} // signalled when queue becomes non-empty
 	urgent     chan struct{} // with a write delay: signalled when the queue is half full
 	kicked     chan struct{} // closed when overflowed is set

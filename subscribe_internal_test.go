@@ -79,17 +79,27 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 	w, stop := serveStream(t, h, "match=x")
 	defer stop()
 
-	// Ten updates 5 ms apart: without a delay each would get its own
-	// write; all arrive well inside the one-second delay.
-	for range 10 {
+	publish := func() {
 		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The first update goes out at once, with its own flush after the
+	// headers': nothing was written within the delay.
+	start := time.Now()
+	publish()
+	waitFor(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
+	if d := time.Since(start); d >= 500*time.Millisecond {
+		t.Fatalf("the first update took %v: it waited for the one-second delay", d)
+	}
+	// Nine more, 5 ms apart: without a delay each would get its own
+	// write; all arrive well inside the one-second delay, and go out
+	// together when it ends.
+	for range 9 {
+		publish()
 		time.Sleep(5 * time.Millisecond)
 	}
 	waitFor(t, "10 events", func() bool { e, _ := w.state(); return e == 10 })
-	// The headers' flush, the first update's at once (nothing was written
-	// for the delay), then one for the nine that waited for it.
 	if _, flushes := w.state(); flushes != 3 {
 		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
 	}

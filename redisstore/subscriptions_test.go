@@ -83,7 +83,12 @@ func TestSharedSubscriptions(t *testing.T) {
 	waitSubscribers(t, a, "A to drop its ended subscriber", subB...)
 
 	// Redis restarts empty: each store writes its subscriptions again
-	// within a third of the TTL.
+	// within a third of the TTL. (First, both hubs have the three
+	// subscription events: one appended after the restart would restart
+	// the numbering, a gap, and the hubs would end their streams.)
+	waitFor(t, "the subscription events", func() bool {
+		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
+	})
 	srv.Restart()
 	waitSubscribers(t, a, "A to list B's subscriber after the restart", subB...)
 

@@ -453,49 +453,60 @@ func partitioned(t *testing.T, maxLen int64) (p *proxy, a, b *redisstore.Store) 
 	return p, a, b
 }
 
+// journal records what a store's feed passes to a listener: event ids and
+// "GAP", in order, and status changes.
+type journal struct {
+	mu     sync.Mutex
+	log    []string
+	status chan error
+}
+
+func record(t *testing.T, s mercure.Store) *journal {
+	j := &journal{status: make(chan error, 10)}
+	t.Cleanup(s.Listen(mercure.Listener{
+		Event:  func(e *mercure.Event) { j.mu.Lock(); j.log = append(j.log, e.ID); j.mu.Unlock() },
+		Status: func(err error) { j.status <- err },
+		Gap:    func() { j.mu.Lock(); j.log = append(j.log, "GAP"); j.mu.Unlock() },
+	}))
+	return j
+}
+
+func (j *journal) entries() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.log)
+}
+
+func (j *journal) wantStatus(t *testing.T, down bool) {
+	t.Helper()
+	select {
+	case err := <-j.status:
+		if (err != nil) != down {
+			t.Fatalf("feed status %v, want down=%v", err, down)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no feed status (want down=%v) within 10s", down)
+	}
+}
+
 // TestGapAfterTrimDuringOutage cuts one store off Redis while another
 // appends more than the retention holds: when the feed is back, it
 // reports the gap before it passes the retained events, instead of
 // skipping the trimmed ones silently.
 func TestGapAfterTrimDuringOutage(t *testing.T) {
 	proxy, a, b := partitioned(t, 10)
-	var (
-		mu  sync.Mutex
-		log []string // events and gaps, in the order the listener saw them
-	)
-	status := make(chan error, 10)
-	defer a.Listen(mercure.Listener{
-		Event:  func(e *mercure.Event) { mu.Lock(); log = append(log, e.ID); mu.Unlock() },
-		Status: func(err error) { status <- err },
-		Gap:    func() { mu.Lock(); log = append(log, "GAP"); mu.Unlock() },
-	})()
-	ctx := context.Background()
-	if err := b.Append(ctx, storetest.NewEvent("before")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first event", func() bool { mu.Lock(); defer mu.Unlock(); return len(log) == 1 })
-
+	j := record(t, a)
+	appendN(t, b, "before", 1)
+	waitFor(t, "the first event", func() bool { return len(j.entries()) == 1 })
 	proxy.cut()
-	if err := <-status; err == nil {
-		t.Fatal("feed reported recovery, want the outage")
-	}
+	j.wantStatus(t, true)
 	for i := range 30 {
-		if err := b.Append(ctx, storetest.NewEvent(fmt.Sprint("e", i))); err != nil {
-			t.Fatal(err)
-		}
+		appendN(t, b, fmt.Sprint("e", i), 1)
 	}
 	proxy.mend(t)
-	select {
-	case err := <-status:
-		if err != nil {
-			t.Fatalf("feed status %v, want recovery", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the feed did not recover")
-	}
-	waitFor(t, "the last event", func() bool { mu.Lock(); defer mu.Unlock(); return log[len(log)-1] == "e29" })
-	mu.Lock()
-	defer mu.Unlock()
+	j.wantStatus(t, false)
+	waitFor(t, "the last event", func() bool { log := j.entries(); return log[len(log)-1] == "e29" })
+	log := j.entries()
 	if len(log) < 3 || log[0] != "before" || log[1] != "GAP" || log[2] == "e0" {
 		t.Fatalf("listener saw %q, want before, GAP, then the retained events", log)
 	}
@@ -646,25 +657,16 @@ return 1`
 // too.
 func TestGapFromEmptyStream(t *testing.T) {
 	proxy, a, b := partitioned(t, 10)
-	var mu sync.Mutex
-	var log []string
-	status := make(chan error, 10)
-	defer a.Listen(mercure.Listener{
-		Event:  func(e *mercure.Event) { mu.Lock(); log = append(log, e.ID); mu.Unlock() },
-		Status: func(err error) { status <- err },
-		Gap:    func() { mu.Lock(); log = append(log, "GAP"); mu.Unlock() },
-	})()
+	j := record(t, a)
 	proxy.cut()
-	<-status
+	j.wantStatus(t, true)
 	for i := range 30 {
 		appendN(t, b, fmt.Sprint("e", i), 1)
 	}
 	proxy.mend(t)
-	<-status
-	waitFor(t, "e29", func() bool { mu.Lock(); defer mu.Unlock(); return len(log) > 0 && log[len(log)-1] == "e29" })
-	mu.Lock()
-	defer mu.Unlock()
-	if log[0] != "GAP" {
+	j.wantStatus(t, false)
+	waitFor(t, "e29", func() bool { log := j.entries(); return len(log) > 0 && log[len(log)-1] == "e29" })
+	if log := j.entries(); log[0] != "GAP" {
 		t.Fatalf("listener saw %q: entries skipped without a gap", log)
 	}
 }

@@ -58,6 +58,12 @@ func (p *proxy) mend(t *testing.T) {
 				continue
 			}
 			p.mu.Lock()
+			if p.l != l { // cut while this connection was being set up
+				p.mu.Unlock()
+				c.Close()
+				s.Close()
+				continue
+			}
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
 			var scriptPending atomic.Bool
@@ -111,7 +117,10 @@ func (p *proxy) pipe(dst, src net.Conn, pass func([]byte) bool) {
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.l.Close()
+	if p.l != nil {
+		p.l.Close()
+		p.l = nil
+	}
 	for _, c := range p.conns {
 		c.Close()
 	}

@@ -229,7 +229,8 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	a := open(t, rdb, key, redisstore.WithSubscriptionTTL(ttl))
 	other := open(t, admin, key)
 	t.Cleanup(func() { a.Close(); other.Close(); rdb.Close() })
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{active("X", true)}); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,11 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	go func() {
 		first <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", true), active("B", true)})
 	}()
-	<-g.reached
+	select {
+	case <-g.reached:
+	case <-ctx.Done():
+		t.Fatal("the write of A and B never reached Redis")
+	}
 	second := make(chan error, 1)
 	go func() { second <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", false)}) }()
 	time.Sleep(50 * time.Millisecond)

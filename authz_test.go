@@ -159,21 +159,7 @@ func subToken(t testing.TB, details ...map[string]any) string {
 // pairs; a non-empty body is sent as a form.
 func (th *testHub) request(method, rawQuery, body string, header ...string) (int, string, http.Header) {
 	th.t.Helper()
-	u := th.endpoint()
-	if rawQuery != "" {
-		u += "?" + rawQuery
-	}
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		th.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	return do(th.t, req)
+	return do(th.t, th.newRequest(context.Background(), method, rawQuery, body, header...))
 }
 
 // publishMarker publishes a public update through the Go API and returns

@@ -125,14 +125,13 @@ func (th *testHub) subscribe(q string, header ...string) *subscription {
 	return s
 }
 
-// trySubscribe opens a stream; it returns nil and the response (body
-// unread) when the status is not 200. header holds name, value pairs.
-func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subscription, *http.Response) {
+// newRequest builds a request to the hub endpoint with the query rawQuery,
+// a form body (if not empty) and header's name, value pairs.
+func (th *testHub) newRequest(ctx context.Context, method, rawQuery, body string, header ...string) *http.Request {
 	th.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	u := th.endpoint()
-	if q != "" {
-		u += "?" + q
+	if rawQuery != "" {
+		u += "?" + rawQuery
 	}
 	var rd io.Reader
 	if body != "" {
@@ -148,7 +147,15 @@ func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subs
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// trySubscribe opens a stream; it returns nil and the response (body
+// unread) when the status is not 200. header holds name, value pairs.
+func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subscription, *http.Response) {
+	th.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := http.DefaultClient.Do(th.newRequest(ctx, method, q, body, header...))
 	if err != nil {
 		cancel()
 		th.t.Fatal(err)

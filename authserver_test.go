@@ -281,15 +281,22 @@ func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
 	}
 }
 
-func TestAUTH21_MetadataIssuerMismatch(t *testing.T) {
-	as := newFakeAS(t)
+// wantRefused starts a hub trusting as (with opts) and checks that a
+// token signed by one of its keys is refused.
+func wantRefused(t *testing.T, as *fakeAS, opts ...mercure.Option) {
+	t.Helper()
 	k1 := newECKey()
 	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
-	as.update(func(as *fakeAS) { as.issuer = as.id + "/" })
-	th := startHub(t, nil, as.options(time.Hour, mercure.WithPrivateNetworkFetches())...)
+	th := startHub(t, nil, as.options(time.Hour, opts...)...)
 	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
 		t.Errorf("status = %d, want 401", got)
 	}
+}
+
+func TestAUTH21_MetadataIssuerMismatch(t *testing.T) {
+	as := newFakeAS(t)
+	as.update(func(as *fakeAS) { as.issuer = as.id + "/" })
+	wantRefused(t, as, mercure.WithPrivateNetworkFetches())
 	if n := as.jwksHits.Load(); n != 0 {
 		t.Errorf("JWK Set fetched %d times, want 0", n)
 	}
@@ -297,15 +304,10 @@ func TestAUTH21_MetadataIssuerMismatch(t *testing.T) {
 
 func TestAUTH21_NonHTTPSJWKSURI(t *testing.T) {
 	as := newFakeAS(t)
-	k1 := newECKey()
-	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
 	plain := httptest.NewServer(as.srv.Config.Handler)
 	t.Cleanup(plain.Close)
 	as.update(func(as *fakeAS) { as.jwksURI = plain.URL + "/tenant1/jwks" })
-	th := startHub(t, nil, as.options(time.Hour, mercure.WithPrivateNetworkFetches())...)
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
-		t.Errorf("status = %d, want 401", got)
-	}
+	wantRefused(t, as, mercure.WithPrivateNetworkFetches())
 	if n := as.jwksHits.Load(); n != 0 {
 		t.Errorf("JWK Set fetched %d times, want 0", n)
 	}
@@ -313,12 +315,7 @@ func TestAUTH21_NonHTTPSJWKSURI(t *testing.T) {
 
 func TestSEC11_PrivateAddressesRefusedByDefault(t *testing.T) {
 	as := newFakeAS(t)
-	k1 := newECKey()
-	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
-	th := startHub(t, nil, as.options(time.Hour)...)
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
-		t.Errorf("status = %d, want 401", got)
-	}
+	wantRefused(t, as)
 	if n := as.metaHits.Load() + as.jwksHits.Load(); n != 0 {
 		t.Errorf("the loopback AS got %d requests, want 0", n)
 	}

@@ -34,6 +34,14 @@ var (
 	// recorded it nonetheless, when only its reply was lost.
 	ErrStore = errors.New("mercure: the store did not record the update")
 
+	// ErrHistoryGap is wrapped by the error that a [Backlog]'s Events
+	// yields when the store cannot go on contiguously: events it should
+	// have yielded next were dropped from history (by retention, say)
+	// while the replay was under way. A store never skips retained events
+	// silently; the hub ends the stream, and the client resumes from the
+	// last event it received.
+	ErrHistoryGap = errors.New("mercure: history dropped events during the replay")
+
 	// ErrHubClosed is returned once [Hub.Shutdown] has started.
 	ErrHubClosed = errors.New("mercure: hub is shut down")
 )

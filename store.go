@@ -168,8 +168,11 @@ type Backlog struct {
 	// either replayed or precede the cursor, so the hub drops them: a feed
 	// that lags behind Append then repeats nothing.
 	Head uint64
-	// Events yields the events after the cursor in sequence order, without
-	// skipping a retained one; it may end with an error.
+	// Events yields the events after the cursor in sequence order, up to
+	// Head, without skipping one: when events it has yet to yield are
+	// dropped from history meanwhile, it ends with an error wrapping
+	// [ErrHistoryGap] rather than skip them. It may end with any other
+	// error too.
 	Events iter.Seq2[*Event, error]
 }
 

@@ -32,7 +32,7 @@ type Index[T any] struct {
 	resolver *topicurl.Resolver
 	exact    map[string]*list[T]
 	wildcard list[T]
-	patterns map[string]*patternSubs[T] // interned by raw pattern
+	patterns map[string]*Group[T] // interned by raw pattern
 	trie     node[T]
 	npattern int
 }
@@ -41,8 +41,8 @@ type Index[T any] struct {
 type Entry[T any] struct {
 	list    *list[T]
 	slot    int
-	exact   string          // key in exact, for pruning
-	pattern *patternSubs[T] // set for URL pattern subscriptions
+	exact   string    // key in exact, for pruning
+	pattern *Group[T] // set for URL pattern subscriptions
 }
 
 type list[T any] struct {
@@ -50,15 +50,41 @@ type list[T any] struct {
 	entries []*Entry[T]
 }
 
-type patternSubs[T any] struct {
+// Group is one distinct URL pattern and the subscriptions that share it.
+type Group[T any] struct {
 	pat  *Pattern
 	subs list[T]
 	slot int // position in its trie node's list
 }
 
+// Pattern returns the group's compiled pattern.
+func (g *Group[T]) Pattern() *Pattern { return g.pat }
+
+// Each calls fn for every subscription of g. The caller holds the lock
+// that serializes the index; a group removed since [Index.Candidates]
+// returned it has no subscriptions left.
+func (g *Group[T]) Each(fn func(T)) {
+	for _, v := range g.subs.vals {
+		fn(v)
+	}
+}
+
 type node[T any] struct {
 	children map[string]*node[T]
-	patterns []*patternSubs[T]
+	patterns []*Group[T]
+	// down is the most patterns on any path from this node to a leaf,
+	// its own included: at the root, the most patterns that one topic
+	// can be evaluated against.
+	down int
+}
+
+// recompute sets n.down from n's patterns and children.
+func (n *node[T]) recompute() {
+	m := 0
+	for _, c := range n.children {
+		m = max(m, c.down)
+	}
+	n.down = len(n.patterns) + m
 }
 
 // New returns an empty index resolving topics with r.
@@ -66,7 +92,7 @@ func New[T any](r *topicurl.Resolver) *Index[T] {
 	return &Index[T]{
 		resolver: r,
 		exact:    make(map[string]*list[T]),
-		patterns: make(map[string]*patternSubs[T]),
+		patterns: make(map[string]*Group[T]),
 	}
 }
 
@@ -93,6 +119,11 @@ func (ix *Index[T]) SamePrefix(p *Pattern) int {
 	return len(n.patterns)
 }
 
+// MaxPerTopic returns the most distinct patterns that one topic can be
+// evaluated against: the patterns registered along one path of the trie.
+// It is what one update topic may cost, so the hub caps it.
+func (ix *Index[T]) MaxPerTopic() int { return ix.trie.down }
+
 // Add registers v under one matcher. For URLPattern, pat is the compiled
 // value (from [Compile] or [Index.Pattern]); for Exact, value is the topic.
 func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
@@ -110,8 +141,10 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 	case URLPattern:
 		ps := ix.patterns[pat.raw]
 		if ps == nil {
-			ps = &patternSubs[T]{pat: pat}
+			ps = &Group[T]{pat: pat}
 			ix.patterns[pat.raw] = ps
+			path := make([]*node[T], 1, len(pat.keys)+1)
+			path[0] = &ix.trie
 			n := &ix.trie
 			for _, k := range pat.keys {
 				c := n.children[k]
@@ -123,10 +156,21 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 					n.children[k] = c
 				}
 				n = c
+				path = append(path, n)
 			}
 			ps.slot = len(n.patterns)
 			n.patterns = append(n.patterns, ps)
 			ix.npattern++
+			// One more pattern here can only raise the paths through n.
+			n.down++
+			for i := len(path) - 2; i >= 0; i-- {
+				a := path[i]
+				if d := len(a.patterns) + path[i+1].down; d > a.down {
+					a.down = d
+					continue
+				}
+				break
+			}
 		}
 		e.list, e.pattern = &ps.subs, ps
 	}
@@ -165,7 +209,7 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 	}
 }
 
-func (ix *Index[T]) removePattern(ps *patternSubs[T]) {
+func (ix *Index[T]) removePattern(ps *Group[T]) {
 	delete(ix.patterns, ps.pat.raw)
 	ix.npattern--
 	path := make([]*node[T], 0, len(ps.pat.keys)+1)
@@ -190,6 +234,20 @@ func (ix *Index[T]) removePattern(ps *patternSubs[T]) {
 		}
 		delete(path[i-1].children, ps.pat.keys[i-1])
 	}
+	// Lower the path counts from the leaf up, as far as they change. An
+	// ancestor rescans its children only when the path it counted went
+	// through the child that changed.
+	old := n.down
+	n.recompute()
+	for i := len(path) - 2; i >= 0 && n.down != old; i-- {
+		a := path[i]
+		if a.down != len(a.patterns)+old {
+			break // its longest path goes elsewhere
+		}
+		old = a.down
+		a.recompute()
+		n = a
+	}
 }
 
 // Len returns the number of registered subscriptions of each kind.
@@ -207,7 +265,32 @@ func (ix *Index[T]) Len() (exact, patterns, wildcard int) {
 // topics. fn may be called more than once for a value registered under
 // several matchers or selected by several topics: the caller deduplicates
 // (SUB-13). fn must not call Add or Remove.
+//
+// Match evaluates URL patterns while the caller holds its lock; the hub
+// splits the work instead (see [Index.Candidates]).
 func (ix *Index[T]) Match(topics []string, fn func(T)) {
+	ix.MatchExact(topics, fn)
+	if ix.npattern == 0 {
+		return
+	}
+	var groups []*Group[T]
+	for _, t := range topics {
+		u, ok := ix.resolver.Resolve(t)
+		if !ok {
+			continue // MAT-8: an unparsable topic never matches a pattern
+		}
+		groups = ix.Candidates(u, groups[:0])
+		for _, g := range groups {
+			if g.pat.Test(u.Href) {
+				g.Each(fn)
+			}
+		}
+	}
+}
+
+// MatchExact calls fn for the wildcard subscriptions and for those whose
+// exact matcher equals one of topics, with the same caveats as Match.
+func (ix *Index[T]) MatchExact(topics []string, fn func(T)) {
 	for _, v := range ix.wildcard.vals {
 		fn(v)
 	}
@@ -217,31 +300,25 @@ func (ix *Index[T]) Match(topics []string, fn func(T)) {
 				fn(v)
 			}
 		}
-		if ix.npattern == 0 {
-			continue
-		}
-		u, ok := ix.resolver.Resolve(t)
-		if !ok {
-			continue // MAT-8: an unparsable topic never matches a pattern
-		}
-		ix.matchPatterns(u, fn)
 	}
 }
 
-func (ix *Index[T]) matchPatterns(u topicurl.URL, fn func(T)) {
+// HasPatterns reports whether any URL pattern is registered.
+func (ix *Index[T]) HasPatterns() bool { return ix.npattern > 0 }
+
+// Candidates appends to dst the groups whose pattern must be evaluated
+// against the resolved topic u: those whose literal prefix u has, at most
+// [Index.MaxPerTopic] of them. The caller may evaluate them without the
+// index's lock (patterns are immutable), then take it again to call
+// [Group.Each] on those that match.
+func (ix *Index[T]) Candidates(u topicurl.URL, dst []*Group[T]) []*Group[T] {
 	n := &ix.trie
 	depth := 0
 	rest, pathDone := u.Pathname, false
 	for {
-		for _, ps := range n.patterns {
-			if ps.pat.Test(u.Href) {
-				for _, v := range ps.subs.vals {
-					fn(v)
-				}
-			}
-		}
+		dst = append(dst, n.patterns...)
 		if len(n.children) == 0 {
-			return
+			return dst
 		}
 		var key string
 		switch depth {
@@ -251,7 +328,7 @@ func (ix *Index[T]) matchPatterns(u topicurl.URL, fn func(T)) {
 			key = u.Hostname
 		default:
 			if pathDone {
-				return
+				return dst
 			}
 			if i := strings.IndexByte(rest, '/'); i >= 0 {
 				key, rest = rest[:i], rest[i+1:]
@@ -261,7 +338,7 @@ func (ix *Index[T]) matchPatterns(u topicurl.URL, fn func(T)) {
 		}
 		n = n.children[key]
 		if n == nil {
-			return
+			return dst
 		}
 		depth++
 	}

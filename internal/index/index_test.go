@@ -242,9 +242,21 @@ func TestRandomChurn(t *testing.T) {
 			live = slices.Delete(live, i, i+1)
 		} else {
 			s := &sub{}
-			switch rng.IntN(3) {
+			switch rng.IntN(5) {
 			case 0:
 				s.kind, s.value = Exact, fmt.Sprintf("https://example.com/t/%d", rng.IntN(20))
+			case 3, 4:
+				// Patterns at every prefix level, so that the per-topic
+				// counts see long and short paths come and go.
+				s.kind, s.value = URLPattern, []string{
+					"*://*/t/%d", "https://*/t/%d/*", "https://example.com/*/%d", "https://example.com/t/*/%d",
+					"https://example.com/t/%d/*", "https://example.com/t/1/%d", "https://example.com/t/1/2/%d",
+				}[rng.IntN(7)]
+				s.value = fmt.Sprintf(s.value, rng.IntN(4))
+				if pats[s.value] == nil {
+					pats[s.value] = compile(t, s.value, r)
+				}
+				s.pat = pats[s.value]
 			case 1:
 				s.kind, s.value = URLPattern, fmt.Sprintf("https://example.com/t/%d/:x", rng.IntN(20))
 				if pats[s.value] == nil {
@@ -276,6 +288,59 @@ func TestRandomChurn(t *testing.T) {
 		if got := match(ix, topic); !slices.Equal(got, want) {
 			t.Fatalf("step %d, topic %q: got %v, want %v", step, topic, got, want)
 		}
+		// The per-topic bound, kept up to date step by step, must equal
+		// the longest path computed afresh, and bound what any topic
+		// evaluates.
+		if got, want := ix.MaxPerTopic(), longestPath(&ix.trie); got != want {
+			t.Fatalf("step %d: MaxPerTopic %d, longest path %d", step, got, want)
+		}
+		u, _ := r.Resolve(topic)
+		if n := len(ix.Candidates(u, nil)); n > ix.MaxPerTopic() {
+			t.Fatalf("step %d, topic %q: %d candidates, more than MaxPerTopic %d", step, topic, n, ix.MaxPerTopic())
+		}
+	}
+}
+
+// longestPath counts the patterns along the trie's longest path from n.
+func longestPath(n *node[int]) int {
+	m := 0
+	for _, c := range n.children {
+		m = max(m, longestPath(c))
+	}
+	return len(n.patterns) + m
+}
+
+// TestMaxPerTopicCountsEveryPrefixLevel checks the bound on the attack
+// of patterns spread over the prefix levels of one topic: each level's
+// patterns are evaluated for it, so they add up.
+func TestMaxPerTopicCountsEveryPrefixLevel(t *testing.T) {
+	ix, r := newIndex(t)
+	levels := []string{"*://*/", "https://*/", "https://example.com/", "https://example.com/books/"}
+	var entries []*Entry[int]
+	for i, prefix := range levels {
+		for j := range 3 {
+			p := compile(t, fmt.Sprintf("%s*%d", prefix, j), r)
+			entries = append(entries, ix.Add(URLPattern, p.Raw(), p, i*10+j))
+		}
+		if got, want := ix.MaxPerTopic(), 3*(i+1); got != want {
+			t.Fatalf("after level %d: MaxPerTopic %d, want %d", i, got, want)
+		}
+	}
+	u, _ := r.Resolve("https://example.com/books/1")
+	if n := len(ix.Candidates(u, nil)); n != 12 {
+		t.Fatalf("%d candidates for a topic under every level, want 12", n)
+	}
+	for _, e := range entries[:3] {
+		ix.Remove(e)
+	}
+	if got := ix.MaxPerTopic(); got != 9 {
+		t.Fatalf("after removing the root level: MaxPerTopic %d, want 9", got)
+	}
+	for _, e := range entries {
+		ix.Remove(e)
+	}
+	if got := ix.MaxPerTopic(); got != 0 {
+		t.Fatalf("empty index: MaxPerTopic %d", got)
 	}
 }
 

@@ -17,6 +17,7 @@ var ErrPattern = errors.New("invalid URL pattern")
 // Pattern is a compiled URL pattern, immutable and safe for concurrent use.
 type Pattern struct {
 	raw      string
+	cost     Cost
 	p        *urlpattern.URLPattern
 	resolver *topicurl.Resolver
 	// keys is the literal prefix of the pattern used to place it in the
@@ -30,11 +31,18 @@ type Pattern struct {
 // Raw returns the pattern as the subscriber wrote it.
 func (p *Pattern) Raw() string { return p.raw }
 
+// Cost returns the pattern's estimated cost (see [EstimateCost]).
+func (p *Pattern) Cost() Cost { return p.cost }
+
 // Compile compiles a URL pattern (MAT-6): absolute patterns without a base,
 // so that non-special schemes keep their own path (urn:* must match
 // urn:isbn:1), relative ones against hubURL, which r resolves topics
 // against. IgnoreCase stays off (MAT-7).
 func Compile(raw, hubURL string, r *topicurl.Resolver) (pat *Pattern, err error) {
+	cost, err := EstimateCost(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
+	}
 	defer func() {
 		// The engine sees subscriber input; a panic in it must not take the hub down.
 		if recover() != nil {
@@ -49,7 +57,7 @@ func Compile(raw, hubURL string, r *topicurl.Resolver) (pat *Pattern, err error)
 		// The engine's errors print its internal state: never echo them.
 		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
 	}
-	return &Pattern{raw: raw, p: p, resolver: r, keys: literalPrefix(p)}, nil
+	return &Pattern{raw: raw, cost: cost, p: p, resolver: r, keys: literalPrefix(p)}, nil
 }
 
 // MatchTopic reports whether topic, resolved against the hub URL, matches

@@ -36,7 +36,8 @@ type grantSet struct {
 	matchers []matcher
 	refs     int // streams sharing the set; under hub.mu
 
-	// The verdict for the update being dispatched; under hub.mu.
+	// The verdict for the event being dispatched, touched by dispatch
+	// alone (one event at a time).
 	memoEvent *Event
 	memo      bool
 }
@@ -65,9 +66,10 @@ func (p *principal) mayRead(e *Event, r *topicurl.Resolver) bool {
 	return p.subscribe.reads(e, r)
 }
 
-// mayReadLocked is mayRead for dispatch, which holds hub.mu and handles
-// one event at a time: the verdict is computed once per grant set.
-func (p *principal) mayReadLocked(e *Event, r *topicurl.Resolver) bool {
+// mayReadDispatched is mayRead for dispatch, which handles one event at a
+// time: the verdict is computed once per grant set, however many streams
+// share it.
+func (p *principal) mayReadDispatched(e *Event, r *topicurl.Resolver) bool {
 	if p == nil || p.subscribe == nil {
 		return false
 	}
@@ -125,7 +127,9 @@ func (h *Hub) newVerifier() (*token.Verifier, error) {
 		MaxMatchBytes: pol.MaxMatchBytes,
 		CheckMatcher: func(typ, value string) error {
 			if typ == MatchURLPattern {
-				_, err := h.compilePattern(value)
+				// Compiled once: the grants of the principal, built
+				// next, find it in the cache.
+				_, err := h.compilePattern(value, &h.cfg.limits.Patterns)
 				return err
 			}
 			return nil
@@ -222,7 +226,7 @@ func (h *Hub) grantMatcher(tm token.Matcher) (matcher, error) {
 	case tm.MatchesAll():
 		return matcher{kind: index.Wildcard, typ: tm.Type, value: tm.Match}, nil
 	case tm.Type == MatchURLPattern:
-		pat, err := h.compilePattern(tm.Match)
+		pat, err := h.compilePattern(tm.Match, &h.cfg.limits.Patterns)
 		if err != nil {
 			return matcher{}, err
 		}

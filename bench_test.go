@@ -65,7 +65,7 @@ func (bh *benchHub) attach(b *testing.B, drain bool, typ, value string) *stream 
 // attachWith registers an in-process subscriber holding p's grants.
 func (bh *benchHub) attachWith(b *testing.B, p *principal, typ, value string) *stream {
 	b.Helper()
-	m, err := bh.newMatcher(typ, value)
+	m, err := bh.newMatcher(typ, value, &bh.cfg.limits.Patterns)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func BenchmarkDispatchPrivate(b *testing.B) {
 			const n = 10_000
 			bh := newBenchHub(b, WithLimits(Limits{QueueEvents: 1 << 20}))
 			streams := make([]*stream, n)
-			pat, err := bh.compilePattern("https://example.com/fanout{/*}?")
+			pat, err := bh.compilePattern("https://example.com/fanout{/*}?", &bh.cfg.limits.Patterns)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -261,7 +261,7 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				m, err := bh.newMatcher(MatchExact, "https://example.com/churn")
+				m, err := bh.newMatcher(MatchExact, "https://example.com/churn", &bh.cfg.limits.Patterns)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,3 +11,6 @@ func WithKeyRefreshLimit(d time.Duration) Option {
 		return nil
 	}
 }
+
+// PatternCompiles returns how many URL patterns the hub has compiled.
+func (h *Hub) PatternCompiles() int { return h.patterns.Compiles() }

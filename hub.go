@@ -34,6 +34,7 @@ type Hub struct {
 	log      *slog.Logger
 	resolver *topicurl.Resolver
 	verifier *token.Verifier // nil when no issuer is configured
+	patterns *index.Cache    // compiled URL patterns of matchers and grants
 	// authServers fetches the keys of authorization server issuers; nil
 	// when there is none.
 	authServers *authServers
@@ -41,12 +42,12 @@ type Hub struct {
 	store       Store
 	unlisten    func()
 
-	// mu guards the subscriber index and the dispatch that reads it.
+	// mu guards the subscriber index, the interned grant sets and the
+	// streams' lastSeq. Dispatch holds it only to look subscriptions up.
 	mu        sync.Mutex
 	index     *index.Index[*stream]
 	grantSets map[string]*grantSet // interned subscribe grants of open streams
-	current   *Event               // the event being dispatched, read by deliverFn
-	deliver   func(*stream)
+	dispatcher
 
 	// life guards closed, streams and the stream WaitGroup.
 	life    sync.Mutex
@@ -127,6 +128,7 @@ func New(opts ...Option) (*Hub, error) {
 		resolver:  resolver,
 		store:     cfg.store,
 		index:     index.New[*stream](resolver),
+		patterns:  index.NewCache(hubURL, resolver, patternCacheSize),
 		grantSets: make(map[string]*grantSet),
 		streams:   make(map[*stream]struct{}),
 		conns:     connCounter{perClient: make(map[string]int)},
@@ -152,7 +154,7 @@ func New(opts ...Option) (*Hub, error) {
 		}
 	}
 	h.subscriptions.active = make(map[*Subscription]struct{})
-	h.deliver = h.deliverCurrent
+	h.collectFn = h.collect
 	if h.store == nil {
 		h.store = NewMemoryStore(cfg.history)
 	}
@@ -166,6 +168,11 @@ func New(opts ...Option) (*Hub, error) {
 	}
 	return h, nil
 }
+
+// patternCacheSize bounds the compiled URL patterns that a hub keeps
+// beyond those in use, in estimated instructions (see
+// [PatternLimits.MaxSize]): a few megabytes.
+const patternCacheSize = 1 << 16
 
 // feedGap ends every open stream when the store's feed skipped events: no
 // stream may go on as if it had them. Each client resumes from history.
@@ -279,36 +286,6 @@ func (h *Hub) SubscribeHandler() http.Handler {
 	})
 }
 
-// dispatch is the store's listener: it hands e to every matching stream.
-// The store calls it for one event at a time, in sequence order.
-func (h *Hub) dispatch(e *Event) {
-	e.encoded() // before taking the lock, for events from other instances
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.current = e
-	h.index.Match(e.Topics, h.deliver)
-	h.current = nil
-	h.lastEventID.Store(&e.ID)
-	h.dispatched.Add(1)
-}
-
-// deliverCurrent enqueues the event being dispatched for s, once per
-// stream however many of its matchers select it (SUB-13), and only when
-// s may read it (AUTH-35).
-func (h *Hub) deliverCurrent(s *stream) {
-	e := h.current
-	if s.lastSeq == e.Seq {
-		return
-	}
-	s.lastSeq = e.Seq
-	if e.Private && !s.principal.mayReadLocked(e, h.resolver) {
-		return
-	}
-	if !s.enqueue(e) {
-		h.overflows.Add(1)
-	}
-}
-
 // shutdownGrace is how long Shutdown lets streams end on their own before
 // it cuts the writes of those stuck on peers that stopped reading.
 const shutdownGrace = time.Second
@@ -363,14 +340,18 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}
 }
 
-// abortStreams makes every write still blocked on a peer fail now.
+// abortStreams makes every write still blocked on a peer fail now. The
+// streams are aborted after h.life is released: on HTTP/2, cutting a
+// write is a message to the connection's own goroutine.
 func (h *Hub) abortStreams() {
 	h.life.Lock()
-	defer h.life.Unlock()
+	streams := make([]*stream, 0, len(h.streams))
 	for s := range h.streams {
-		s.mu.Lock()
-		s.abortLocked()
-		s.mu.Unlock()
+		streams = append(streams, s)
+	}
+	h.life.Unlock()
+	for _, s := range streams {
+		s.abort()
 	}
 }
 

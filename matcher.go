@@ -28,6 +28,9 @@ type matcher struct {
 	pattern *index.Pattern // compiled, for index.URLPattern
 }
 
+// same reports whether o is the same matcher as m.
+func (m matcher) same(o matcher) bool { return m.kind == o.kind && m.value == o.value }
+
 // matches reports whether the matcher selects topic.
 func (m *matcher) matches(topic string) bool {
 	switch m.kind {
@@ -49,8 +52,8 @@ func (m *matcher) matchesEvent(e *Event, r *topicurl.Resolver) bool {
 	case index.Exact:
 		return slices.Contains(e.Topics, m.value)
 	}
-	for _, href := range e.hrefs(r) {
-		if href != "" && m.pattern.Test(href) { // MAT-8: unparsable topics never match
+	for _, u := range e.urls(r) {
+		if u.Href != "" && m.pattern.Test(u.Href) { // MAT-8: unparsable topics never match
 			return true
 		}
 	}
@@ -76,8 +79,9 @@ func matcherType(name string) (typ string, ok bool, err error) {
 	return "", false, nil
 }
 
-// newMatcher validates and compiles one matcher value (SUB-8, MAT-4).
-func (h *Hub) newMatcher(typ, value string) (matcher, error) {
+// newMatcher validates and compiles one matcher value (SUB-8, MAT-4); URL
+// patterns within lim.
+func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, error) {
 	switch {
 	case value == "":
 		return matcher{}, fmt.Errorf("%w: empty value", errMatcher) // SUB-9
@@ -90,23 +94,30 @@ func (h *Hub) newMatcher(typ, value string) (matcher, error) {
 	case typ == MatchExact:
 		return matcher{kind: index.Exact, typ: typ, value: value}, nil
 	}
-	p, err := h.compilePattern(value)
+	p, err := h.compilePattern(value, lim)
 	if err != nil {
-		return matcher{}, fmt.Errorf("%w: %v", errMatcher, err)
+		return matcher{}, fmt.Errorf("%w: %w", errMatcher, err)
 	}
 	return matcher{kind: index.URLPattern, typ: typ, value: value, pattern: p}, nil
 }
 
-// compilePattern returns the compiled pattern, shared with the
-// subscriptions already using it so that each distinct pattern is compiled
-// once and costs its memory once.
-func (h *Hub) compilePattern(raw string) (*index.Pattern, error) {
-	h.mu.Lock()
-	p := h.index.Pattern(raw)
-	h.mu.Unlock()
-	if p != nil {
-		return p, nil
+// errPatternCost marks a URL pattern refused for what it would cost.
+var errPatternCost = errors.New("URL pattern over the hub's limits")
+
+// compilePattern returns the compiled pattern raw, after checking that its
+// estimated cost is within lim (MAT-9): nothing is compiled for a pattern
+// over a limit. Patterns come from a cache shared by subscriptions and
+// token grants, so each distinct pattern is compiled once however many
+// streams and requests use it.
+func (h *Hub) compilePattern(raw string, lim *PatternLimits) (*index.Pattern, error) {
+	cost, err := index.EstimateCost(raw)
+	switch {
+	case err != nil:
+		return nil, err
+	case cost.Groups > lim.MaxGroups:
+		return nil, fmt.Errorf("%w: %q has %d groups, more than %d", errPatternCost, raw, cost.Groups, lim.MaxGroups)
+	case cost.Size > lim.MaxSize:
+		return nil, fmt.Errorf("%w: %q would compile to about %d instructions, more than %d", errPatternCost, raw, cost.Size, lim.MaxSize)
 	}
-	// Compiling takes tens of microseconds: not under the dispatch lock.
-	return index.Compile(raw, h.url, h.resolver)
+	return h.patterns.Get(raw)
 }

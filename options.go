@@ -453,6 +453,19 @@ type Limits struct {
 	// bounds the cost of every publish. Subscribers sharing a pattern count
 	// it once. A stream that would exceed it gets 429. Default 64.
 	MaxPatternsPerPrefix int
+	// MaxPatternsPerTopic caps the distinct URL patterns that one update
+	// topic can be evaluated against: those of every literal prefix the
+	// topic has (*://*/…, https://example.com/…,
+	// https://example.com/books/…, and so on), however the subscribers
+	// spread their patterns over prefixes. With the per-pattern limits of
+	// Patterns and AnonymousPatterns, it bounds what every publish costs.
+	// A stream that would exceed it gets 429. Default 128.
+	MaxPatternsPerTopic int
+	// Patterns bounds the URL patterns of streams that present a token,
+	// and the URL pattern grants of tokens (a token over them is
+	// invalid); AnonymousPatterns bounds those of anonymous streams,
+	// which anyone can open. See [PatternLimits].
+	Patterns, AnonymousPatterns PatternLimits
 	// QueueEvents and QueueBytes bound the updates waiting to be written
 	// to one subscriber. A subscriber that falls this far behind is
 	// disconnected, so that it never slows the hub or other subscribers;
@@ -462,6 +475,33 @@ type Limits struct {
 	QueueBytes  int
 }
 
+// PatternLimits bounds what URL patterns can cost the hub (MAT-9). The
+// engine compiles each pattern into regular expressions: their size bounds
+// the heap a compiled pattern keeps and the time an evaluation takes, and
+// their groups multiply that time (each evaluation extracts every group).
+// The hub estimates both from a pattern's source and refuses a pattern
+// over a limit (400, or an invalid token for a grant) before compiling it.
+// A zero field means the default given in its comment, for streams with a
+// token and for anonymous streams.
+type PatternLimits struct {
+	// MaxGroups caps the groups of one pattern: each *, :name and
+	// (regexp), counted as written. Default 32; anonymous 8.
+	MaxGroups int
+	// MaxSize caps the estimated compiled size of one pattern, in regular
+	// expression instructions: three per byte of literal text, eight per
+	// group, and custom regular expressions with their repetitions
+	// expanded (twice when a modifier repeats them). A compiled pattern
+	// keeps up to about 50 bytes of heap per instruction, and evaluating
+	// it costs up to about a nanosecond per instruction and byte of
+	// topic. Default 4096; anonymous 512.
+	MaxSize int
+	// MaxStreamSize caps the sum of the sizes of the URL patterns of one
+	// stream, and so the heap one request can make the hub keep. It does
+	// not apply to the grants of a token, which its issuer vouches for.
+	// Default 32768; anonymous 4096.
+	MaxStreamSize int
+}
+
 var defaultLimits = Limits{
 	MaxBodyBytes:         1 << 20,
 	MaxTopics:            64,
@@ -469,6 +509,9 @@ var defaultLimits = Limits{
 	MaxMatchers:          64,
 	MaxMatcherBytes:      2 << 10,
 	MaxPatternsPerPrefix: 64,
+	MaxPatternsPerTopic:  128,
+	Patterns:             PatternLimits{MaxGroups: 32, MaxSize: 4096, MaxStreamSize: 32768},
+	AnonymousPatterns:    PatternLimits{MaxGroups: 8, MaxSize: 512, MaxStreamSize: 4096},
 	QueueEvents:          1024,
 	QueueBytes:           8 << 20,
 }
@@ -488,6 +531,13 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"MaxConnections", int64(l.MaxConnections), func(v int64) { d.MaxConnections = int(v) }},
 		{"MaxConnectionsPerClient", int64(l.MaxConnectionsPerClient), func(v int64) { d.MaxConnectionsPerClient = int(v) }},
 		{"MaxPatternsPerPrefix", int64(l.MaxPatternsPerPrefix), func(v int64) { d.MaxPatternsPerPrefix = int(v) }},
+		{"MaxPatternsPerTopic", int64(l.MaxPatternsPerTopic), func(v int64) { d.MaxPatternsPerTopic = int(v) }},
+		{"Patterns.MaxGroups", int64(l.Patterns.MaxGroups), func(v int64) { d.Patterns.MaxGroups = int(v) }},
+		{"Patterns.MaxSize", int64(l.Patterns.MaxSize), func(v int64) { d.Patterns.MaxSize = int(v) }},
+		{"Patterns.MaxStreamSize", int64(l.Patterns.MaxStreamSize), func(v int64) { d.Patterns.MaxStreamSize = int(v) }},
+		{"AnonymousPatterns.MaxGroups", int64(l.AnonymousPatterns.MaxGroups), func(v int64) { d.AnonymousPatterns.MaxGroups = int(v) }},
+		{"AnonymousPatterns.MaxSize", int64(l.AnonymousPatterns.MaxSize), func(v int64) { d.AnonymousPatterns.MaxSize = int(v) }},
+		{"AnonymousPatterns.MaxStreamSize", int64(l.AnonymousPatterns.MaxStreamSize), func(v int64) { d.AnonymousPatterns.MaxStreamSize = int(v) }},
 		{"QueueEvents", int64(l.QueueEvents), func(v int64) { d.QueueEvents = int(v) }},
 		{"QueueBytes", int64(l.QueueBytes), func(v int64) { d.QueueBytes = int(v) }},
 	}

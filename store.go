@@ -38,26 +38,26 @@ type Event struct {
 	resolved atomic.Pointer[resolvedTopics]
 }
 
-// resolvedTopics is an event's topics resolved against one hub URL: the
-// absolute URL of each, "" for one that does not parse (MAT-8).
+// resolvedTopics is an event's topics resolved against one hub URL; the
+// Href of one that does not parse is "" (MAT-8).
 type resolvedTopics struct {
-	by    *topicurl.Resolver
-	hrefs []string
+	by   *topicurl.Resolver
+	urls []topicurl.URL
 }
 
-// hrefs returns e's topics resolved by r, computing them on first use.
-func (e *Event) hrefs(r *topicurl.Resolver) []string {
+// urls returns e's topics resolved by r, computing them on first use.
+func (e *Event) urls(r *topicurl.Resolver) []topicurl.URL {
 	if c := e.resolved.Load(); c != nil && c.by == r {
-		return c.hrefs
+		return c.urls
 	}
-	hrefs := make([]string, len(e.Topics))
+	urls := make([]topicurl.URL, len(e.Topics))
 	for i, t := range e.Topics {
 		if u, ok := r.Resolve(t); ok {
-			hrefs[i] = u.Href
+			urls[i] = u
 		}
 	}
-	e.resolved.Store(&resolvedTopics{by: r, hrefs: hrefs})
-	return hrefs
+	e.resolved.Store(&resolvedTopics{by: r, urls: urls})
+	return urls
 }
 
 // encoded returns the event's SSE bytes, encoding them on first use.

@@ -24,9 +24,14 @@ type subscribeRequest struct {
 
 // parseSubscribe reads the matchers and the cursor of a GET or QUERY
 // request: the union of query and body pairs (SUB-3), parsed the WHATWG way
-// (SUB-5).
-func (h *Hub) parseSubscribe(r *http.Request) (subscribeRequest, error) {
+// (SUB-5). URL patterns are held to the limits of p's kind of client.
+func (h *Hub) parseSubscribe(r *http.Request, p *principal) (subscribeRequest, error) {
 	var req subscribeRequest
+	lim := &h.cfg.limits.Patterns
+	if p == nil {
+		lim = &h.cfg.limits.AnonymousPatterns
+	}
+	size := 0 // of the request's distinct URL patterns
 	pairs := form.Parse(r.URL.RawQuery)
 	nquery := len(pairs)
 	if r.Method == methodQuery && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
@@ -38,17 +43,17 @@ func (h *Hub) parseSubscribe(r *http.Request) (subscribeRequest, error) {
 	}
 	var bodyCursor string
 	var hasBodyCursor bool
-	for i, p := range pairs {
-		if p.Name == "last_event_id" {
+	for i, pair := range pairs {
+		if pair.Name == "last_event_id" {
 			switch {
 			case i < nquery && !req.hasCursor:
-				req.cursor, req.hasCursor = p.Value, true
+				req.cursor, req.hasCursor = pair.Value, true
 			case i >= nquery && !hasBodyCursor:
-				bodyCursor, hasBodyCursor = p.Value, true
+				bodyCursor, hasBodyCursor = pair.Value, true
 			}
 			continue
 		}
-		typ, ok, err := matcherType(p.Name)
+		typ, ok, err := matcherType(pair.Name)
 		if err != nil {
 			return req, err
 		}
@@ -58,9 +63,16 @@ func (h *Hub) parseSubscribe(r *http.Request) (subscribeRequest, error) {
 		if len(req.matchers) == h.cfg.limits.MaxMatchers {
 			return req, fmt.Errorf("%w: more than %d matchers", errMatcher, h.cfg.limits.MaxMatchers)
 		}
-		m, err := h.newMatcher(typ, p.Value)
+		m, err := h.newMatcher(typ, pair.Value, lim)
 		if err != nil {
 			return req, err
+		}
+		if m.kind == index.URLPattern && !slices.ContainsFunc(req.matchers, m.same) {
+			// The heap a request can pin is bounded, however many
+			// patterns it spreads it over.
+			if size += m.pattern.Cost().Size; size > lim.MaxStreamSize {
+				return req, fmt.Errorf("%w: %w: the URL patterns would compile to about %d instructions, more than %d", errMatcher, errPatternCost, size, lim.MaxStreamSize)
+			}
 		}
 		req.matchers = append(req.matchers, m)
 	}
@@ -108,7 +120,7 @@ type stream struct {
 
 // enqueue hands e to the stream's writer without blocking. It returns
 // false when the queue is full: the stream is then kicked, and its client
-// will resume from history with Last-Event-ID.
+// will resume from history with Last-Event-ID; the caller aborts it.
 func (s *stream) enqueue(e *Event) bool {
 	lim := &s.hub.cfg.limits
 	s.mu.Lock()
@@ -117,9 +129,10 @@ func (s *stream) enqueue(e *Event) bool {
 		return true
 	}
 	if len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded()) > lim.QueueBytes {
+		// The caller then aborts s, to unblock a write stuck on the peer
+		// that stopped reading.
 		s.overflowed = true
 		s.queue, s.queueBytes = nil, 0
-		s.abortLocked() // unblock a write stuck on the peer that stopped reading
 		s.mu.Unlock()
 		close(s.kicked)
 		return false
@@ -156,9 +169,10 @@ func (s *stream) take(spare []*Event) []*Event {
 	return q
 }
 
-// abortLocked makes the stream's current and future writes fail at once.
-// The caller holds s.mu.
-func (s *stream) abortLocked() {
+// abort makes the stream's current and future writes fail at once.
+func (s *stream) abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.aborted = true
 	if !s.finished && s.rc != nil {
 		_ = s.rc.SetWriteDeadline(time.Now())
@@ -187,11 +201,8 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, status, msg)
 		return
 	}
-	req, err := h.parseSubscribe(r)
-	if err != nil {
-		writeFormError(w, err)
-		return
-	}
+	// Authenticate first: a client the hub would refuse must not make it
+	// parse a body or compile a pattern.
 	p, ok := h.authenticate(w, r, token.Subscriber)
 	if !ok {
 		return
@@ -204,6 +215,11 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
 		h.challenge(w, http.StatusUnauthorized, "invalid_token")
+		return
+	}
+	req, err := h.parseSubscribe(r, p)
+	if err != nil {
+		writeFormError(w, err)
 		return
 	}
 	s := &stream{
@@ -489,9 +505,9 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 	h.active.Add(1)
 	h.life.Unlock()
 
-	if !h.register(s) {
+	if msg := h.register(s); msg != "" {
 		h.release(s)
-		return http.StatusTooManyRequests, "too many distinct URL patterns with the same literal prefix"
+		return http.StatusTooManyRequests, msg
 	}
 	return 0, ""
 }
@@ -520,24 +536,33 @@ func (h *Hub) refuseLocked(client string) (status int, msg string) {
 }
 
 // register adds s's matchers to the index, unless its new patterns would
-// exceed [Limits.MaxPatternsPerPrefix].
-func (h *Hub) register(s *stream) bool {
+// exceed [Limits.MaxPatternsPerPrefix] or [Limits.MaxPatternsPerTopic]; it
+// then returns why. Patterns already registered are always accepted:
+// sharing one costs nothing.
+func (h *Hub) register(s *stream) (refused string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var added map[string]int // new distinct patterns per literal prefix
-	for i, m := range s.matchers {
-		if m.kind != index.URLPattern || h.index.Pattern(m.value) != nil ||
-			slices.ContainsFunc(s.matchers[:i], func(o matcher) bool { return o.kind == m.kind && o.value == m.value }) {
+	lim := &h.cfg.limits
+	for i := range s.matchers {
+		m := &s.matchers[i]
+		s.entries = append(s.entries, h.index.Add(m.kind, m.value, m.pattern, s))
+		if m.kind != index.URLPattern {
 			continue
 		}
-		if added == nil {
-			added = make(map[string]int)
+		m.pattern = h.index.Pattern(m.value) // share the interned copy
+		switch {
+		case h.index.SamePrefix(m.pattern) > lim.MaxPatternsPerPrefix:
+			refused = "too many distinct URL patterns with the same literal prefix"
+		case h.index.MaxPerTopic() > lim.MaxPatternsPerTopic:
+			refused = "too many distinct URL patterns would be evaluated for the same topics"
+		default:
+			continue
 		}
-		prefix := m.pattern.Prefix()
-		added[prefix]++
-		if h.index.SamePrefix(m.pattern)+added[prefix] > h.cfg.limits.MaxPatternsPerPrefix {
-			return false
+		for _, e := range s.entries {
+			h.index.Remove(e)
 		}
+		s.entries = nil
+		return refused
 	}
 	if p := s.principal; p != nil && p.subscribe != nil {
 		switch g := h.grantSets[p.subscribe.key]; {
@@ -554,15 +579,7 @@ func (h *Hub) register(s *stream) bool {
 			p.subscribe.refs++
 		}
 	}
-	for i := range s.matchers {
-		m := &s.matchers[i]
-		e := h.index.Add(m.kind, m.value, m.pattern, s)
-		if m.kind == index.URLPattern {
-			m.pattern = h.index.Pattern(m.value) // share the interned copy
-		}
-		s.entries = append(s.entries, e)
-	}
-	return true
+	return ""
 }
 
 // unregister removes s's matchers from the index.

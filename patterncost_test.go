@@ -1,0 +1,175 @@
+package mercure_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/mercurekit/mercure"
+)
+
+// patternQuery is a subscribe query with one match_urlpattern per pattern.
+func patternQuery(patterns ...string) string {
+	v := url.Values{}
+	for _, p := range patterns {
+		v.Add("match_urlpattern", p)
+	}
+	return v.Encode()
+}
+
+// trySubscribeStatus opens a stream and returns its status and, when it is
+// not 200, the problem detail.
+func (th *testHub) trySubscribeStatus(q string, header ...string) (int, string) {
+	th.t.Helper()
+	s, res := th.trySubscribe(http.MethodGet, q, "", header...)
+	if s != nil {
+		return http.StatusOK, ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// MAT-9, SEC-7: a pattern whose groups or compiled size exceed the limits
+// is refused with 400 before it is compiled; anonymous streams get
+// tighter limits than streams with a token.
+func TestMAT9_PatternOverLimitsRefusedBeforeCompiling(t *testing.T) {
+	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
+	tok := subToken(t, detail("subscribe", exactTopic("https://example.com/private")))
+	cases := []struct {
+		name, pattern  string
+		anonymous, tok int // statuses
+	}{
+		// The issue's shape: many wildcards make each evaluation cost
+		// milliseconds and the compiled pattern hundreds of kilobytes.
+		{"2000 wildcards", "*://*/" + strings.Repeat("*", 2000) + "%23i", 400, 400},
+		{"20 wildcards", "*://*/" + strings.Repeat("*", 18), 400, 200},
+		{"6 wildcards", "*://*/" + strings.Repeat("*", 4), 200, 200},
+		// A short pattern that expands to thousands of instructions.
+		{"expanding regexp", "https://example.com/:x(.{1,1000})+", 400, 400},
+		{"mid-sized regexp", "https://example.com/:x(a{600})", 400, 200},
+		{"small regexp", "https://example.com/:x(\\d{1,8})", 200, 200},
+	}
+	for _, c := range cases {
+		before := th.PatternCompiles()
+		status, detail := th.trySubscribeStatus(patternQuery(c.pattern))
+		if status != c.anonymous {
+			t.Errorf("%s, anonymous: %d %s, want %d", c.name, status, detail, c.anonymous)
+		}
+		if status == http.StatusBadRequest && th.PatternCompiles() != before {
+			t.Errorf("%s, anonymous: refused after compiling it", c.name)
+		}
+		if status, detail := th.trySubscribeStatus(patternQuery(c.pattern+"#t"), "Authorization", "Bearer "+tok); status != c.tok {
+			t.Errorf("%s, with a token: %d %s, want %d", c.name, status, detail, c.tok)
+		}
+	}
+}
+
+// MAT-9: the patterns of one request share a budget, so that the heap a
+// request makes the hub keep is bounded whatever it spreads it over.
+func TestMAT9_RequestPatternBudget(t *testing.T) {
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{AnonymousPatterns: mercure.PatternLimits{MaxStreamSize: 1000}}))
+	var patterns []string
+	for i := range 10 {
+		patterns = append(patterns, fmt.Sprintf("https://example.com/%d/%s/:id", i, strings.Repeat("x", 20)))
+	}
+	if status, detail := th.trySubscribeStatus(patternQuery(patterns...)); status != http.StatusBadRequest || !strings.Contains(detail, "more than 1000") {
+		t.Fatalf("10 patterns over the request budget: %d %s", status, detail)
+	}
+	// The same pattern repeated costs its memory once.
+	same := make([]string, 10)
+	for i := range same {
+		same[i] = patterns[0]
+	}
+	if status, detail := th.trySubscribeStatus(patternQuery(same...)); status != http.StatusOK {
+		t.Fatalf("one pattern ten times: %d %s", status, detail)
+	}
+}
+
+// MAT-9: the patterns that one topic is evaluated against are capped,
+// however they are spread over the literal prefixes the topic has; the
+// cap counts each path of the index, not the whole index, and a pattern
+// already registered is always accepted.
+func TestMAT9_PatternsPerTopic(t *testing.T) {
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxPatternsPerTopic: 8}))
+	levels := []string{"*://*/", "https://*/", "https://example.com/", "https://example.com/books/"}
+	n := 0
+	for _, prefix := range levels {
+		for j := range 2 {
+			if status, detail := th.trySubscribeStatus(patternQuery(fmt.Sprintf("%s:a/%d", prefix, j))); status != http.StatusOK {
+				t.Fatalf("pattern %d: %d %s", n, status, detail)
+			}
+			n++
+		}
+	}
+	for _, p := range []string{"*://*/:a/x", "https://example.com/books/:a/x"} {
+		if status, detail := th.trySubscribeStatus(patternQuery(p)); status != http.StatusTooManyRequests {
+			t.Errorf("a 9th pattern on the path of https://example.com/books/1 (%s): %d %s", p, status, detail)
+		}
+	}
+	// Another host's path holds only the two root patterns.
+	if status, detail := th.trySubscribeStatus(patternQuery("https://other.example/:a/x")); status != http.StatusOK {
+		t.Errorf("a pattern on another path: %d %s", status, detail)
+	}
+	if status, detail := th.trySubscribeStatus(patternQuery("https://example.com/books/:a/1")); status != http.StatusOK {
+		t.Errorf("a pattern already registered: %d %s", status, detail)
+	}
+	// Refused streams left nothing behind: they still deliver.
+	s := th.subscribe(patternQuery("https://example.com/books/:a/1"))
+	th.mustPost("topic=" + url.QueryEscape("https://example.com/books/x/1") + "&data=ok")
+	if ev := s.next(t); ev.Data != "ok" {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+// AUTH-2, MAT-9: a hub authenticates a subscriber before it reads its
+// matchers: a client it refuses makes it compile nothing.
+func TestAUTH2_AuthenticateBeforeCompiling(t *testing.T) {
+	for _, anonymous := range []bool{false, true} {
+		var opts []mercure.Option
+		if anonymous {
+			opts = append(opts, mercure.WithAnonymousSubscribers())
+		}
+		th := startAuthHub(t, opts...)
+		var patterns []string
+		for i := range 64 {
+			patterns = append(patterns, fmt.Sprintf("https://example.com/%d/:id", i))
+		}
+		q := patternQuery(patterns...)
+		status, _ := th.trySubscribeStatus(q, "Authorization", "Bearer not-a-token")
+		if status != http.StatusUnauthorized {
+			t.Errorf("anonymous=%v, invalid token: %d, want 401", anonymous, status)
+		}
+		if !anonymous {
+			if status, _ := th.trySubscribeStatus(q); status != http.StatusUnauthorized {
+				t.Errorf("no token on a hub that needs one: %d, want 401", status)
+			}
+		}
+		if n := th.PatternCompiles(); n != 0 {
+			t.Errorf("anonymous=%v: %d patterns compiled for refused requests", anonymous, n)
+		}
+	}
+}
+
+// AUTH-30, MAT-9: a token's URL pattern grants are compiled once, shared
+// by its verification, its streams and the hub's subscriptions, not once
+// per request; and a grant over the pattern limits makes the token
+// invalid.
+func TestAUTH30_GrantPatternsCompiledOnce(t *testing.T) {
+	th := startAuthHub(t)
+	tok := subToken(t, detail("subscribe", patternTopic("https://example.com/books/:id"), patternTopic("https://example.com/users/:u/{*}?")))
+	for range 3 {
+		s := th.subscribe(patternQuery("https://example.com/books/:id"), "Authorization", "Bearer "+tok)
+		s.close()
+	}
+	if n := th.PatternCompiles(); n != 2 {
+		t.Errorf("two distinct patterns compiled %d times over three streams", n)
+	}
+	wide := subToken(t, detail("subscribe", patternTopic("*://*/"+strings.Repeat("*", 40))))
+	if status, _ := th.trySubscribeStatus("match=x", "Authorization", "Bearer "+wide); status != http.StatusUnauthorized {
+		t.Errorf("a grant with 42 groups: %d, want 401", status)
+	}
+}

@@ -65,11 +65,15 @@ func (bh *benchHub) attach(b *testing.B, drain bool, typ, value string) *stream 
 // attachWith registers an in-process subscriber holding p's grants.
 func (bh *benchHub) attachWith(b *testing.B, p *principal, typ, value string) *stream {
 	b.Helper()
-	m, err := bh.newMatcher(typ, value, &bh.cfg.limits.Patterns)
+	m, _, err := bh.newMatcher(typ, value, &bh.cfg.limits.Patterns)
+	ms := []matcher{m}
+	if err == nil {
+		err = bh.compileMatchers(ms)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &stream{hub: bh.Hub, matchers: []matcher{m}, principal: p, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
+	s := &stream{hub: bh.Hub, matchers: ms, principal: p, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
 	if status, msg := bh.open(s); status != 0 {
 		b.Fatal(msg)
 	}
@@ -261,7 +265,7 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				m, err := bh.newMatcher(MatchExact, "https://example.com/churn", &bh.cfg.limits.Patterns)
+				m, _, err := bh.newMatcher(MatchExact, "https://example.com/churn", &bh.cfg.limits.Patterns)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -79,45 +79,70 @@ func matcherType(name string) (typ string, ok bool, err error) {
 	return "", false, nil
 }
 
-// newMatcher validates and compiles one matcher value (SUB-8, MAT-4); URL
-// patterns within lim.
-func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, error) {
+// newMatcher validates one matcher value (SUB-8, MAT-4). A URL pattern's
+// estimated cost is checked against lim and returned, but the pattern is
+// not compiled yet: see [Hub.compileMatchers].
+func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, index.Cost, error) {
 	switch {
 	case value == "":
-		return matcher{}, fmt.Errorf("%w: empty value", errMatcher) // SUB-9
+		return matcher{}, index.Cost{}, fmt.Errorf("%w: empty value", errMatcher) // SUB-9
 	case len(value) > h.cfg.limits.MaxMatcherBytes:
-		return matcher{}, fmt.Errorf("%w: longer than %d bytes", errMatcher, h.cfg.limits.MaxMatcherBytes)
+		return matcher{}, index.Cost{}, fmt.Errorf("%w: longer than %d bytes", errMatcher, h.cfg.limits.MaxMatcherBytes)
 	case !chars.Valid(value):
-		return matcher{}, fmt.Errorf("%w: %q holds invalid UTF-8, control or format characters", errMatcher, value)
+		return matcher{}, index.Cost{}, fmt.Errorf("%w: %q holds invalid UTF-8, control or format characters", errMatcher, value)
 	case value == "*":
-		return matcher{kind: index.Wildcard, typ: typ, value: value}, nil
+		return matcher{kind: index.Wildcard, typ: typ, value: value}, index.Cost{}, nil
 	case typ == MatchExact:
-		return matcher{kind: index.Exact, typ: typ, value: value}, nil
+		return matcher{kind: index.Exact, typ: typ, value: value}, index.Cost{}, nil
 	}
-	p, err := h.compilePattern(value, lim)
+	cost, err := checkPatternCost(value, lim)
 	if err != nil {
-		return matcher{}, fmt.Errorf("%w: %w", errMatcher, err)
+		return matcher{}, index.Cost{}, fmt.Errorf("%w: %w", errMatcher, err)
 	}
-	return matcher{kind: index.URLPattern, typ: typ, value: value, pattern: p}, nil
+	return matcher{kind: index.URLPattern, typ: typ, value: value}, cost, nil
+}
+
+// compileMatchers compiles the URL patterns of matchers checked by
+// newMatcher.
+func (h *Hub) compileMatchers(ms []matcher) error {
+	for i := range ms {
+		if m := &ms[i]; m.kind == index.URLPattern && m.pattern == nil {
+			p, err := h.patterns.Get(m.value)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errMatcher, err)
+			}
+			m.pattern = p
+		}
+	}
+	return nil
 }
 
 // errPatternCost marks a URL pattern refused for what it would cost.
 var errPatternCost = errors.New("URL pattern over the hub's limits")
 
-// compilePattern returns the compiled pattern raw, after checking that its
-// estimated cost is within lim (MAT-9): nothing is compiled for a pattern
-// over a limit. Patterns come from a cache shared by subscriptions and
-// token grants, so each distinct pattern is compiled once however many
-// streams and requests use it.
-func (h *Hub) compilePattern(raw string, lim *PatternLimits) (*index.Pattern, error) {
+// checkPatternCost estimates what the pattern raw would cost and checks
+// it against lim (MAT-9), without compiling it.
+func checkPatternCost(raw string, lim *PatternLimits) (index.Cost, error) {
 	cost, err := index.EstimateCost(raw)
 	switch {
 	case err != nil:
-		return nil, err
+		return cost, err
 	case cost.Groups > lim.MaxGroups:
-		return nil, fmt.Errorf("%w: %q has %d groups, more than %d", errPatternCost, raw, cost.Groups, lim.MaxGroups)
+		return cost, fmt.Errorf("%w: %q has %d groups, more than %d", errPatternCost, raw, cost.Groups, lim.MaxGroups)
 	case cost.Size > lim.MaxSize:
-		return nil, fmt.Errorf("%w: %q would compile to about %d instructions, more than %d", errPatternCost, raw, cost.Size, lim.MaxSize)
+		return cost, fmt.Errorf("%w: %q would compile to about %d instructions, more than %d", errPatternCost, raw, cost.Size, lim.MaxSize)
+	}
+	return cost, nil
+}
+
+// compilePattern returns the compiled pattern raw, after checking that its
+// estimated cost is within lim: nothing is compiled for a pattern over a
+// limit. Patterns come from a cache shared by subscriptions and token
+// grants, so each distinct pattern is compiled once however many streams
+// and requests use it.
+func (h *Hub) compilePattern(raw string, lim *PatternLimits) (*index.Pattern, error) {
+	if _, err := checkPatternCost(raw, lim); err != nil {
+		return nil, err
 	}
 	return h.patterns.Get(raw)
 }

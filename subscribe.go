@@ -63,14 +63,14 @@ func (h *Hub) parseSubscribe(r *http.Request, p *principal) (subscribeRequest, e
 		if len(req.matchers) == h.cfg.limits.MaxMatchers {
 			return req, fmt.Errorf("%w: more than %d matchers", errMatcher, h.cfg.limits.MaxMatchers)
 		}
-		m, err := h.newMatcher(typ, pair.Value, lim)
+		m, cost, err := h.newMatcher(typ, pair.Value, lim)
 		if err != nil {
 			return req, err
 		}
 		if m.kind == index.URLPattern && !slices.ContainsFunc(req.matchers, m.same) {
 			// The heap a request can pin is bounded, however many
 			// patterns it spreads it over.
-			if size += m.pattern.Cost().Size; size > lim.MaxStreamSize {
+			if size += cost.Size; size > lim.MaxStreamSize {
 				return req, fmt.Errorf("%w: %w: the URL patterns would compile to about %d instructions, more than %d", errMatcher, errPatternCost, size, lim.MaxStreamSize)
 			}
 		}
@@ -78,6 +78,10 @@ func (h *Hub) parseSubscribe(r *http.Request, p *principal) (subscribeRequest, e
 	}
 	if len(req.matchers) == 0 {
 		return req, fmt.Errorf("%w: no match parameter", errMatcher) // SUB-9
+	}
+	// Only a request found within every limit gets its patterns compiled.
+	if err := h.compileMatchers(req.matchers); err != nil {
+		return req, err
 	}
 	// REC-3: the header beats the query, which beats the body.
 	if v, ok := r.Header["Last-Event-Id"]; ok && len(v) > 0 {

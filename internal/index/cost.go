@@ -31,8 +31,8 @@ type Cost struct {
 // Estimated program cost of the pieces of a pattern.
 const (
 	baseSize    = 128 // the components every pattern has, and their defaults
-	literalSize = 3  // per byte: percent-encoding expands a byte to three
-	groupSize   = 8  // a group, its prefix and suffix and a modifier
+	literalSize = 3   // per byte: percent-encoding expands a byte to three
+	groupSize   = 8   // a group, its prefix and suffix and a modifier
 	maxSize     = 1 << 30
 )
 

@@ -8,6 +8,7 @@ package token
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,25 @@ func TestJWXPitfallDuplicateClaims(t *testing.T) {
 		if iss, _ := tok.Issuer(); iss != c.iss {
 			t.Errorf("%s: iss %q, v3.4.0 gave %q", c.claims, iss, c.iss)
 		}
+	}
+}
+
+// TestVerifierLeavesJWXSettings: the Verifier refuses a string exp without
+// touching jwx's process-wide settings (pitfall 8), which an application
+// using jwx itself relies on.
+func TestVerifierLeavesJWXSettings(t *testing.T) {
+	v := newTestVerifier(t)
+	cl := defaultClaims()
+	cl["exp"] = "2999-01-01T00:00:00Z"
+	raw := mint(t, "ES256", fx.es256, defaultHeader("ES256", "a-es256"), cl, nil)
+	if _, err := v.Verify(raw, Publisher); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Verify: %v", err)
+	}
+	tok, err := jwt.ParseString(raw, jwt.WithKey(jwa.ES256(), &fx.es256.PublicKey), jwt.WithValidate(false))
+	if err != nil {
+		t.Fatalf("plain jwt.Parse no longer accepts a string exp: %v", err)
+	}
+	if exp, _ := tok.Expiration(); !exp.Equal(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("plain jwt.Parse: exp %v", exp)
 	}
 }

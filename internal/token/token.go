@@ -514,9 +514,10 @@ func isCompact(raw string) bool {
 
 // verifyState is the per-call state shared with the key provider.
 type verifyState struct {
-	role   Role
-	issuer string
-	calls  int
+	role    Role
+	issuer  string
+	calls   int
+	payload []byte // the claims text, not yet verified when kept
 }
 
 // Verify validates raw for role and returns its claims. Every failure
@@ -548,8 +549,15 @@ func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*T
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	// The key set was chosen from our own reading of "iss"; make sure the
-	// JWT parser read the same value (duplicate members, escapes, …).
+	// Checked once the signature holds, so that a forged token costs no
+	// more than before; and on the very text that jwx verified and
+	// decoded, which the key provider kept.
+	if err := checkClaims(st.payload); err != nil {
+		return nil, invalid("claims: %v", err)
+	}
+	// The key set was chosen from our own reading of "iss", by
+	// encoding/json, which matches member names case-insensitively; make
+	// sure jwx, which does not, read the same value.
 	iss, _ := tok.Issuer()
 	if st.issuer == "" || iss != st.issuer {
 		return nil, invalid("iss %q differs from the key issuer %q", iss, st.issuer)
@@ -618,10 +626,11 @@ func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeyS
 	}
 	// The payload is not verified yet: "iss" only selects the key set, and
 	// Verify checks it again once the signature holds.
+	st.payload = msg.Payload()
 	var claims struct {
 		Iss *string `json:"iss"`
 	}
-	if err := json.Unmarshal(msg.Payload(), &claims); err != nil {
+	if err := json.Unmarshal(st.payload, &claims); err != nil {
 		return fmt.Errorf("payload: %w", err)
 	}
 	if claims.Iss == nil {

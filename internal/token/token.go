@@ -669,7 +669,9 @@ func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeyS
 
 // ParseDetails parses the value of an authorization_details claim and
 // returns its Mercure details, enforcing the limits of v. Elements of other
-// types are ignored, but every element must be a JSON object.
+// types are ignored, but every element must be a JSON object. No member
+// name may repeat in a Mercure detail or in one of its topic matchers, nor
+// may "type" in any element.
 func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
 	raw = trimJSON(raw)
 	if len(raw) == 0 || raw[0] != '[' {
@@ -681,9 +683,14 @@ func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
 	}
 	var out []Detail
 	for i, e := range elems {
-		obj, err := object(e)
+		obj, dups, err := object(e)
 		if err != nil {
 			return nil, invalid("%s[%d]: %v", claimDetails, i, err)
+		}
+		// The type decides whether the rest is read at all: a detail that
+		// names two may be ours to one reader and foreign to another.
+		if slices.Contains(dups, "type") {
+			return nil, invalid("%s[%d]: duplicate member \"type\"", claimDetails, i)
 		}
 		t, ok := obj["type"]
 		if !ok || len(t) == 0 || t[0] != '"' {
@@ -691,7 +698,12 @@ func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
 		}
 		var typ string
 		if err := json.Unmarshal(t, &typ); err != nil || typ != DetailType {
+			// Foreign details are opaque: nothing but their type is read,
+			// so their duplicates cannot make us read something else.
 			continue
+		}
+		if len(dups) > 0 {
+			return nil, invalid("%s[%d]: duplicate member %q", claimDetails, i, dups[0])
 		}
 		if len(out) == v.maxDetails {
 			return nil, invalid("more than %d Mercure details", v.maxDetails)
@@ -711,18 +723,33 @@ func trimJSON(b []byte) []byte {
 	return bytes.Trim(b, " \t\n\r")
 }
 
-// object decodes a JSON object into its members; member names are matched
-// exactly (encoding/json struct decoding would fold case).
-func object(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	raw = trimJSON(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, errors.New("not an object")
+// object decodes a JSON object into its members. Names are matched
+// exactly (encoding/json struct decoding would fold case) and unescaped as
+// encoding/json does. A name given more than once keeps its last value and
+// is listed in dups: the caller decides whether that is an error, which
+// decoding into a map could not tell it. The values alias raw.
+func object(raw json.RawMessage) (m map[string]json.RawMessage, dups []string, err error) {
+	s := scanner{b: raw}
+	s.ws()
+	if s.i == len(s.b) || s.b[s.i] != '{' {
+		return nil, nil, errors.New("not an object")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
+	m = make(map[string]json.RawMessage)
+	err = s.object(func(name, value []byte) error {
+		k := string(name)
+		if _, dup := m[k]; dup {
+			dups = append(dups, k)
+		}
+		m[k] = value
+		return nil
+	})
+	if err == nil {
+		err = s.end()
 	}
-	return m, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, dups, nil
 }
 
 // array decodes a non-empty JSON array.
@@ -798,9 +825,12 @@ func (v *Verifier) parseDetail(obj map[string]json.RawMessage) (Detail, error) {
 }
 
 func (v *Verifier) parseMatcher(raw json.RawMessage) (Matcher, error) {
-	obj, err := object(raw)
+	obj, dups, err := object(raw)
 	if err != nil {
 		return Matcher{}, err
+	}
+	if len(dups) > 0 {
+		return Matcher{}, fmt.Errorf("duplicate member %q", dups[0])
 	}
 	m := Matcher{Type: MatchExact}
 	rm, ok := obj["match"]

@@ -264,6 +264,35 @@ func tableCases() []tableCase {
 		{name: "duplicate client_id", payload: withMembers(nil, `"client_id":"other"`)},
 		{name: "duplicate authorization_details", payload: withMembers(nil, `"authorization_details":[]`)},
 		{name: "duplicate unknown claim", payload: withMembers(nil, `"x":1`, `"x":1`)},
+		{name: "duplicate actions in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["subscribe"],"actions":["publish"],"topics":[{"match":"a"}]}]`)},
+		{name: "duplicate topics in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}],"topics":[{"match":"*"}]}]`)},
+		{name: "duplicate payload in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["subscribe"],"topics":[{"match":"a"}],"payload":{},"payload":{"a":1}}]`)},
+		{name: "duplicate type, Mercure first", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","type":"payment","actions":["publish"],"topics":[{"match":"a"}]}]`)},
+		{name: "duplicate type, Mercure last", claims: detailsRaw(
+			`[{"type":"payment","type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}]}]`)},
+		{name: "duplicate type in a foreign detail", claims: detailsRaw(`[{"type":"payment","type":"account"}]`)},
+		{name: "duplicate member, escaped name, in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}],"\u0074opics":[{"match":"*"}]}]`)},
+		{name: "duplicate match in a matcher", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"https://example.com/a","match":"*"}]}]`)},
+		{name: "duplicate match_type in a matcher", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a","match_type":"urlpattern","match_type":"exact"}]}]`)},
+		// Foreign details are opaque: nothing is read from them but their
+		// type. Neither is anything read from a payload (forwarded as it
+		// is) or from inside the value of another claim.
+		{name: "duplicate member in a foreign detail", valid: true, claims: detailsRaw(
+			`[{"type":"payment","amount":1,"amount":2},{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}]}]`),
+			check: func(t *testing.T, tok *Token) {
+				if len(tok.Details) != 1 {
+					t.Errorf("details = %v", tok.Details)
+				}
+			}},
+		{name: "duplicate member inside a payload", valid: true, claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["subscribe"],"topics":[{"match":"a"}],"payload":{"a":1,"a":2}}]`)},
 		{name: "duplicate member inside another claim", valid: true, payload: withMembers(nil, `"cnf":{"jkt":"a","jkt":"b"}`)},
 	}
 }
@@ -490,6 +519,42 @@ func TestVerifyDuplicateIss(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 		t.Logf("rejected %s: %v", payload, err)
+	}
+}
+
+// TestParseDetailsDuplicates: ParseDetails applies the duplicate rule
+// itself, for callers that hand it a claim value directly.
+func TestParseDetailsDuplicates(t *testing.T) {
+	v := newTestVerifier(t)
+	const m = `"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}]`
+	for _, c := range []struct {
+		name, raw string
+		valid     bool
+	}{
+		{"no duplicate", `[{` + m + `}]`, true},
+		{"duplicate actions", `[{` + m + `,"actions":["subscribe"]}]`, false},
+		{"duplicate type", `[{` + m + `,"type":"` + DetailType + `"}]`, false},
+		{"duplicate type, foreign", `[{"type":"x","\u0074ype":"y"}]`, false},
+		{"duplicate match", `[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a","match":"b"}]}]`, false},
+		{"duplicate in a foreign detail", `[{"type":"x","a":1,"a":2},{` + m + `}]`, true},
+		{"names differing in case", `[{` + m + `,"Actions":["subscribe"],"TYPE":"x"}]`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds, err := v.ParseDetails(json.RawMessage(c.raw))
+			if c.valid {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != 1 || !ds[0].Publish || ds[0].Subscribe {
+					t.Errorf("details = %+v", ds)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) || ds != nil {
+				t.Fatalf("details %+v, err %v", ds, err)
+			}
+			t.Log(err)
+		})
 	}
 }
 

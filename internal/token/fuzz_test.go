@@ -1,9 +1,11 @@
 package token
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -105,6 +107,160 @@ func FuzzDetails(f *testing.F) {
 		}
 		for _, d := range ds {
 			checkDetail(t, v, d)
+		}
+		checkNoDuplicates(t, data)
+	})
+}
+
+// checkNoDuplicates asserts, reading accepted details with encoding/json's
+// token API, that no element repeats "type" and that no Mercure detail,
+// nor any of its topic matchers, repeats a member name.
+func checkNoDuplicates(t *testing.T, data []byte) {
+	t.Helper()
+	var elems []json.RawMessage
+	if err := json.Unmarshal(data, &elems); err != nil {
+		t.Fatalf("accepted details: %v", err)
+	}
+	for _, e := range elems {
+		names, vals, _ := refMembers(e)
+		var types []json.RawMessage
+		for i, n := range names {
+			if n == "type" {
+				types = append(types, vals[i])
+			}
+		}
+		if len(types) > 1 {
+			t.Fatalf("accepted a repeated type in %s", e)
+		}
+		var typ string
+		if len(types) == 0 || json.Unmarshal(types[0], &typ) != nil || typ != DetailType {
+			continue
+		}
+		if d, ok := repeated(names); ok {
+			t.Fatalf("accepted a repeated %q in %s", d, e)
+		}
+		for i, n := range names {
+			if n != "topics" {
+				continue
+			}
+			var topics []json.RawMessage
+			if err := json.Unmarshal(vals[i], &topics); err != nil {
+				t.Fatalf("accepted topics %s: %v", vals[i], err)
+			}
+			for _, m := range topics {
+				mn, _, _ := refMembers(m)
+				if d, ok := repeated(mn); ok {
+					t.Fatalf("accepted a matcher repeating %q in %s", d, e)
+				}
+			}
+		}
+	}
+}
+
+// refMembers lists the members of the JSON object raw in order, read with
+// encoding/json's token API; ok is false when raw is not a valid object.
+func refMembers(raw []byte) (names []string, vals []json.RawMessage, ok bool) {
+	if !json.Valid(raw) {
+		return nil, nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, false
+		}
+		names = append(names, tok.(string))
+		vals = append(vals, v)
+	}
+	return names, vals, true
+}
+
+// repeated returns a name that occurs twice in names.
+func repeated(names []string) (string, bool) {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			return n, true
+		}
+		seen[n] = true
+	}
+	return "", false
+}
+
+// refCheckClaims is checkClaims written with encoding/json.
+func refCheckClaims(data []byte) bool {
+	names, vals, ok := refMembers(data)
+	if _, dup := repeated(names); !ok || dup {
+		return false
+	}
+	for i, n := range names {
+		if n != "exp" && n != "nbf" && n != "iat" {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(vals[i]))
+		dec.UseNumber()
+		var x any
+		if dec.Decode(&x) != nil {
+			return false
+		}
+		num, ok := x.(json.Number)
+		if !ok {
+			return false
+		}
+		f, err := num.Float64()
+		if err != nil || f < 0 || f > maxNumericDate {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzScanner compares the JSON scanner with encoding/json: what it
+// accepts, the members object returns, and checkClaims' verdict.
+func FuzzScanner(f *testing.F) {
+	f.Add(mustJSON(f, defaultClaims()))
+	f.Add([]byte(withMembers(nil, `"\u0069ss":"x"`)))
+	f.Add([]byte(`{"exp":1.5e9,"nbf":-0,"iat":"1","a":{"a":1,"a":[true,false,null]}}`))
+	f.Add([]byte(` {"a\"b":"\ud800","\u00e9":-0.0E+1,"\/":[]} `))
+	f.Add([]byte(`{"a":"\u00","b":01,"c":1.,"d":tru}`))
+	f.Add([]byte("{\"\xff\":1,\"\xfe\":2}"))
+	f.Add([]byte(`[[[{"x":[{}]}]]]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := scanner{b: data}
+		_, err := s.value()
+		if err == nil {
+			err = s.end()
+		}
+		if valid := json.Valid(data); (err == nil) != valid {
+			t.Fatalf("scanner: %v, json.Valid: %v", err, valid)
+		}
+		if got, want := checkClaims(data) == nil, refCheckClaims(data); got != want {
+			t.Fatalf("checkClaims accepts: %v, reference: %v", got, want)
+		}
+		m, dups, err := object(data)
+		names, _, ok := refMembers(data)
+		if (err == nil) != ok {
+			t.Fatalf("object: %v, reference ok: %v", err, ok)
+		}
+		if !ok {
+			return
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(m, want) {
+			t.Fatalf("object: %q, json.Unmarshal: %q", m, want)
+		}
+		if len(dups) != len(names)-len(want) {
+			t.Fatalf("dups %q for names %q", dups, names)
 		}
 	})
 }

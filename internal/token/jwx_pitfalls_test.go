@@ -8,6 +8,7 @@ package token
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,84 @@ func TestJWXPitfallCritB64JSON(t *testing.T) {
 	js := string(mustJSON(t, map[string]any{"payload": parts[1], "protected": parts[0], "signature": parts[2]}))
 	_, err = jwt.ParseString(js, jwt.WithKeyProvider(kp))
 	observe(t, "JSON serialization", err, false)
+}
+
+// NumericDate leniency: jwx takes strings (digits or RFC 3339) for exp,
+// nbf and iat, and any number that fits a time.Time. Only the global
+// jwt.Settings(jwt.WithNumericDateParsePedantic(true)) would refuse the
+// RFC 3339 strings, so the Verifier checks the claims itself.
+func TestJWXPitfallNumericDateLenient(t *testing.T) {
+	parse := func(claims string) (jwt.Token, error) {
+		raw := mint(t, "HS256", fx.hs32, map[string]any{"alg": "HS256"}, nil, []byte(claims))
+		return jwt.ParseString(raw, jwt.WithKey(jwa.HS256(), fx.hs32), jwt.WithValidate(false))
+	}
+	for _, c := range []struct {
+		claims   string
+		accepted bool
+	}{
+		{`{"exp":"2999-01-01T00:00:00Z"}`, true},
+		{`{"exp":"2000000000"}`, true},
+		{`{"nbf":"2000-01-01T00:00:00Z"}`, true},
+		{`{"iat":"1800000000"}`, true},
+		{`{"nbf":-1}`, true},
+		{`{"nbf":-1e15}`, true},
+		{`{"exp":1e18}`, true},
+		{`{"exp":1e300}`, false},
+		{`{"exp":1e400}`, false},
+		{`{"exp":9223372036854775807}`, false},
+		{`{"exp":null}`, false},
+	} {
+		_, err := parse(c.claims)
+		observe(t, c.claims, err, c.accepted)
+	}
+	// Fractions are accepted and truncated to whole seconds (the default
+	// parse precision).
+	tok, err := parse(`{"exp":2000000000.75,"iat":1.9999999995e9}`)
+	if observe(t, "fractional exp and iat", err, true) {
+		exp, _ := tok.Expiration()
+		iat, _ := tok.IssuedAt()
+		t.Logf("exp %v, iat %v", exp, iat)
+		if !exp.Equal(time.Unix(2000000000, 0)) || !iat.Equal(time.Unix(1999999999, 0)) {
+			t.Errorf("exp %v, iat %v: no longer truncated to seconds", exp, iat)
+		}
+	}
+}
+
+// Duplicate claims: jwx keeps the last occurrence, after unescaping the
+// name, and ignores whatever follows the claims object.
+func TestJWXPitfallDuplicateClaims(t *testing.T) {
+	for _, c := range []struct{ claims, iss string }{
+		{`{"iss":"first","iss":"last"}`, "last"},
+		{`{"iss":"first","\u0069ss":"last"}`, "last"},
+		{`{"iss":"only"} trailing`, "only"},
+	} {
+		raw := mint(t, "HS256", fx.hs32, map[string]any{"alg": "HS256"}, nil, []byte(c.claims))
+		tok, err := jwt.ParseString(raw, jwt.WithKey(jwa.HS256(), fx.hs32), jwt.WithValidate(false))
+		if !observe(t, c.claims, err, true) {
+			continue
+		}
+		if iss, _ := tok.Issuer(); iss != c.iss {
+			t.Errorf("%s: iss %q, v3.4.0 gave %q", c.claims, iss, c.iss)
+		}
+	}
+}
+
+// TestVerifierLeavesJWXSettings: the Verifier refuses a string exp without
+// touching jwx's process-wide settings (pitfall 8), which an application
+// using jwx itself relies on.
+func TestVerifierLeavesJWXSettings(t *testing.T) {
+	v := newTestVerifier(t)
+	cl := defaultClaims()
+	cl["exp"] = "2999-01-01T00:00:00Z"
+	raw := mint(t, "ES256", fx.es256, defaultHeader("ES256", "a-es256"), cl, nil)
+	if _, err := v.Verify(raw, Publisher); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Verify: %v", err)
+	}
+	tok, err := jwt.ParseString(raw, jwt.WithKey(jwa.ES256(), &fx.es256.PublicKey), jwt.WithValidate(false))
+	if err != nil {
+		t.Fatalf("plain jwt.Parse no longer accepts a string exp: %v", err)
+	}
+	if exp, _ := tok.Expiration(); !exp.Equal(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("plain jwt.Parse: exp %v", exp)
+	}
 }

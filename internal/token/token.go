@@ -514,9 +514,10 @@ func isCompact(raw string) bool {
 
 // verifyState is the per-call state shared with the key provider.
 type verifyState struct {
-	role   Role
-	issuer string
-	calls  int
+	role    Role
+	issuer  string
+	calls   int
+	payload []byte // the claims text, not yet verified when kept
 }
 
 // Verify validates raw for role and returns its claims. Every failure
@@ -548,8 +549,15 @@ func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*T
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	// The key set was chosen from our own reading of "iss"; make sure the
-	// JWT parser read the same value (duplicate members, escapes, …).
+	// Checked once the signature holds, so that a forged token costs no
+	// more than before; and on the very text that jwx verified and
+	// decoded, which the key provider kept.
+	if err := checkClaims(st.payload); err != nil {
+		return nil, invalid("claims: %v", err)
+	}
+	// The key set was chosen from our own reading of "iss", by
+	// encoding/json, which matches member names case-insensitively; make
+	// sure jwx, which does not, read the same value.
 	iss, _ := tok.Issuer()
 	if st.issuer == "" || iss != st.issuer {
 		return nil, invalid("iss %q differs from the key issuer %q", iss, st.issuer)
@@ -618,10 +626,11 @@ func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeyS
 	}
 	// The payload is not verified yet: "iss" only selects the key set, and
 	// Verify checks it again once the signature holds.
+	st.payload = msg.Payload()
 	var claims struct {
 		Iss *string `json:"iss"`
 	}
-	if err := json.Unmarshal(msg.Payload(), &claims); err != nil {
+	if err := json.Unmarshal(st.payload, &claims); err != nil {
 		return fmt.Errorf("payload: %w", err)
 	}
 	if claims.Iss == nil {
@@ -660,7 +669,9 @@ func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeyS
 
 // ParseDetails parses the value of an authorization_details claim and
 // returns its Mercure details, enforcing the limits of v. Elements of other
-// types are ignored, but every element must be a JSON object.
+// types are ignored, but every element must be a JSON object. No member
+// name may repeat in a Mercure detail or in one of its topic matchers, nor
+// may "type" in any element.
 func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
 	raw = trimJSON(raw)
 	if len(raw) == 0 || raw[0] != '[' {
@@ -672,9 +683,14 @@ func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
 	}
 	var out []Detail
 	for i, e := range elems {
-		obj, err := object(e)
+		obj, dups, err := object(e)
 		if err != nil {
 			return nil, invalid("%s[%d]: %v", claimDetails, i, err)
+		}
+		// The type decides whether the rest is read at all: a detail that
+		// names two may be ours to one reader and foreign to another.
+		if slices.Contains(dups, "type") {
+			return nil, invalid("%s[%d]: duplicate member \"type\"", claimDetails, i)
 		}
 		t, ok := obj["type"]
 		if !ok || len(t) == 0 || t[0] != '"' {
@@ -682,7 +698,12 @@ func (v *Verifier) ParseDetails(raw json.RawMessage) ([]Detail, error) {
 		}
 		var typ string
 		if err := json.Unmarshal(t, &typ); err != nil || typ != DetailType {
+			// Foreign details are opaque: nothing but their type is read,
+			// so their duplicates cannot make us read something else.
 			continue
+		}
+		if len(dups) > 0 {
+			return nil, invalid("%s[%d]: duplicate member %q", claimDetails, i, dups[0])
 		}
 		if len(out) == v.maxDetails {
 			return nil, invalid("more than %d Mercure details", v.maxDetails)
@@ -702,18 +723,33 @@ func trimJSON(b []byte) []byte {
 	return bytes.Trim(b, " \t\n\r")
 }
 
-// object decodes a JSON object into its members; member names are matched
-// exactly (encoding/json struct decoding would fold case).
-func object(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	raw = trimJSON(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, errors.New("not an object")
+// object decodes a JSON object into its members. Names are matched
+// exactly (encoding/json struct decoding would fold case) and unescaped as
+// encoding/json does. A name given more than once keeps its last value and
+// is listed in dups: the caller decides whether that is an error, which
+// decoding into a map could not tell it. The values alias raw.
+func object(raw json.RawMessage) (m map[string]json.RawMessage, dups []string, err error) {
+	s := scanner{b: raw}
+	s.ws()
+	if s.i == len(s.b) || s.b[s.i] != '{' {
+		return nil, nil, errors.New("not an object")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
+	m = make(map[string]json.RawMessage)
+	err = s.object(func(name, value []byte) error {
+		k := string(name)
+		if _, dup := m[k]; dup {
+			dups = append(dups, k)
+		}
+		m[k] = value
+		return nil
+	})
+	if err == nil {
+		err = s.end()
 	}
-	return m, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, dups, nil
 }
 
 // array decodes a non-empty JSON array.
@@ -789,9 +825,12 @@ func (v *Verifier) parseDetail(obj map[string]json.RawMessage) (Detail, error) {
 }
 
 func (v *Verifier) parseMatcher(raw json.RawMessage) (Matcher, error) {
-	obj, err := object(raw)
+	obj, dups, err := object(raw)
 	if err != nil {
 		return Matcher{}, err
+	}
+	if len(dups) > 0 {
+		return Matcher{}, fmt.Errorf("duplicate member %q", dups[0])
 	}
 	m := Matcher{Type: MatchExact}
 	rm, ok := obj["match"]

@@ -231,7 +231,82 @@ func tableCases() []tableCase {
 		{name: "CheckMatcher rejects", claims: details(mercureDetail(pub, []any{map[string]any{"match": "bad", "match_type": "urlpattern"}}))},
 		{name: "CheckMatcher panics", claims: details(mercureDetail(pub, []any{topic("panic")}))},
 		{name: "one bad detail among good ones", claims: details(mercureDetail(pub, one), mercureDetail(pub, []any{nil}))},
+
+		// --- NumericDate claims are JSON numbers (RFC 7519 section 2) ---
+		{name: "exp RFC 3339 string", claims: func(c map[string]any) { c["exp"] = "2999-01-01T00:00:00Z" }},
+		{name: "exp numeric string", claims: func(c map[string]any) { c["exp"] = "1900003600" }},
+		{name: "nbf RFC 3339 string", claims: func(c map[string]any) { c["nbf"] = "2000-01-01T00:00:00Z" }},
+		{name: "nbf numeric string", claims: func(c map[string]any) { c["nbf"] = "1800000000" }},
+		{name: "iat RFC 3339 string", claims: func(c map[string]any) { c["iat"] = "2000-01-01T00:00:00Z" }},
+		{name: "iat numeric string", claims: func(c map[string]any) { c["iat"] = "1800000000" }},
+		{name: "exp string under an escaped name", payload: withMembers(func(c map[string]any) { delete(c, "exp") }, `"\u0065xp":"2999-01-01T00:00:00Z"`)},
+		{name: "nbf negative", claims: func(c map[string]any) { c["nbf"] = -1 }},
+		{name: "iat negative", claims: func(c map[string]any) { c["iat"] = -1 }},
+		{name: "nbf far before 1970", payload: withMembers(nil, `"nbf":-1e15`)},
+		{name: "exp after year 9999", claims: func(c map[string]any) { c["exp"] = int64(253402300800) }},
+		{name: "exp 1e18", payload: withMembers(func(c map[string]any) { delete(c, "exp") }, `"exp":1e18`)},
+		{name: "exp fractional", valid: true, claims: func(c map[string]any) { c["exp"] = float64(testNow.Unix()) + 3600.25 }},
+		{name: "exp exponent form", valid: true, payload: withMembers(func(c map[string]any) { delete(c, "exp") }, `"exp":1.9000036E9`)},
+		{name: "nbf and iat fractional", valid: true, claims: func(c map[string]any) {
+			c["nbf"] = float64(testNow.Unix()) - 0.5
+			c["iat"] = float64(testNow.Unix()) - 10.125
+		}},
+		{name: "nbf and iat zero", valid: true, claims: func(c map[string]any) { c["nbf"] = 0; c["iat"] = 0 }},
+		{name: "exp 9999-12-31T23:59:59Z", valid: true, claims: func(c map[string]any) { c["exp"] = int64(253402300799) }},
+
+		// --- duplicate members: no parser may pick a different one ---
+		{name: "duplicate iss, same value", payload: withMembers(nil, `"iss":"`+issA+`"`)},
+		{name: "duplicate iss, other value first", payload: withMembers(nil, `"iss":"https://evil.example"`)},
+		{name: "duplicate iss, escaped name", payload: withMembers(nil, `"\u0069ss":"`+issA+`"`)},
+		{name: "duplicate exp", payload: withMembers(nil, `"exp":1`)},
+		{name: "duplicate aud", payload: withMembers(nil, `"aud":"https://evil.example"`)},
+		{name: "duplicate sub", payload: withMembers(nil, `"sub":"admin"`)},
+		{name: "duplicate client_id", payload: withMembers(nil, `"client_id":"other"`)},
+		{name: "duplicate authorization_details", payload: withMembers(nil, `"authorization_details":[]`)},
+		{name: "duplicate unknown claim", payload: withMembers(nil, `"x":1`, `"x":1`)},
+		{name: "duplicate actions in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["subscribe"],"actions":["publish"],"topics":[{"match":"a"}]}]`)},
+		{name: "duplicate topics in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}],"topics":[{"match":"*"}]}]`)},
+		{name: "duplicate payload in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["subscribe"],"topics":[{"match":"a"}],"payload":{},"payload":{"a":1}}]`)},
+		{name: "duplicate type, Mercure first", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","type":"payment","actions":["publish"],"topics":[{"match":"a"}]}]`)},
+		{name: "duplicate type, Mercure last", claims: detailsRaw(
+			`[{"type":"payment","type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}]}]`)},
+		{name: "duplicate type in a foreign detail", claims: detailsRaw(`[{"type":"payment","type":"account"}]`)},
+		{name: "duplicate member, escaped name, in a Mercure detail", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}],"\u0074opics":[{"match":"*"}]}]`)},
+		{name: "duplicate match in a matcher", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"https://example.com/a","match":"*"}]}]`)},
+		{name: "duplicate match_type in a matcher", claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a","match_type":"urlpattern","match_type":"exact"}]}]`)},
+		// Foreign details are opaque: nothing is read from them but their
+		// type. Neither is anything read from a payload (forwarded as it
+		// is) or from inside the value of another claim.
+		{name: "duplicate member in a foreign detail", valid: true, claims: detailsRaw(
+			`[{"type":"payment","amount":1,"amount":2},{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}]}]`),
+			check: func(t *testing.T, tok *Token) {
+				if len(tok.Details) != 1 {
+					t.Errorf("details = %v", tok.Details)
+				}
+			}},
+		{name: "duplicate member inside a payload", valid: true, claims: detailsRaw(
+			`[{"type":"` + DetailType + `","actions":["subscribe"],"topics":[{"match":"a"}],"payload":{"a":1,"a":2}}]`)},
+		{name: "duplicate member inside another claim", valid: true, payload: withMembers(nil, `"cnf":{"jkt":"a","jkt":"b"}`)},
 	}
+}
+
+// withMembers returns the default claims, changed by mod when not nil, as
+// JSON text with extra members put first: text a map cannot produce
+// (duplicates, escaped names, exponents).
+func withMembers(mod func(map[string]any), extra ...string) string {
+	c := defaultClaims()
+	if mod != nil {
+		mod(c)
+	}
+	b := mustJSON(nilTB{}, c)
+	return "{" + strings.Join(extra, ",") + "," + string(b[1:])
 }
 
 // nilTB lets table literals build JWKs outside a test; it panics on failure.
@@ -424,27 +499,62 @@ func TestVerifyLeewayBoundaries(t *testing.T) {
 	}
 }
 
-// TestVerifyDuplicateIss checks that the issuer whose keys verified the
-// token is the one reported, however a duplicated "iss" is read.
+// TestVerifyDuplicateIss: a duplicated "iss" is refused whichever
+// occurrence names the issuer whose key signed the token, so that no
+// reader, taking the first or the last, can see another issuer.
 func TestVerifyDuplicateIss(t *testing.T) {
 	v := newTestVerifier(t)
 	for _, payload := range []string{
 		`{"iss":"` + issB + `","iss":"` + issA + `","aud":"` + testResource + `","exp":2000000000}`,
 		`{"iss":"` + issA + `","iss":"` + issB + `","aud":"` + testResource + `","exp":2000000000}`,
+		`{"iss":"` + issA + `","iss":"` + issA + `","aud":"` + testResource + `","exp":2000000000}`,
 	} {
 		raw := mint(t, "ES256", fx.es256, defaultHeader("ES256", "a-es256"), nil, []byte(payload))
 		tok, err := v.Verify(raw, Publisher)
-		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("err %v", err)
-			}
-			t.Logf("rejected %s: %v", payload, err)
+		if err == nil {
+			t.Errorf("accepted %s as iss %q", payload, tok.Issuer)
 			continue
 		}
-		if tok.Issuer != issA {
-			t.Errorf("issuer %q for a token signed by %q", tok.Issuer, issA)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("err %v", err)
 		}
-		t.Logf("accepted %s as iss %q", payload, tok.Issuer)
+		t.Logf("rejected %s: %v", payload, err)
+	}
+}
+
+// TestParseDetailsDuplicates: ParseDetails applies the duplicate rule
+// itself, for callers that hand it a claim value directly.
+func TestParseDetailsDuplicates(t *testing.T) {
+	v := newTestVerifier(t)
+	const m = `"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a"}]`
+	for _, c := range []struct {
+		name, raw string
+		valid     bool
+	}{
+		{"no duplicate", `[{` + m + `}]`, true},
+		{"duplicate actions", `[{` + m + `,"actions":["subscribe"]}]`, false},
+		{"duplicate type", `[{` + m + `,"type":"` + DetailType + `"}]`, false},
+		{"duplicate type, foreign", `[{"type":"x","\u0074ype":"y"}]`, false},
+		{"duplicate match", `[{"type":"` + DetailType + `","actions":["publish"],"topics":[{"match":"a","match":"b"}]}]`, false},
+		{"duplicate in a foreign detail", `[{"type":"x","a":1,"a":2},{` + m + `}]`, true},
+		{"names differing in case", `[{` + m + `,"Actions":["subscribe"],"TYPE":"x"}]`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds, err := v.ParseDetails(json.RawMessage(c.raw))
+			if c.valid {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != 1 || !ds[0].Publish || ds[0].Subscribe {
+					t.Errorf("details = %+v", ds)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) || ds != nil {
+				t.Fatalf("details %+v, err %v", ds, err)
+			}
+			t.Log(err)
+		})
 	}
 }
 

@@ -27,6 +27,11 @@ var (
 	ErrInvalidRetry = errors.New("mercure: invalid retry")
 	// ErrInvalidData: data is not valid UTF-8 (PUB-7).
 	ErrInvalidData = errors.New("mercure: data is not valid UTF-8")
+	// ErrTooLarge: the update is over a size limit of [Limits]: more than
+	// MaxTopics topics, a topic, id or type longer than MaxFieldBytes, or
+	// data longer than MaxBodyBytes. [Hub.Publish] applies the limits of
+	// the HTTP endpoint, which answers 413.
+	ErrTooLarge = errors.New("mercure: update too large")
 
 	// ErrStore is wrapped, with the store's own error, by errors from
 	// [Hub.Publish] when the store did not acknowledge the update (the

@@ -112,6 +112,9 @@ func New(opts ...Option) (*Hub, error) {
 	if cfg.url == nil {
 		return nil, fmt.Errorf("%w: WithURL is required", ErrInvalidOption)
 	}
+	if err := cfg.limits.check(); err != nil {
+		return nil, err
+	}
 	if cfg.store != nil && cfg.historySet {
 		return nil, fmt.Errorf("%w: WithHistory sizes the default store; configure retention on the store given to WithStore", ErrInvalidOption)
 	}

@@ -2,6 +2,7 @@ package mercure
 
 import (
 	"fmt"
+	"math"
 	"log/slog"
 	"net"
 	"net/http"
@@ -550,6 +551,20 @@ func (l Limits) withDefaults() (Limits, error) {
 		}
 	}
 	return d, nil
+}
+
+// check validates the limits against each other, once every option is
+// applied.
+func (l *Limits) check() error {
+	switch {
+	case l.QueueBytes < int(min(l.MaxBodyBytes, math.MaxInt)):
+		return fmt.Errorf("%w: Limits.QueueBytes (%d) is less than MaxBodyBytes (%d): a stream's queue could not hold one update", ErrInvalidOption, l.QueueBytes, l.MaxBodyBytes)
+	case l.Patterns.MaxSize > l.Patterns.MaxStreamSize:
+		return fmt.Errorf("%w: Limits.Patterns.MaxSize (%d) is more than MaxStreamSize (%d)", ErrInvalidOption, l.Patterns.MaxSize, l.Patterns.MaxStreamSize)
+	case l.AnonymousPatterns.MaxSize > l.AnonymousPatterns.MaxStreamSize:
+		return fmt.Errorf("%w: Limits.AnonymousPatterns.MaxSize (%d) is more than MaxStreamSize (%d)", ErrInvalidOption, l.AnonymousPatterns.MaxSize, l.AnonymousPatterns.MaxStreamSize)
+	}
+	return nil
 }
 
 // remoteIP is the default client key: the host part of RemoteAddr.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
@@ -67,10 +68,20 @@ func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
 	return h.publish(ctx, u)
 }
 
-// validate enforces PUB-2 to PUB-12 on an update from any source.
+// validate enforces PUB-2 to PUB-12 and the size limits on an update from
+// any source: an update the HTTP endpoint would refuse is refused from Go
+// code too.
 func (h *Hub) validate(u *Update) error {
-	if len(u.Topics) == 0 {
+	lim := &h.cfg.limits
+	switch {
+	case len(u.Topics) == 0:
 		return ErrNoTopic
+	case len(u.Topics) > lim.MaxTopics:
+		return fmt.Errorf("%w: more than %d topics", ErrTooLarge, lim.MaxTopics)
+	case len(u.Data) > int(min(lim.MaxBodyBytes, math.MaxInt)):
+		return fmt.Errorf("%w: data longer than %d bytes", ErrTooLarge, lim.MaxBodyBytes)
+	case len(u.ID) > lim.MaxFieldBytes || len(u.Type) > lim.MaxFieldBytes:
+		return fmt.Errorf("%w: id or type longer than %d bytes", ErrTooLarge, lim.MaxFieldBytes)
 	}
 	for i, t := range u.Topics {
 		switch {
@@ -78,6 +89,8 @@ func (h *Hub) validate(u *Update) error {
 			return fmt.Errorf("%w: topic %d %q", ErrInvalidTopic, i, t)
 		case len(t) > MaxTopicBytes:
 			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrInvalidTopic, i, MaxTopicBytes)
+		case len(t) > lim.MaxFieldBytes:
+			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrTooLarge, i, lim.MaxFieldBytes)
 		case t == "*":
 			return ErrWildcardTopic
 		case h.resolver.Reserved(t):
@@ -118,7 +131,7 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
 
 // errTooLarge marks a request over a size limit (413, PUB-16).
-var errTooLarge = errors.New("request too large")
+var errTooLarge = ErrTooLarge
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {

@@ -132,7 +132,10 @@ func (s *stream) enqueue(e *Event) bool {
 		s.mu.Unlock()
 		return true
 	}
-	if len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded()) > lim.QueueBytes {
+	// An empty queue takes any event, however large: refusing it would
+	// drop every stream it matches, and they would all reconnect to
+	// replay it.
+	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded()) > lim.QueueBytes) {
 		// The caller then aborts s, to unblock a write stuck on the peer
 		// that stopped reading.
 		s.overflowed = true

@@ -259,9 +259,8 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 			bh := newBenchHub(b, WithSubscriptions())
 			for i := range n {
 				s := bh.attach(b, true, MatchExact, fmt.Sprintf("https://example.com/users/%d", i))
-				bh.subscriptionsStarted(context.Background(), s)
+				<-bh.subscriptionsStarted(s)
 			}
-			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -273,8 +272,7 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 				if status, msg := bh.open(s); status != 0 {
 					b.Fatal(msg)
 				}
-				bh.subscriptionsStarted(ctx, s)
-				bh.subscriptionsEnded(s)
+				bh.subscriptionsEnded(s, bh.subscriptionsStarted(s))
 				bh.close(s)
 			}
 		})
@@ -287,7 +285,7 @@ func BenchmarkSubscriptionsCollection(b *testing.B) {
 	bh := newBenchHub(b, WithSubscriptions())
 	for i := range 10_000 {
 		s := bh.attach(b, true, MatchExact, fmt.Sprintf("https://example.com/users/%d", i))
-		bh.subscriptionsStarted(context.Background(), s)
+		<-bh.subscriptionsStarted(s)
 	}
 	b.ReportAllocs()
 	for b.Loop() {

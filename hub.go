@@ -54,6 +54,10 @@ type Hub struct {
 	closed  bool
 	ctx     context.Context // canceled when Shutdown starts
 	stop    context.CancelFunc
+	// events bounds the announcements of subscriptions (their events):
+	// canceled when Shutdown stops waiting for streams.
+	events     context.Context
+	stopEvents context.CancelFunc
 	streams map[*stream]struct{}
 	active  sync.WaitGroup
 	conns   connCounter
@@ -150,6 +154,7 @@ func New(opts ...Option) (*Hub, error) {
 		})
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
+	h.events, h.stopEvents = context.WithCancel(context.Background())
 	if h.authServers != nil {
 		if err := h.authServers.start(h.ctx); err != nil {
 			h.stop()
@@ -319,6 +324,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 			return err
 		}
 	}
+	// The streams' end events are bounded by ctx too: past it, Shutdown
+	// no longer waits for a store that does not answer.
+	defer context.AfterFunc(ctx, h.stopEvents)()
 	finished := make(chan struct{})
 	go func() {
 		h.active.Wait()

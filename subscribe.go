@@ -252,10 +252,6 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.close(s)
-	// Detached from the request: a start event must not be dropped when
-	// its end event is not (the client may leave at once).
-	h.subscriptionsStarted(context.WithoutCancel(r.Context()), s)
-	defer h.subscriptionsEnded(s)
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -275,6 +271,10 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// After the headers and the replay: the store's pace is not the
+	// stream's (ACT-2).
+	started := h.subscriptionsStarted(s)
+	defer h.subscriptionsEnded(s, started)
 	s.run(w, r, minSeq)
 }
 

@@ -70,12 +70,15 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	return out, nil
 }
 
-// subscriptionsStarted records the subscriptions of a new stream and
-// publishes their start events (ACT-2). The subscriber id is random and
-// per connection, never taken from the client (ACT-6, ACT-7).
-func (h *Hub) subscriptionsStarted(ctx context.Context, s *stream) {
+// subscriptionsStarted records the subscriptions of a new stream (ACT-2)
+// and starts announcing them: sharing them with a [SubscriptionStore] and
+// appending their start events, on a goroutine of its own, so that the
+// stream waits for neither. The returned channel is closed once that is
+// done; it is nil without [WithSubscriptions]. The subscriber id is
+// random and per connection, never taken from the client (ACT-6, ACT-7).
+func (h *Hub) subscriptionsStarted(s *stream) <-chan struct{} {
 	if !h.cfg.subscriptions {
-		return
+		return nil
 	}
 	s.subscriber = "urn:uuid:" + uuid.NewString()
 	s.subscriptions = make([]*Subscription, len(s.matchers))
@@ -99,16 +102,19 @@ func (h *Hub) subscriptionsStarted(ctx context.Context, s *stream) {
 		h.subscriptions.active[doc] = struct{}{}
 	}
 	h.subscriptions.mu.Unlock()
-	h.shareSubscriptions(ctx, s.subscriptions, true)
-	for _, doc := range s.subscriptions {
-		h.publishSubscriptionEvent(ctx, *doc)
-	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.announce(s.subscriptions, true)
+	}()
+	return done
 }
 
-// subscriptionsEnded removes a stream's subscriptions and publishes their
-// end events, also when the hub shuts down (ACT-2).
-func (h *Hub) subscriptionsEnded(s *stream) {
-	if len(s.subscriptions) == 0 {
+// subscriptionsEnded removes a stream's subscriptions and announces their
+// end, also when the hub shuts down (ACT-2), once their start is
+// announced (started is subscriptionsStarted's channel).
+func (h *Hub) subscriptionsEnded(s *stream, started <-chan struct{}) {
+	if started == nil {
 		return
 	}
 	h.subscriptions.mu.Lock()
@@ -116,34 +122,40 @@ func (h *Hub) subscriptionsEnded(s *stream) {
 		delete(h.subscriptions.active, doc)
 	}
 	h.subscriptions.mu.Unlock()
-	// shareSubscriptions has its own time budget: a slow store must not
-	// leave none for the end events.
-	h.shareSubscriptions(context.Background(), s.subscriptions, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, doc := range s.subscriptions {
-		ended := *doc
-		ended.Active = false
-		h.publishSubscriptionEvent(ctx, ended)
-	}
+	<-started // an end event never precedes its start event
+	h.announce(s.subscriptions, false)
 }
 
-// shareSubscriptions tells a [SubscriptionStore] that docs started
-// (active) or ended, and waits until every hub lists the change.
-func (h *Hub) shareSubscriptions(ctx context.Context, docs []*Subscription, active bool) {
-	ss, ok := h.store.(SubscriptionStore)
-	if !ok {
-		return
-	}
-	subs := make([]Subscription, len(docs))
-	for i, doc := range docs {
-		subs[i] = *doc
-		subs[i].Active = active
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// subscriptionEventsTimeout bounds the announcement of one stream's
+// subscriptions: sharing them and appending all their events.
+const subscriptionEventsTimeout = 5 * time.Second
+
+// announce tells a [SubscriptionStore] that docs started (active) or
+// ended, waits until every hub lists the change (ACT-17), then appends
+// their events, all under one deadline, which the end of the hub's life
+// cuts short (see [Hub.Shutdown]): a store that does not answer holds a
+// stream's announcement for subscriptionEventsTimeout at most, whatever
+// its number of subscriptions.
+func (h *Hub) announce(docs []*Subscription, active bool) {
+	ctx, cancel := context.WithTimeout(h.events, subscriptionEventsTimeout)
 	defer cancel()
-	if err := ss.UpdateSubscriptions(ctx, subs); err != nil {
-		h.log.Warn("mercure: sharing subscriptions", "error", err)
+	if ss, ok := h.store.(SubscriptionStore); ok {
+		subs := make([]Subscription, len(docs))
+		for i, doc := range docs {
+			subs[i] = *doc
+			subs[i].Active = active
+		}
+		if err := ss.UpdateSubscriptions(ctx, subs); err != nil {
+			h.log.Warn("mercure: sharing subscriptions", "error", err)
+		}
+	}
+	for _, doc := range docs {
+		d := *doc
+		d.Active = active
+		if err := h.publishSubscriptionEvent(ctx, d); err != nil {
+			h.log.Warn("mercure: storing subscription events", "error", err, "subscriptions", len(docs))
+			return
+		}
 	}
 }
 
@@ -152,11 +164,10 @@ func (h *Hub) shareSubscriptions(ctx context.Context, docs []*Subscription, acti
 // tokens granting subscribe on its topic see it (ACT-10), with the SSE
 // type mercure and a fresh id (ACT-11). The hub generates it: the rules
 // on publishers' topics and types do not apply.
-func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) {
+func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) error {
 	data, err := json.Marshal(doc)
 	if err != nil {
-		h.log.Error("mercure: encoding a subscription event", "error", err)
-		return
+		return err
 	}
 	e := &Event{Update: Update{
 		Topics:  []string{doc.ID},
@@ -166,9 +177,7 @@ func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) {
 		Type:    "mercure",
 	}, Time: time.Now()}
 	e.encoded()
-	if err := h.store.Append(ctx, e); err != nil {
-		h.log.Warn("mercure: storing a subscription event", "error", err)
-	}
+	return h.store.Append(ctx, e)
 }
 
 // grantMatchesTopic tells whether a token's grant matcher selects topic,

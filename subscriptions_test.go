@@ -3,9 +3,12 @@ package mercure_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,4 +262,71 @@ func TestACT13_DotSegments(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 404", p, status, body)
 		}
 	}
+}
+
+// heldStore holds the appends of subscription events (type mercure) until
+// released or until their context ends, like a store that stopped
+// answering.
+type heldStore struct {
+	*mercure.MemoryStore
+	release chan struct{}
+	waiting atomic.Int32
+}
+
+func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
+	if e.Type == "mercure" {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.MemoryStore.Append(ctx, e)
+}
+
+// ACT-2: a stream's subscription events are appended after its headers
+// and replay, so a store that is slow, or gone, never delays its first
+// byte; and Shutdown does not wait for a store that does not answer past
+// its own deadline, however many subscriptions the streams hold.
+func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
+	store := &heldStore{MemoryStore: mercure.NewMemoryStore(100), release: make(chan struct{})}
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(), mercure.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHubServer(t, h, h)
+
+	q := ""
+	for i := range 10 {
+		q += fmt.Sprintf("&match=urn:t:%d", i)
+	}
+	// Headers (and a replayed event) arrive while the start events wait.
+	goPublish(t, th, mercure.Update{Topics: []string{"urn:t:0"}, ID: "before", Data: "before"})
+	s := th.subscribe(q[1:], "Last-Event-ID", mercure.Earliest)
+	if ev := s.next(t); ev.ID != "before" {
+		t.Fatalf("replayed %+v", ev)
+	}
+	// The appends come after, and wait.
+	eventually(t, "the start events", func() bool { return store.waiting.Load() == 1 })
+	goPublish(t, th, mercure.Update{Topics: []string{"urn:t:1"}, Data: "live"})
+	expectData(t, s, "live")
+
+	// A second stream's announcements wait too; Shutdown gives up on
+	// them with its context, not after 5 s per subscription.
+	th.subscribe(q[1:])
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("Shutdown waited for the store past its deadline")
+	}
+	eventually(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
 }

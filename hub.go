@@ -50,17 +50,17 @@ type Hub struct {
 	dispatcher
 
 	// life guards closed, streams and the stream WaitGroup.
-	life    sync.Mutex
-	closed  bool
-	ctx     context.Context // canceled when Shutdown starts
-	stop    context.CancelFunc
+	life   sync.Mutex
+	closed bool
+	ctx    context.Context // canceled when Shutdown starts
+	stop   context.CancelFunc
 	// events bounds the announcements of subscriptions (their events):
 	// canceled when Shutdown stops waiting for streams.
 	events     context.Context
 	stopEvents context.CancelFunc
-	streams map[*stream]struct{}
-	active  sync.WaitGroup
-	conns   connCounter
+	streams    map[*stream]struct{}
+	active     sync.WaitGroup
+	conns      connCounter
 
 	subscriptions   subscriptionRegistry
 	lastEventID     atomic.Pointer[string]

@@ -2,8 +2,8 @@ package mercure
 
 import (
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"

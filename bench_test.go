@@ -259,7 +259,8 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 			bh := newBenchHub(b, WithSubscriptions())
 			for i := range n {
 				s := bh.attach(b, true, MatchExact, fmt.Sprintf("https://example.com/users/%d", i))
-				<-bh.subscriptionsStarted(s)
+				bh.subscriptionsStarted(s)
+				<-bh.announceStarted(s)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -272,7 +273,8 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 				if status, msg := bh.open(s); status != 0 {
 					b.Fatal(msg)
 				}
-				bh.subscriptionsEnded(s, bh.subscriptionsStarted(s))
+				bh.subscriptionsStarted(s)
+				bh.subscriptionsEnded(s, bh.announceStarted(s))
 				bh.close(s)
 			}
 		})
@@ -285,7 +287,8 @@ func BenchmarkSubscriptionsCollection(b *testing.B) {
 	bh := newBenchHub(b, WithSubscriptions())
 	for i := range 10_000 {
 		s := bh.attach(b, true, MatchExact, fmt.Sprintf("https://example.com/users/%d", i))
-		<-bh.subscriptionsStarted(s)
+		bh.subscriptionsStarted(s)
+		<-bh.announceStarted(s)
 	}
 	b.ReportAllocs()
 	for b.Loop() {

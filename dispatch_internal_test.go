@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,4 +123,129 @@ func TestAbortsHappenOutsideHubLocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockingWriter is a ResponseWriter whose event writes block until the
+// stream is aborted (write deadline in the past) or released.
+type blockingWriter struct {
+	httptest.ResponseRecorder
+	release chan struct{}
+	once    sync.Once
+	writing atomic.Bool
+}
+
+func newBlockingWriter() *blockingWriter {
+	return &blockingWriter{ResponseRecorder: *httptest.NewRecorder(), release: make(chan struct{})}
+}
+
+func (w *blockingWriter) Write(b []byte) (int, error) {
+	w.writing.Store(true)
+	<-w.release
+	return 0, errors.New("cut")
+}
+
+func (w *blockingWriter) Flush() {}
+
+func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
+	if !d.IsZero() && !d.After(time.Now()) {
+		w.once.Do(func() { close(w.release) })
+	}
+	return nil
+}
+
+// Limits.MaxQueuedBytes: when the queues together reach it, a stream with
+// events already waiting is dropped rather than given more; a stream with
+// none still gets one.
+func TestMaxQueuedBytes(t *testing.T) {
+	h, err := New(WithURL("https://example.com/.well-known/mercure"),
+		WithLimits(Limits{MaxBodyBytes: 1000, QueueBytes: 1000, MaxQueuedBytes: 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	var writers []*blockingWriter
+	for range 2 {
+		w := newBlockingWriter()
+		writers = append(writers, w)
+		go h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil))
+	}
+	waitFor(t, "the streams to open", func() bool { return h.Stats().Streams == 2 })
+	publish := func() {
+		t.Helper()
+		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, Data: strings.Repeat("d", 250)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish() // taken by both writers, which block on it
+	for _, w := range writers {
+		waitFor(t, "a writer to block", w.writing.Load)
+	}
+	publish() // into two empty queues: about 2 × 270 bytes queued
+	if st := h.Stats(); st.Overflows != 0 || st.QueuedBytes < 500 {
+		t.Fatalf("after the second update: %+v", st)
+	}
+	publish() // the first queue takes it (about 810); the second would pass 1000
+	if st := h.Stats(); st.Overflows != 1 {
+		t.Fatalf("after the third update: %+v, want one stream dropped", st)
+	}
+}
+
+// heldReplayStore is a store whose replays wait until their context ends.
+type heldReplayStore struct {
+	*MemoryStore
+	replaying atomic.Int32
+}
+
+func (s *heldReplayStore) Replay(ctx context.Context, id string) (Backlog, error) {
+	b, err := s.MemoryStore.Replay(ctx, id)
+	events := b.Events
+	b.Events = func(yield func(*Event, error) bool) {
+		s.replaying.Add(1)
+		defer s.replaying.Add(-1)
+		for e, err := range events {
+			if !yield(e, err) {
+				return
+			}
+		}
+		<-ctx.Done()
+		yield(nil, ctx.Err())
+	}
+	return b, err
+}
+
+// Limits.MaxReplays and ReplayTimeout: replays beyond the cap wait, then
+// get 503 with Retry-After; a replay that outlasts its time ends its
+// stream, and frees its slot.
+func TestReplaySlotsAndTimeout(t *testing.T) {
+	defer func(d time.Duration) { replayWait = d }(replayWait)
+	replayWait = 50 * time.Millisecond
+	store := &heldReplayStore{MemoryStore: NewMemoryStore(10)}
+	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithStore(store),
+		WithLimits(Limits{MaxReplays: 1, ReplayTimeout: time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	replay := func() (*httptest.ResponseRecorder, chan struct{}) {
+		w := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r := httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil)
+			r.Header.Set("Last-Event-ID", Earliest)
+			h.ServeHTTP(w, r)
+		}()
+		return w, done
+	}
+	_, first := replay()
+	waitFor(t, "the first replay", func() bool { return store.replaying.Load() == 1 })
+	w, second := replay()
+	<-second
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a replay over MaxReplays: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+	}
+	<-first // ended by ReplayTimeout
+	_, third := replay()
+	waitFor(t, "a replay in the freed slot", func() bool { return store.replaying.Load() == 1 })
+	<-third
 }

@@ -67,6 +67,8 @@ type Hub struct {
 	warnedDeadlines atomic.Bool
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64
+	queued          atomic.Int64          // bytes in the streams' queues
+	replays         chan struct{}         // a slot per replay running (Limits.MaxReplays)
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
 }
 
@@ -79,8 +81,11 @@ type Stats struct {
 	// its store.
 	Dispatched uint64
 	// Overflows counts the streams disconnected because they fell behind
-	// (see [Limits.QueueEvents]).
+	// (see [Limits.QueueEvents] and [Limits.MaxQueuedBytes]).
 	Overflows uint64
+	// QueuedBytes is the bytes waiting in the streams' queues now, an
+	// event shared by several queues counted in each.
+	QueuedBytes int64
 	// FeedError is why the store's live feed is failing, nil while it
 	// works (see [Listener]). While it fails, the hub's subscribers get
 	// no update from any hub; they get the missed ones once it recovers
@@ -95,7 +100,7 @@ func (h *Hub) Stats() Stats {
 	h.life.Lock()
 	streams := len(h.streams)
 	h.life.Unlock()
-	st := Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load()}
+	st := Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load(), QueuedBytes: h.queued.Load()}
 	if err := h.feedErr.Load(); err != nil {
 		st.FeedError = *err
 	}
@@ -120,7 +125,7 @@ func New(opts ...Option) (*Hub, error) {
 		return nil, err
 	}
 	if cfg.store != nil && cfg.historySet {
-		return nil, fmt.Errorf("%w: WithHistory sizes the default store; configure retention on the store given to WithStore", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: WithHistory and WithHistoryBytes size the default store; configure retention on the store given to WithStore", ErrInvalidOption)
 	}
 	hubURL := cfg.url.String()
 	resolver, err := topicurl.New(hubURL)
@@ -139,6 +144,7 @@ func New(opts ...Option) (*Hub, error) {
 		grantSets: make(map[string]*grantSet),
 		streams:   make(map[*stream]struct{}),
 		conns:     connCounter{perClient: make(map[string]int)},
+		replays:   make(chan struct{}, cfg.limits.MaxReplays),
 	}
 	if h.verifier, err = h.newVerifier(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
@@ -164,7 +170,7 @@ func New(opts ...Option) (*Hub, error) {
 	h.subscriptions.active = make(map[*Subscription]struct{})
 	h.collectFn = h.collect
 	if h.store == nil {
-		h.store = NewMemoryStore(cfg.history)
+		h.store = NewMemoryStore(cfg.history, MemoryMaxBytes(cfg.historyBytes))
 	}
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
@@ -372,6 +378,11 @@ type connCounter struct {
 	perClient map[string]int
 }
 
+// retryAfter is the Retry-After of the statuses that say "not now", in
+// seconds: a hub shutting down is replaced soon; limits take longer to
+// free up.
+var retryAfter = map[int]string{http.StatusTooManyRequests: "10", http.StatusServiceUnavailable: "2"}
+
 // writeProblem answers with an RFC 9457 problem document (AUTH-18). It
 // never repeats OAuth error codes, which belong in the challenge.
 func writeProblem(w http.ResponseWriter, status int, detail string) {
@@ -380,8 +391,13 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 		Status int    `json:"status"`
 		Detail string `json:"detail,omitempty"`
 	}{http.StatusText(status), status, detail})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/problem+json")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	if retry := retryAfter[status]; retry != "" && hdr.Get("Retry-After") == "" {
+		// A limit or an outage that passes: say when to come back.
+		hdr.Set("Retry-After", retry)
+	}
 	w.WriteHeader(status)
 	w.Write(b)
 }

@@ -60,18 +60,21 @@ func TestPUB19_PublishSizeLimits(t *testing.T) {
 // update, a pattern larger than a stream may hold.
 func TestNewChecksLimitsTogether(t *testing.T) {
 	for name, l := range map[string]mercure.Limits{
-		"queue under body":        {MaxBodyBytes: 2 << 20, QueueBytes: 1 << 20},
-		"body over default queue": {MaxBodyBytes: 16 << 20},
-		"pattern over stream":     {Patterns: mercure.PatternLimits{MaxSize: 10000, MaxStreamSize: 5000}},
-		"anonymous over stream":   {AnonymousPatterns: mercure.PatternLimits{MaxSize: 5000}},
-		"negative pattern groups": {Patterns: mercure.PatternLimits{MaxGroups: -1}},
-		"negative patterns/topic": {MaxPatternsPerTopic: -1},
+		"queue under body":         {MaxBodyBytes: 2 << 20, QueueBytes: 1 << 20},
+		"hub queues under a queue": {QueueBytes: 1 << 20, MaxQueuedBytes: 1 << 19},
+		"pattern over stream":      {Patterns: mercure.PatternLimits{MaxSize: 10000, MaxStreamSize: 5000}},
+		"anonymous over stream":    {AnonymousPatterns: mercure.PatternLimits{MaxSize: 5000}},
+		"negative pattern groups":  {Patterns: mercure.PatternLimits{MaxGroups: -1}},
+		"negative patterns/topic":  {MaxPatternsPerTopic: -1},
 	} {
 		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLimits(l)); !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
 		}
 	}
-	if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{MaxBodyBytes: 16 << 20, QueueBytes: 16 << 20})); err != nil {
-		t.Errorf("a larger body with a queue to match: %v", err)
+	// Limits left at their default follow those they must hold.
+	for _, l := range []mercure.Limits{{MaxBodyBytes: 16 << 20}, {QueueBytes: 1 << 30}, {MaxBodyBytes: 1 << 30}} {
+		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLimits(l)); err != nil {
+			t.Errorf("%+v: %v", l, err)
+		}
 	}
 }

@@ -25,6 +25,9 @@ const DefaultHubPath = "/.well-known/mercure"
 const (
 	// DefaultHistory is the number of updates the default store keeps.
 	DefaultHistory = 1000
+	// DefaultHistoryBytes bounds the memory the default store's history
+	// takes (see [MemoryMaxBytes]).
+	DefaultHistoryBytes = 64 << 20
 	// DefaultKeepAlive is the idle time after which a stream gets a comment.
 	DefaultKeepAlive = 15 * time.Second
 	// DefaultWriteTimeout bounds each write to a subscriber.
@@ -36,6 +39,7 @@ type config struct {
 	logger          *slog.Logger
 	store           Store
 	history         int
+	historyBytes    int64
 	historySet      bool
 	limits          Limits
 	keepAlive       time.Duration
@@ -59,6 +63,7 @@ func defaultConfig() config {
 	return config{
 		logger:       slog.New(slog.DiscardHandler),
 		history:      DefaultHistory,
+		historyBytes: DefaultHistoryBytes,
 		limits:       defaultLimits,
 		keepAlive:    DefaultKeepAlive,
 		writeTimeout: DefaultWriteTimeout,
@@ -323,6 +328,19 @@ func WithHistory(n int) Option {
 	}
 }
 
+// WithHistoryBytes bounds the memory that the default in-memory store's
+// history takes, in bytes (see [MemoryMaxBytes]); the default is
+// [DefaultHistoryBytes]. It conflicts with [WithStore].
+func WithHistoryBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: history bytes %d", ErrInvalidOption, n)
+		}
+		c.historyBytes, c.historySet = n, true
+		return nil
+	}
+}
+
 // WithStore sets the store that keeps history and feeds updates to the hub
 // (and to every other hub sharing it). The caller owns the store: [Hub.Shutdown]
 // stops listening to it but does not close it. By default each hub has its
@@ -439,7 +457,7 @@ type Limits struct {
 	// Default 2 KiB.
 	MaxMatcherBytes int
 	// MaxConnections caps the streams open at once across all clients;
-	// more get 429 (SUB-12). Default: no limit.
+	// more get 429 (SUB-12). Default 10 000.
 	MaxConnections int
 	// MaxConnectionsPerClient caps the streams one client (see
 	// [WithClientKey]) holds at once; more get 429. Default: no limit,
@@ -471,9 +489,30 @@ type Limits struct {
 	// to one subscriber. A subscriber that falls this far behind is
 	// disconnected, so that it never slows the hub or other subscribers;
 	// it resumes from history with Last-Event-ID. Defaults 1024 events and
-	// 8 MiB.
+	// 8 MiB, or MaxBodyBytes if more: an empty queue takes any event.
 	QueueEvents int
 	QueueBytes  int
+	// MaxQueuedBytes caps the bytes waiting in all the streams' queues
+	// together: when they reach it, a stream that already has events
+	// waiting is disconnected rather than given more, as if its own queue
+	// were full. Events shared by several queues count once per queue,
+	// so the memory they take is less. Default 128 MiB, or QueueBytes if
+	// more.
+	MaxQueuedBytes int64
+	// MaxTotalPatternSize caps the estimated size (see
+	// [PatternLimits].MaxSize) of all the distinct URL patterns of the
+	// open streams together, and so the heap that they keep; a stream
+	// that would exceed it gets 429. Default 4 Mi instructions (about
+	// 200 MB at most; short patterns keep about 7 KB each).
+	MaxTotalPatternSize int
+	// MaxReplays caps the replays of history (streams that resume with
+	// Last-Event-ID) that run at once. A stream waits up to 5 s for its
+	// turn, then gets 503. Default 64.
+	MaxReplays int
+	// ReplayTimeout bounds how long one replay may take, slow client
+	// included: a stream whose replay is not over by then ends, and its
+	// client resumes from the last event it received. Default 30 s.
+	ReplayTimeout time.Duration
 }
 
 // PatternLimits bounds what URL patterns can cost the hub (MAT-9). The
@@ -515,6 +554,11 @@ var defaultLimits = Limits{
 	AnonymousPatterns:    PatternLimits{MaxGroups: 8, MaxSize: 512, MaxStreamSize: 4096},
 	QueueEvents:          1024,
 	QueueBytes:           8 << 20,
+	MaxConnections:       10_000,
+	MaxQueuedBytes:       128 << 20,
+	MaxTotalPatternSize:  4 << 20,
+	MaxReplays:           64,
+	ReplayTimeout:        30 * time.Second,
 }
 
 func (l Limits) withDefaults() (Limits, error) {
@@ -541,6 +585,10 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"AnonymousPatterns.MaxStreamSize", int64(l.AnonymousPatterns.MaxStreamSize), func(v int64) { d.AnonymousPatterns.MaxStreamSize = int(v) }},
 		{"QueueEvents", int64(l.QueueEvents), func(v int64) { d.QueueEvents = int(v) }},
 		{"QueueBytes", int64(l.QueueBytes), func(v int64) { d.QueueBytes = int(v) }},
+		{"MaxQueuedBytes", l.MaxQueuedBytes, func(v int64) { d.MaxQueuedBytes = v }},
+		{"MaxTotalPatternSize", int64(l.MaxTotalPatternSize), func(v int64) { d.MaxTotalPatternSize = int(v) }},
+		{"MaxReplays", int64(l.MaxReplays), func(v int64) { d.MaxReplays = int(v) }},
+		{"ReplayTimeout", int64(l.ReplayTimeout), func(v int64) { d.ReplayTimeout = time.Duration(v) }},
 	}
 	for _, f := range fields {
 		switch {
@@ -549,6 +597,13 @@ func (l Limits) withDefaults() (Limits, error) {
 		case f.v > 0:
 			f.dst(f.v)
 		}
+	}
+	// Limits left at their default follow those they must hold.
+	if l.QueueBytes == 0 {
+		d.QueueBytes = max(d.QueueBytes, int(min(d.MaxBodyBytes, math.MaxInt)))
+	}
+	if l.MaxQueuedBytes == 0 {
+		d.MaxQueuedBytes = max(d.MaxQueuedBytes, int64(d.QueueBytes))
 	}
 	return d, nil
 }
@@ -559,6 +614,8 @@ func (l *Limits) check() error {
 	switch {
 	case l.QueueBytes < int(min(l.MaxBodyBytes, math.MaxInt)):
 		return fmt.Errorf("%w: Limits.QueueBytes (%d) is less than MaxBodyBytes (%d): a stream's queue could not hold one update", ErrInvalidOption, l.QueueBytes, l.MaxBodyBytes)
+	case l.MaxQueuedBytes < int64(l.QueueBytes):
+		return fmt.Errorf("%w: Limits.MaxQueuedBytes (%d) is less than QueueBytes (%d)", ErrInvalidOption, l.MaxQueuedBytes, l.QueueBytes)
 	case l.Patterns.MaxSize > l.Patterns.MaxStreamSize:
 		return fmt.Errorf("%w: Limits.Patterns.MaxSize (%d) is more than MaxStreamSize (%d)", ErrInvalidOption, l.Patterns.MaxSize, l.Patterns.MaxStreamSize)
 	case l.AnonymousPatterns.MaxSize > l.AnonymousPatterns.MaxStreamSize:

@@ -182,6 +182,8 @@ type MemoryStore struct {
 	mu        sync.RWMutex
 	ring      []*Event // ring[(start+i)%len(ring)] is the i-th retained event
 	start, n  int
+	bytes     int64 // retained, as estimated by retainedBytes
+	maxBytes  int64 // 0: no limit
 	nextSeq   uint64
 	ids       map[string]idRef
 	listeners map[*Listener]struct{}
@@ -193,18 +195,43 @@ type idRef struct {
 	count int // retained events sharing the id
 }
 
+// A MemoryOption configures a [MemoryStore].
+type MemoryOption func(*MemoryStore)
+
+// MemoryMaxBytes bounds the memory that a [MemoryStore]'s history takes,
+// as estimated from its events' data, topics and encoding: the oldest
+// events are dropped to stay within n bytes, the latest one is always
+// kept. By default the count of events is the only bound.
+func MemoryMaxBytes(n int64) MemoryOption {
+	return func(s *MemoryStore) { s.maxBytes = max(n, 0) }
+}
+
 // NewMemoryStore returns a store that retains the last size events; with
 // size 0 it keeps none and only feeds live updates.
-func NewMemoryStore(size int) *MemoryStore {
+func NewMemoryStore(size int, opts ...MemoryOption) *MemoryStore {
 	if size < 0 {
 		size = 0
 	}
-	return &MemoryStore{
+	s := &MemoryStore{
 		ring:      make([]*Event, size),
 		nextSeq:   1,
 		ids:       make(map[string]idRef),
 		listeners: make(map[*Listener]struct{}),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// retainedBytes estimates what e keeps of the heap: its data, its topics
+// and its encoding.
+func retainedBytes(e *Event) int64 {
+	n := len(e.Data) + len(e.encoded()) + len(e.ID) + len(e.Type)
+	for _, t := range e.Topics {
+		n += len(t)
+	}
+	return int64(n)
 }
 
 // Append implements [Store]. Listeners run before it returns, under the
@@ -215,11 +242,13 @@ func (s *MemoryStore) Append(_ context.Context, e *Event) error {
 	e.Seq = s.nextSeq
 	s.nextSeq++
 	if len(s.ring) > 0 {
-		if s.n == len(s.ring) {
+		size := retainedBytes(e)
+		for s.n == len(s.ring) || s.maxBytes > 0 && s.n > 0 && s.bytes+size > s.maxBytes {
 			s.evictOldest()
 		}
 		s.ring[(s.start+s.n)%len(s.ring)] = e
 		s.n++
+		s.bytes += size
 		if ref, ok := s.ids[e.ID]; ok {
 			ref.count++
 			s.ids[e.ID] = ref
@@ -238,6 +267,7 @@ func (s *MemoryStore) evictOldest() {
 	s.ring[s.start] = nil
 	s.start = (s.start + 1) % len(s.ring)
 	s.n--
+	s.bytes -= retainedBytes(old)
 	ref := s.ids[old.ID]
 	if ref.count == 1 {
 		delete(s.ids, old.ID)

@@ -135,17 +135,22 @@ func (s *stream) enqueue(e *Event) bool {
 	// An empty queue takes any event, however large: refusing it would
 	// drop every stream it matches, and they would all reconnect to
 	// replay it.
-	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+len(e.encoded()) > lim.QueueBytes) {
+	n := len(e.encoded())
+	queued := &s.hub.queued
+	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+n > lim.QueueBytes ||
+		queued.Load()+int64(n) > lim.MaxQueuedBytes) {
 		// The caller then aborts s, to unblock a write stuck on the peer
 		// that stopped reading.
 		s.overflowed = true
+		queued.Add(-int64(s.queueBytes))
 		s.queue, s.queueBytes = nil, 0
 		s.mu.Unlock()
 		close(s.kicked)
 		return false
 	}
 	s.queue = append(s.queue, e)
-	s.queueBytes += len(e.encoded())
+	s.queueBytes += n
+	queued.Add(int64(n))
 	urgent := s.urgent != nil && (2*len(s.queue) >= lim.QueueEvents || 2*s.queueBytes >= lim.QueueBytes)
 	s.mu.Unlock()
 	select {
@@ -170,9 +175,10 @@ func (s *stream) take(spare []*Event) []*Event {
 	}
 	clear(spare)
 	s.mu.Lock()
-	q := s.queue
+	q, n := s.queue, s.queueBytes
 	s.queue, s.queueBytes = spare[:0], 0
 	s.mu.Unlock()
+	s.hub.queued.Add(-int64(n))
 	return q
 }
 
@@ -252,6 +258,10 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.close(s)
+	var started <-chan struct{}
+	if h.subscriptionsStarted(s) {
+		defer func() { h.subscriptionsEnded(s, started) }()
+	}
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -273,8 +283,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	// After the headers and the replay: the store's pace is not the
 	// stream's (ACT-2).
-	started := h.subscriptionsStarted(s)
-	defer h.subscriptionsEnded(s, started)
+	started = h.announceStarted(s)
 	s.run(w, r, minSeq)
 }
 
@@ -294,6 +303,17 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	}
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts the replay
+	// Replays read and filter history: only so many at once, each for a
+	// bounded time, a slow client's included.
+	if !h.acquireReplay(ctx) {
+		if r.Context().Err() == nil {
+			writeProblem(w, http.StatusServiceUnavailable, "too many replays in progress")
+		}
+		return 0, false
+	}
+	defer func() { <-h.replays }()
+	ctx, cancelReplay := context.WithTimeout(ctx, h.cfg.limits.ReplayTimeout)
+	defer cancelReplay()
 	backlog, err := h.store.Replay(ctx, cursor)
 	switch {
 	case err == nil:
@@ -339,6 +359,29 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 		}
 	}
 	return minSeq, true
+}
+
+// replayWait is how long a stream waits for a replay slot (see
+// [Limits.MaxReplays]) before it gets 503; a variable for tests.
+var replayWait = 5 * time.Second
+
+// acquireReplay takes a replay slot, waiting for one up to replayWait; it
+// reports false when none was free in time, or ctx ended first.
+func (h *Hub) acquireReplay(ctx context.Context) bool {
+	select {
+	case h.replays <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(replayWait)
+	defer t.Stop()
+	select {
+	case h.replays <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // replayFlushBytes is how much replayed data is written between flushes.
@@ -543,8 +586,8 @@ func (h *Hub) refuseLocked(client string) (status int, msg string) {
 }
 
 // register adds s's matchers to the index, unless its new patterns would
-// exceed [Limits.MaxPatternsPerPrefix] or [Limits.MaxPatternsPerTopic]; it
-// then returns why. Patterns already registered are always accepted:
+// exceed [Limits.MaxPatternsPerPrefix], [Limits.MaxPatternsPerTopic] or
+// [Limits.MaxTotalPatternSize]; it then returns why. Patterns already registered are always accepted:
 // sharing one costs nothing.
 func (h *Hub) register(s *stream) (refused string) {
 	h.mu.Lock()
@@ -562,6 +605,8 @@ func (h *Hub) register(s *stream) (refused string) {
 			refused = "too many distinct URL patterns with the same literal prefix"
 		case h.index.MaxPerTopic() > lim.MaxPatternsPerTopic:
 			refused = "too many distinct URL patterns would be evaluated for the same topics"
+		case h.index.PatternSize() > lim.MaxTotalPatternSize:
+			refused = "the hub holds too many URL patterns"
 		default:
 			continue
 		}
@@ -608,7 +653,8 @@ func (h *Hub) close(s *stream) {
 	h.unregister(s)
 	s.mu.Lock()
 	s.finished = true
-	s.queue = nil
+	h.queued.Add(-int64(s.queueBytes))
+	s.queue, s.queueBytes = nil, 0
 	s.mu.Unlock()
 	h.release(s)
 }

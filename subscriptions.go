@@ -70,15 +70,13 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	return out, nil
 }
 
-// subscriptionsStarted records the subscriptions of a new stream (ACT-2)
-// and starts announcing them: sharing them with a [SubscriptionStore] and
-// appending their start events, on a goroutine of its own, so that the
-// stream waits for neither. The returned channel is closed once that is
-// done; it is nil without [WithSubscriptions]. The subscriber id is
+// subscriptionsStarted records the subscriptions of a new stream (ACT-2),
+// so that the hub lists them from its first byte. The subscriber id is
 // random and per connection, never taken from the client (ACT-6, ACT-7).
-func (h *Hub) subscriptionsStarted(s *stream) <-chan struct{} {
+// It returns false without [WithSubscriptions].
+func (h *Hub) subscriptionsStarted(s *stream) bool {
 	if !h.cfg.subscriptions {
-		return nil
+		return false
 	}
 	s.subscriber = "urn:uuid:" + uuid.NewString()
 	s.subscriptions = make([]*Subscription, len(s.matchers))
@@ -102,6 +100,17 @@ func (h *Hub) subscriptionsStarted(s *stream) <-chan struct{} {
 		h.subscriptions.active[doc] = struct{}{}
 	}
 	h.subscriptions.mu.Unlock()
+	return true
+}
+
+// announceStarted shares a stream's subscriptions with a
+// [SubscriptionStore] and appends their start events, on a goroutine of
+// its own, so that the stream waits for neither. The returned channel is
+// closed once that is done; it is nil when the stream has none.
+func (h *Hub) announceStarted(s *stream) <-chan struct{} {
+	if len(s.subscriptions) == 0 {
+		return nil
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -112,9 +121,10 @@ func (h *Hub) subscriptionsStarted(s *stream) <-chan struct{} {
 
 // subscriptionsEnded removes a stream's subscriptions and announces their
 // end, also when the hub shuts down (ACT-2), once their start is
-// announced (started is subscriptionsStarted's channel).
+// announced (started is announceStarted's channel; nil when the stream
+// ended before its start was announced: its end is not either).
 func (h *Hub) subscriptionsEnded(s *stream, started <-chan struct{}) {
-	if started == nil {
+	if len(s.subscriptions) == 0 {
 		return
 	}
 	h.subscriptions.mu.Lock()
@@ -122,6 +132,9 @@ func (h *Hub) subscriptionsEnded(s *stream, started <-chan struct{}) {
 		delete(h.subscriptions.active, doc)
 	}
 	h.subscriptions.mu.Unlock()
+	if started == nil {
+		return
+	}
 	<-started // an end event never precedes its start event
 	h.announce(s.subscriptions, false)
 }

@@ -35,6 +35,7 @@ type Index[T any] struct {
 	patterns map[string]*Group[T] // interned by raw pattern
 	trie     node[T]
 	npattern int
+	size     int // estimated size of the distinct patterns
 }
 
 // Entry is one registered subscription; keep it to remove the subscription.
@@ -119,6 +120,10 @@ func (ix *Index[T]) SamePrefix(p *Pattern) int {
 	return len(n.patterns)
 }
 
+// PatternSize returns the estimated size of the distinct patterns
+// registered (see [Cost]): what they keep of the heap, give or take.
+func (ix *Index[T]) PatternSize() int { return ix.size }
+
 // MaxPerTopic returns the most distinct patterns that one topic can be
 // evaluated against: the patterns registered along one path of the trie.
 // It is what one update topic may cost, so the hub caps it.
@@ -161,6 +166,7 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 			ps.slot = len(n.patterns)
 			n.patterns = append(n.patterns, ps)
 			ix.npattern++
+			ix.size += pat.cost.Size
 			// One more pattern here can only raise the paths through n.
 			n.down++
 			for i := len(path) - 2; i >= 0; i-- {
@@ -212,6 +218,7 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 func (ix *Index[T]) removePattern(ps *Group[T]) {
 	delete(ix.patterns, ps.pat.raw)
 	ix.npattern--
+	ix.size -= ps.pat.cost.Size
 	path := make([]*node[T], 0, len(ps.pat.keys)+1)
 	n := &ix.trie
 	path = append(path, n)

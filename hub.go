@@ -63,6 +63,8 @@ type Hub struct {
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
+
+	warnedReadDeadlines atomic.Bool // see limitBodyTime
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.

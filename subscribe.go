@@ -25,12 +25,12 @@ type subscribeRequest struct {
 // parseSubscribe reads the matchers and the cursor of a GET or QUERY
 // request: the union of query and body pairs (SUB-3), parsed the WHATWG way
 // (SUB-5).
-func (h *Hub) parseSubscribe(r *http.Request) (subscribeRequest, error) {
+func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request) (subscribeRequest, error) {
 	var req subscribeRequest
 	pairs := form.Parse(r.URL.RawQuery)
 	nquery := len(pairs)
 	if r.Method == methodQuery && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
-		body, err := readForm(r, h.cfg.limits.MaxBodyBytes)
+		body, err := h.readForm(w, r)
 		if err != nil {
 			return req, err
 		}
@@ -182,12 +182,15 @@ func (s *stream) matches(e *Event) bool {
 
 // serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
 func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
+	if r.Method == methodQuery {
+		h.limitBodyTime(w, r)
+	}
 	client := h.cfg.clientKey(r)
 	if status, msg := h.refuse(client); status != 0 {
 		writeProblem(w, status, msg)
 		return
 	}
-	req, err := h.parseSubscribe(r)
+	req, err := h.parseSubscribe(w, r)
 	if err != nil {
 		writeFormError(w, err)
 		return

@@ -6,7 +6,9 @@ package mercure_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -305,3 +307,79 @@ func TestSEC6_BodyTimeoutUnsupportedWarnsOnce(t *testing.T) {
 type opaqueWriter struct{ http.ResponseWriter }
 
 func (w opaqueWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
+// A body the hub cannot read as the UTF-8 form it must be (PUB-1, SUB-2)
+// is refused with 415, never guessed at: with a Content-Encoding other
+// than identity its bytes would be parsed as a form still compressed, and
+// with a charset other than UTF-8 its names and values would be misread.
+// Publish and QUERY alike; nothing refused is delivered.
+func TestPUB1_SUB2_BodyIsReadAsDeclared(t *testing.T) {
+	th := newTestHub(t)
+	s := th.subscribe("match=*")
+	form := "topic=" + pubTopic + "&data=x&match=" + subEnc(pubTopic)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, form)
+	zw.Close()
+	cases := []struct {
+		name, contentType, encoding, body string
+		refused                           string // in the 415's detail; empty: accepted
+	}{
+		{"gzip", pubFormType, "gzip", gz.String(), `"gzip"`},
+		{"br", pubFormType, "br", form, `"br"`},
+		{"identity then gzip", pubFormType, "identity, gzip", gz.String(), `"gzip"`},
+		{"identity", pubFormType, "identity", form, ""},
+		{"Latin-1", pubFormType + "; charset=iso-8859-1", "", form, `"iso-8859-1"`},
+		{"UTF-16", pubFormType + "; charset=UTF-16", "", form, `"UTF-16"`},
+		{"UTF-8", pubFormType + "; charset=UTF-8", "", form, ""},
+		{"UTF-8 quoted", pubFormType + `; charset="utf-8"`, "", form, ""},
+		{"utf8", pubFormType + "; charset=utf8", "", form, ""},
+	}
+	for _, c := range cases {
+		var hdr []string
+		if c.encoding != "" {
+			hdr = []string{"Content-Encoding", c.encoding}
+		}
+		checkRefusal := func(t *testing.T, status int, body string, header http.Header) {
+			t.Helper()
+			if status != http.StatusUnsupportedMediaType {
+				t.Fatalf("status %d, want 415; body %q", status, body)
+			}
+			var doc struct{ Detail string }
+			if err := json.Unmarshal([]byte(body), &doc); err != nil || header.Get("Content-Type") != "application/problem+json" ||
+				!strings.Contains(doc.Detail, c.refused) {
+				t.Errorf("415 %s %q, want a problem document naming %s", header.Get("Content-Type"), body, c.refused)
+			}
+			if got := header.Get("Accept-Encoding"); c.encoding != "" && got != "identity" {
+				t.Errorf("Accept-Encoding %q, want identity (RFC 9110, section 15.5.16)", got)
+			}
+		}
+		t.Run("POST "+c.name, func(t *testing.T) {
+			r := pubRequest(t, th, c.contentType, "", c.body, hdr...)
+			if c.refused == "" {
+				pubNext(t, s, r.wantOK(t))
+				return
+			}
+			checkRefusal(t, r.status, r.body, r.header)
+			pubWantNothing(t, th, pubTopic, s)
+		})
+		t.Run("QUERY "+c.name, func(t *testing.T) {
+			th := subFor(th, t)
+			sub, res := th.trySubscribe("QUERY", "", c.body, append([]string{"Content-Type", c.contentType}, hdr...)...)
+			if c.refused == "" {
+				if sub == nil {
+					t.Fatalf("status %d, want 200", res.StatusCode)
+				}
+				sub.close()
+				return
+			}
+			if sub != nil {
+				sub.close()
+				t.Fatal("status 200, want 415")
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			checkRefusal(t, res.StatusCode, string(b), res.Header)
+		})
+	}
+}

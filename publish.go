@@ -249,12 +249,22 @@ func parseRetry(s string) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// errUnsupportedMedia marks a body that is not a form (415).
-var errUnsupportedMedia = errors.New("the body must be application/x-www-form-urlencoded")
+// Why a body cannot be read as a form (415). The hub never guesses: a
+// compressed body parsed as a form, or Latin-1 bytes taken for UTF-8,
+// would publish or subscribe to something other than what the client sent.
+var (
+	errUnsupportedMedia    = errors.New("the body must be application/x-www-form-urlencoded")
+	errUnsupportedCharset  = errors.New("the body must be UTF-8")
+	errUnsupportedEncoding = errors.New("the body must be sent without a content coding")
+)
 
 // errBodyTimeout marks a body that did not arrive within
 // [Limits.BodyTimeout] (408).
 var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// utf8Labels are the labels of UTF-8 in the WHATWG Encoding Standard,
+// which browsers accept in a charset parameter.
+var utf8Labels = []string{"utf-8", "utf8", "unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "x-unicode20utf8"}
 
 // limitBodyTime bounds how long the body of r may take to arrive
 // ([Limits.BodyTimeout]). It runs before anything else in the handler,
@@ -277,9 +287,19 @@ func (h *Hub) limitBodyTime(w http.ResponseWriter, r *http.Request) {
 // [Limits.MaxBodyBytes], by the deadline limitBodyTime set. It does not
 // use r.ParseForm, whose parser breaks SUB-5.
 func (h *Hub) readForm(w http.ResponseWriter, r *http.Request) (string, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/x-www-form-urlencoded" {
 		return "", errUnsupportedMedia
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return "", fmt.Errorf("%w (Content-Encoding %q)", errUnsupportedEncoding, c)
+			}
+		}
+	}
+	if cs, ok := params["charset"]; ok && !slices.ContainsFunc(utf8Labels, func(l string) bool { return strings.EqualFold(l, cs) }) {
+		return "", fmt.Errorf("%w, not charset %q", errUnsupportedCharset, cs)
 	}
 	limit := h.cfg.limits.MaxBodyBytes
 	if r.ContentLength > limit {
@@ -308,7 +328,10 @@ func (h *Hub) readForm(w http.ResponseWriter, r *http.Request) (string, error) {
 
 func writeFormError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, errUnsupportedMedia):
+	case errors.Is(err, errUnsupportedEncoding):
+		w.Header().Set("Accept-Encoding", "identity") // RFC 9110, section 15.5.16
+		writeProblem(w, http.StatusUnsupportedMediaType, err.Error())
+	case errors.Is(err, errUnsupportedMedia), errors.Is(err, errUnsupportedCharset):
 		writeProblem(w, http.StatusUnsupportedMediaType, err.Error())
 	case errors.Is(err, errTooLarge):
 		writeProblem(w, http.StatusRequestEntityTooLarge, err.Error())

@@ -8,15 +8,19 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +30,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwt"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mercurekit/mercure/boltstore"
 	"github.com/mercurekit/mercure/internal/redistest"
 )
 
@@ -411,4 +416,104 @@ func TestStandalone_Healthz(t *testing.T) {
 	waitStatus(http.StatusServiceUnavailable)
 	redisSrv.Start()
 	waitStatus(http.StatusOK)
+}
+
+// serveInBackground runs s.serve on a loopback listener, as run does after
+// the flags; stop ends it as the signal would, and returns what serve
+// returned (failing the test if it does not return).
+func serveInBackground(t *testing.T, s *server) (addr string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.serve(ctx, ln, slog.New(slog.DiscardHandler)) }()
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("serve did not return after the signal")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { stop() })
+	return ln.Addr().String(), stop
+}
+
+// A signal while a client holds a request whose body never comes: the
+// hub shuts down, cuts that client once the shutdown timeout is over,
+// closes the store and reports success.
+func TestStandalone_ShutdownWithHungRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "bolt:" + path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.shutdownTimeout = 200 * time.Millisecond // the default body timeout is far longer
+	addr, stop := serveInBackground(t, s)
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Expect: 100-continue, so that the answer tells when the hub is
+	// reading the body; then part of it, and nothing more.
+	fmt.Fprintf(c, "POST /.well-known/mercure HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+		"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n", addr)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	io.WriteString(c, "topic=x")
+
+	if err := stop(); err != nil {
+		t.Errorf("serve after the signal: %v, want nil", err)
+	}
+	if _, err := io.ReadAll(br); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the held connection: %v, want it closed", err)
+	}
+	st, err := boltstore.Open(path, boltstore.WithLockTimeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("the store was not closed: %v", err)
+	}
+	st.Close()
+}
+
+// Keep-alive connections left idle are closed.
+func TestStandalone_IdleConnectionsClosed(t *testing.T) {
+	s, err := configure([]string{"-addr", "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.idleTimeout = 200 * time.Millisecond
+	addr, _ := serveInBackground(t, s)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("/healthz: %d, close %v; want 200 on a connection kept alive", res.StatusCode, res.Close)
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("the idle connection: %d bytes, %v; want it closed by the hub", n, err)
+	}
 }

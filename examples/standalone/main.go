@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -117,6 +116,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	if *subscriptions {
 		opts = append(opts, mercure.WithSubscriptions())
+		if *subscriberJWKS == "" {
+			log.Info("-subscriptions without -subscriber-jwks: no token can list who is connected, on the page or through the hub's subscriptions API")
+		}
 	}
 	if *anonymous {
 		opts = append(opts, mercure.WithAnonymousSubscribers())
@@ -175,21 +177,6 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	if *subscriptions {
-		// Who is connected, for the page: the hub's Go API. (Browsers with
-		// a token granting the subscription topics can also follow the
-		// subscription events or the hub's web API directly.)
-		mux.HandleFunc("GET /presence", func(w http.ResponseWriter, r *http.Request) {
-			subs, err := hub.Subscriptions(r.Context())
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(subs)
-		})
-	}
 	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore,
 		idleTimeout: time.Minute, shutdownTimeout: 5 * time.Second}, nil
 }

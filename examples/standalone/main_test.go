@@ -100,9 +100,13 @@ func TestStandalone_PublishNeedsFlag(t *testing.T) {
 	}
 }
 
-// The launch contract's token flags: publishing needs a token signed by a
-// key of -publisher-jwks for -issuer, and the metadata document is served.
-func TestStandalone_Tokens(t *testing.T) {
+// testIssuer is the -issuer of the token tests.
+const testIssuer = "https://issuer.example"
+
+// newSigningKey returns a new ES256 key and the path of a JWK Set file
+// holding its public half.
+func newSigningKey(t *testing.T) (jwk.Key, string) {
+	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -120,27 +124,28 @@ func TestStandalone_Tokens(t *testing.T) {
 	set := jwk.NewSet()
 	_ = set.AddKey(pub)
 	b, _ := json.Marshal(set)
-	file := filepath.Join(t.TempDir(), "pub.jwks")
+	file := filepath.Join(t.TempDir(), "keys.jwks")
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const issuer = "https://issuer.example"
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", "https://hub.example/.well-known/mercure",
-		"-issuer", issuer, "-publisher-jwks", file, "-anonymous"}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.hub.Shutdown(context.Background())
-	srv := httptest.NewServer(s.handler)
-	defer srv.Close()
+	return key, file
+}
 
-	tok, err := jwt.NewBuilder().Issuer(issuer).Audience([]string{"https://hub.example/.well-known/mercure"}).
+// signToken returns an access token of testIssuer for the hub at hubURL,
+// granting action on the exact topic match, with payload unless it is nil.
+func signToken(t *testing.T, key jwk.Key, hubURL, action, match string, payload any) string {
+	t.Helper()
+	detail := map[string]any{
+		"type": "https://mercure.rocks/authorization-detail", "actions": []string{action},
+		"topics": []any{map[string]any{"match": match}},
+	}
+	if payload != nil {
+		detail["payload"] = payload
+	}
+	tok, err := jwt.NewBuilder().Issuer(testIssuer).Audience([]string{hubURL}).
 		Subject("app").IssuedAt(time.Now()).Expiration(time.Now().Add(time.Minute)).JwtID("1").
 		Claim("client_id", "app").
-		Claim("authorization_details", []any{map[string]any{
-			"type": "https://mercure.rocks/authorization-detail", "actions": []string{"publish"},
-			"topics": []any{map[string]any{"match": "*"}},
-		}}).Build()
+		Claim("authorization_details", []any{detail}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,10 +155,27 @@ func TestStandalone_Tokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(signed)
+}
+
+// The launch contract's token flags: publishing needs a token signed by a
+// key of -publisher-jwks for -issuer, and the metadata document is served.
+func TestStandalone_Tokens(t *testing.T) {
+	key, file := newSigningKey(t)
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", "https://hub.example/.well-known/mercure",
+		"-issuer", testIssuer, "-publisher-jwks", file, "-anonymous"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.hub.Shutdown(context.Background())
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+
+	signed := signToken(t, key, "https://hub.example/.well-known/mercure", "publish", "*", nil)
 	for _, c := range []struct {
 		auth string
 		want int
-	}{{"", http.StatusUnauthorized}, {"Bearer " + string(signed), http.StatusOK}} {
+	}{{"", http.StatusUnauthorized}, {"Bearer " + signed, http.StatusOK}} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/.well-known/mercure", strings.NewReader("topic=x"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if c.auth != "" {
@@ -179,34 +201,62 @@ func TestStandalone_Tokens(t *testing.T) {
 	}
 }
 
-// With -subscriptions the page shows who is connected, from /presence.
+// With -subscriptions, who is connected (subscriptions, topics, token
+// payloads) is for tokens granting subscribe on the subscriptions API
+// only, as the hub's API decides (ACT-13, SEC-15): an anonymous client
+// reads none of it, from the page's server or from the hub. The page
+// lists it through that API, with a token the user gives it.
 func TestStandalone_Presence(t *testing.T) {
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-subscriptions"}, slog.New(slog.DiscardHandler))
+	const hubURL = "https://hub.example/.well-known/mercure"
+	key, file := newSigningKey(t)
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", hubURL, "-subscriptions", "-anonymous",
+		"-issuer", testIssuer, "-subscriber-jwks", file}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.hub.Shutdown(context.Background())
 	srv := httptest.NewServer(s.handler)
 	defer srv.Close()
-	sub, err := http.Get(srv.URL + "/.well-known/mercure?match=urn%3Aroom%3A1")
+	// A subscriber whose token carries a payload.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/.well-known/mercure?match=urn%3Aroom%3A1", nil)
+	req.Header.Set("Authorization", "Bearer "+signToken(t, key, hubURL, "subscribe", "urn:room:1", map[string]string{"name": "Alice"}))
+	sub, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Body.Close()
-	res, err := http.Get(srv.URL + "/presence")
-	if err != nil {
-		t.Fatal(err)
+	if sub.StatusCode != http.StatusOK {
+		t.Fatalf("subscribe: %d", sub.StatusCode)
 	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !strings.Contains(string(body), `"match":"urn:room:1"`) || !strings.Contains(string(body), `"active":true`) {
-		t.Fatalf("presence: %s", body)
+
+	get := func(path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
 	}
-	page, _ := http.Get(srv.URL + "/")
-	html, _ := io.ReadAll(page.Body)
-	page.Body.Close()
-	if !strings.Contains(string(html), `id="presence"`) {
-		t.Fatal("the page has no presence list")
+	for _, path := range []string{"/presence", "/.well-known/mercure/subscriptions"} {
+		if status, body := get(path, ""); status == http.StatusOK || strings.Contains(body, "urn:room:1") || strings.Contains(body, "Alice") {
+			t.Errorf("anonymous GET %s: %d %s", path, status, body)
+		}
+	}
+	apiToken := signToken(t, key, hubURL, "subscribe", "/.well-known/mercure/subscriptions", nil)
+	if status, body := get("/.well-known/mercure/subscriptions", apiToken); status != http.StatusOK ||
+		!strings.Contains(body, `"match":"urn:room:1"`) || !strings.Contains(body, `"payload":{"name":"Alice"}`) {
+		t.Fatalf("subscriptions API with a token granting it: %d %s", status, body)
+	}
+	_, html := get("/", "")
+	if !strings.Contains(html, `id="presence"`) || !strings.Contains(html, `fetch(hubPath + "/subscriptions"`) ||
+		strings.Contains(html, `"/presence"`) {
+		t.Fatal("the page does not list subscriptions through the hub's API")
 	}
 }
 

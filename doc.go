@@ -65,7 +65,11 @@
 // [Limits] caps request sizes, matcher counts and connections. Each
 // subscriber has a bounded queue: one that stops reading is disconnected
 // instead of slowing the publisher or the other subscribers, and resumes
-// from history when it reconnects.
+// from history when it reconnects. A publish or QUERY body must arrive
+// within [Limits].BodyTimeout, a read deadline the hub sets itself, so
+// that it holds on a server without timeouts. What comes before and
+// between requests is the server's to bound: give it a ReadHeaderTimeout
+// and an IdleTimeout.
 //
 // # Presence
 //

@@ -70,6 +70,8 @@ type Hub struct {
 	queued          atomic.Int64          // bytes in the streams' queues
 	replays         chan struct{}         // a slot per replay running (Limits.MaxReplays)
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
+
+	warnedReadDeadlines atomic.Bool // see limitBodyTime
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.

@@ -35,6 +35,7 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		"nil store":              {mercure.WithURL(testHubURL), mercure.WithStore(nil)},
 		"history with store":     {mercure.WithURL(testHubURL), mercure.WithStore(mercure.NewMemoryStore(1)), mercure.WithHistory(5)},
 		"negative limit":         {mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{MaxTopics: -1})},
+		"negative body timeout":  {mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{BodyTimeout: -time.Second})},
 		"zero keep-alive":        {mercure.WithURL(testHubURL), mercure.WithKeepAlive(0)},
 		"negative write timeout": {mercure.WithURL(testHubURL), mercure.WithWriteTimeout(-time.Second)},
 		"negative write delay":   {mercure.WithURL(testHubURL), mercure.WithWriteDelay(-time.Millisecond)},

@@ -443,6 +443,18 @@ type Limits struct {
 	// MaxBodyBytes caps a publish body and a QUERY subscribe body;
 	// larger ones get 413. Default 1 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a publish body or a QUERY subscribe
+	// body may take to arrive, counted from when the hub starts handling
+	// the request. A body still incomplete then gets 408, and its
+	// connection is closed (over HTTP/2, its stream is reset), so that
+	// clients that never finish a body cannot pile up connections, even
+	// on a server without a ReadTimeout (an [http.Server] has none by
+	// default). While the body is read this deadline replaces the
+	// server's ReadTimeout; it is lifted once the body is in, so it never
+	// cuts the stream that follows. It needs a ResponseWriter that can set
+	// read deadlines (see [http.ResponseController]); the hub logs a
+	// warning otherwise. Default 10 s.
+	BodyTimeout time.Duration
 	// MaxTopics caps the topics of one HTTP publish; more get 413. Default 64.
 	MaxTopics int
 	// MaxFieldBytes caps the length of each published topic, id, type and
@@ -544,6 +556,7 @@ type PatternLimits struct {
 
 var defaultLimits = Limits{
 	MaxBodyBytes:         1 << 20,
+	BodyTimeout:          10 * time.Second,
 	MaxTopics:            64,
 	MaxFieldBytes:        2 << 10,
 	MaxMatchers:          64,
@@ -569,6 +582,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		dst  func(int64)
 	}{
 		{"MaxBodyBytes", l.MaxBodyBytes, func(v int64) { d.MaxBodyBytes = v }},
+		{"BodyTimeout", int64(l.BodyTimeout), func(v int64) { d.BodyTimeout = time.Duration(v) }},
 		{"MaxTopics", int64(l.MaxTopics), func(v int64) { d.MaxTopics = int(v) }},
 		{"MaxFieldBytes", int64(l.MaxFieldBytes), func(v int64) { d.MaxFieldBytes = int(v) }},
 		{"MaxMatchers", int64(l.MaxMatchers), func(v int64) { d.MaxMatchers = int(v) }},

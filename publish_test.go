@@ -250,7 +250,7 @@ func TestPUB1_WHATWGFormParsing(t *testing.T) {
 }
 
 // TestPUB1_MediaType: the body must be application/x-www-form-urlencoded
-// (parameters such as charset allowed); anything else is refused, with 415
+// (a charset naming UTF-8 allowed); anything else is refused, with 415
 // for JSON, and nothing is delivered.
 func TestPUB1_MediaType(t *testing.T) {
 	th := newTestHub(t)

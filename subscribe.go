@@ -25,7 +25,7 @@ type subscribeRequest struct {
 // parseSubscribe reads the matchers and the cursor of a GET or QUERY
 // request: the union of query and body pairs (SUB-3), parsed the WHATWG way
 // (SUB-5). URL patterns are held to the limits of p's kind of client.
-func (h *Hub) parseSubscribe(r *http.Request, p *principal) (subscribeRequest, error) {
+func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principal) (subscribeRequest, error) {
 	var req subscribeRequest
 	lim := &h.cfg.limits.Patterns
 	if p == nil {
@@ -35,7 +35,7 @@ func (h *Hub) parseSubscribe(r *http.Request, p *principal) (subscribeRequest, e
 	pairs := form.Parse(r.URL.RawQuery)
 	nquery := len(pairs)
 	if r.Method == methodQuery && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
-		body, err := readForm(r, h.cfg.limits.MaxBodyBytes)
+		body, err := h.readForm(w, r)
 		if err != nil {
 			return req, err
 		}
@@ -209,6 +209,9 @@ func (s *stream) matches(e *Event) bool {
 
 // serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
 func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
+	if r.Method == methodQuery {
+		h.limitBodyTime(w, r)
+	}
 	client := h.cfg.clientKey(r)
 	if status, msg := h.refuse(client); status != 0 {
 		writeProblem(w, status, msg)
@@ -230,7 +233,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		h.challenge(w, http.StatusUnauthorized, "invalid_token")
 		return
 	}
-	req, err := h.parseSubscribe(r, p)
+	req, err := h.parseSubscribe(w, r, p)
 	if err != nil {
 		writeFormError(w, err)
 		return

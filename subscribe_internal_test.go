@@ -99,7 +99,8 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 		publish()
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitFor(t, "10 events", func() bool { e, _ := w.state(); return e == 10 })
+	// The flush follows the last write: wait for it too.
+	waitFor(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
 	if _, flushes := w.state(); flushes != 3 {
 		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
 	}

@@ -18,12 +18,12 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -61,6 +61,9 @@ type server struct {
 	handler    http.Handler
 	cpuProfile string
 	closeStore func() error // nil for the in-memory store
+	// idleTimeout closes keep-alive connections idle that long;
+	// shutdownTimeout is how long a shutdown waits for requests in flight.
+	idleTimeout, shutdownTimeout time.Duration
 }
 
 // configure parses the flags of the launch contract into a server.
@@ -113,6 +116,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	if *subscriptions {
 		opts = append(opts, mercure.WithSubscriptions())
+		if *subscriberJWKS == "" {
+			log.Info("-subscriptions without -subscriber-jwks: no token can list who is connected, on the page or through the hub's subscriptions API")
+		}
 	}
 	if *anonymous {
 		opts = append(opts, mercure.WithAnonymousSubscribers())
@@ -171,22 +177,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	if *subscriptions {
-		// Who is connected, for the page: the hub's Go API. (Browsers with
-		// a token granting the subscription topics can also follow the
-		// subscription events or the hub's web API directly.)
-		mux.HandleFunc("GET /presence", func(w http.ResponseWriter, r *http.Request) {
-			subs, err := hub.Subscriptions(r.Context())
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(subs)
-		})
-	}
-	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore}, nil
+	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore,
+		idleTimeout: time.Minute, shutdownTimeout: 5 * time.Second}, nil
 }
 
 // openRedis opens a store on the Redis stream of a redis:// or rediss://
@@ -250,35 +242,73 @@ func run(args []string, log *slog.Logger) error {
 	}
 	if s.cpuProfile != "" {
 		f, err := os.Create(s.cpuProfile)
-		if err != nil {
-			return err
+		if err == nil {
+			defer f.Close()
+			err = pprof.StartCPUProfile(f)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+		if err != nil {
+			return errors.Join(err, s.shutdown(nil, log))
 		}
 		defer pprof.StopCPUProfile()
 	}
-	srv := &http.Server{Addr: s.addr, Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return errors.Join(err, s.shutdown(nil, log))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("hub listening", "addr", s.addr, "hub_url", s.hub.URL())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	return s.serve(ctx, ln, log)
+}
+
+// serve serves the hub on ln until ctx ends (the signal), then shuts
+// everything down.
+func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler: s.handler,
+		// No ReadTimeout or WriteTimeout: each bounds a whole request or
+		// response, and a stream lasts for hours. The hub bounds, per
+		// request, what they would: the body (Limits.BodyTimeout) and each
+		// write to a stream (WithWriteTimeout). What it never sees is
+		// bounded here: the headers, and the idle time between requests
+		// on a keep-alive connection.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.idleTimeout,
 	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("hub listening", "addr", ln.Addr().String(), "hub_url", s.hub.URL())
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down")
+	}
+	return errors.Join(err, s.shutdown(srv, log))
+}
+
+// shutdown stops the hub, then the server (when there is one), then
+// closes the store whatever failed before, so that bolt syncs and
+// releases its file lock. Clients still holding connections when the
+// shutdown timeout ends (with a body that never comes, say) are cut: that
+// is no failure of the hub's.
+func (s *server) shutdown(srv *http.Server, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
 	defer cancel()
-	_ = s.hub.Shutdown(sctx) // streams first: the server would wait for them
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	var errs []error
+	// Streams first: srv.Shutdown would wait for them, never ending them.
+	if err := s.hub.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutting down the hub: %w", err))
+	}
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			log.Info("closing the connections still busy", "reason", err)
+			_ = srv.Close()
+		}
 	}
 	if s.closeStore != nil {
-		return s.closeStore()
+		if err := s.closeStore(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -8,15 +8,19 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +30,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwt"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mercurekit/mercure/boltstore"
 	"github.com/mercurekit/mercure/internal/redistest"
 )
 
@@ -95,9 +100,13 @@ func TestStandalone_PublishNeedsFlag(t *testing.T) {
 	}
 }
 
-// The launch contract's token flags: publishing needs a token signed by a
-// key of -publisher-jwks for -issuer, and the metadata document is served.
-func TestStandalone_Tokens(t *testing.T) {
+// testIssuer is the -issuer of the token tests.
+const testIssuer = "https://issuer.example"
+
+// newSigningKey returns a new ES256 key and the path of a JWK Set file
+// holding its public half.
+func newSigningKey(t *testing.T) (jwk.Key, string) {
+	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -115,27 +124,28 @@ func TestStandalone_Tokens(t *testing.T) {
 	set := jwk.NewSet()
 	_ = set.AddKey(pub)
 	b, _ := json.Marshal(set)
-	file := filepath.Join(t.TempDir(), "pub.jwks")
+	file := filepath.Join(t.TempDir(), "keys.jwks")
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const issuer = "https://issuer.example"
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", "https://hub.example/.well-known/mercure",
-		"-issuer", issuer, "-publisher-jwks", file, "-anonymous"}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.hub.Shutdown(context.Background())
-	srv := httptest.NewServer(s.handler)
-	defer srv.Close()
+	return key, file
+}
 
-	tok, err := jwt.NewBuilder().Issuer(issuer).Audience([]string{"https://hub.example/.well-known/mercure"}).
+// signToken returns an access token of testIssuer for the hub at hubURL,
+// granting action on the exact topic match, with payload unless it is nil.
+func signToken(t *testing.T, key jwk.Key, hubURL, action, match string, payload any) string {
+	t.Helper()
+	detail := map[string]any{
+		"type": "https://mercure.rocks/authorization-detail", "actions": []string{action},
+		"topics": []any{map[string]any{"match": match}},
+	}
+	if payload != nil {
+		detail["payload"] = payload
+	}
+	tok, err := jwt.NewBuilder().Issuer(testIssuer).Audience([]string{hubURL}).
 		Subject("app").IssuedAt(time.Now()).Expiration(time.Now().Add(time.Minute)).JwtID("1").
 		Claim("client_id", "app").
-		Claim("authorization_details", []any{map[string]any{
-			"type": "https://mercure.rocks/authorization-detail", "actions": []string{"publish"},
-			"topics": []any{map[string]any{"match": "*"}},
-		}}).Build()
+		Claim("authorization_details", []any{detail}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +155,27 @@ func TestStandalone_Tokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(signed)
+}
+
+// The launch contract's token flags: publishing needs a token signed by a
+// key of -publisher-jwks for -issuer, and the metadata document is served.
+func TestStandalone_Tokens(t *testing.T) {
+	key, file := newSigningKey(t)
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", "https://hub.example/.well-known/mercure",
+		"-issuer", testIssuer, "-publisher-jwks", file, "-anonymous"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.hub.Shutdown(context.Background())
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+
+	signed := signToken(t, key, "https://hub.example/.well-known/mercure", "publish", "*", nil)
 	for _, c := range []struct {
 		auth string
 		want int
-	}{{"", http.StatusUnauthorized}, {"Bearer " + string(signed), http.StatusOK}} {
+	}{{"", http.StatusUnauthorized}, {"Bearer " + signed, http.StatusOK}} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/.well-known/mercure", strings.NewReader("topic=x"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if c.auth != "" {
@@ -174,34 +201,62 @@ func TestStandalone_Tokens(t *testing.T) {
 	}
 }
 
-// With -subscriptions the page shows who is connected, from /presence.
+// With -subscriptions, who is connected (subscriptions, topics, token
+// payloads) is for tokens granting subscribe on the subscriptions API
+// only, as the hub's API decides (ACT-13, SEC-15): an anonymous client
+// reads none of it, from the page's server or from the hub. The page
+// lists it through that API, with a token the user gives it.
 func TestStandalone_Presence(t *testing.T) {
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-subscriptions"}, slog.New(slog.DiscardHandler))
+	const hubURL = "https://hub.example/.well-known/mercure"
+	key, file := newSigningKey(t)
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-hub-url", hubURL, "-subscriptions", "-anonymous",
+		"-issuer", testIssuer, "-subscriber-jwks", file}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.hub.Shutdown(context.Background())
 	srv := httptest.NewServer(s.handler)
 	defer srv.Close()
-	sub, err := http.Get(srv.URL + "/.well-known/mercure?match=urn%3Aroom%3A1")
+	// A subscriber whose token carries a payload.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/.well-known/mercure?match=urn%3Aroom%3A1", nil)
+	req.Header.Set("Authorization", "Bearer "+signToken(t, key, hubURL, "subscribe", "urn:room:1", map[string]string{"name": "Alice"}))
+	sub, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Body.Close()
-	res, err := http.Get(srv.URL + "/presence")
-	if err != nil {
-		t.Fatal(err)
+	if sub.StatusCode != http.StatusOK {
+		t.Fatalf("subscribe: %d", sub.StatusCode)
 	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !strings.Contains(string(body), `"match":"urn:room:1"`) || !strings.Contains(string(body), `"active":true`) {
-		t.Fatalf("presence: %s", body)
+
+	get := func(path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
 	}
-	page, _ := http.Get(srv.URL + "/")
-	html, _ := io.ReadAll(page.Body)
-	page.Body.Close()
-	if !strings.Contains(string(html), `id="presence"`) {
-		t.Fatal("the page has no presence list")
+	for _, path := range []string{"/presence", "/.well-known/mercure/subscriptions"} {
+		if status, body := get(path, ""); status == http.StatusOK || strings.Contains(body, "urn:room:1") || strings.Contains(body, "Alice") {
+			t.Errorf("anonymous GET %s: %d %s", path, status, body)
+		}
+	}
+	apiToken := signToken(t, key, hubURL, "subscribe", "/.well-known/mercure/subscriptions", nil)
+	if status, body := get("/.well-known/mercure/subscriptions", apiToken); status != http.StatusOK ||
+		!strings.Contains(body, `"match":"urn:room:1"`) || !strings.Contains(body, `"payload":{"name":"Alice"}`) {
+		t.Fatalf("subscriptions API with a token granting it: %d %s", status, body)
+	}
+	_, html := get("/", "")
+	if !strings.Contains(html, `id="presence"`) || !strings.Contains(html, `fetch(hubPath + "/subscriptions"`) ||
+		strings.Contains(html, `"/presence"`) {
+		t.Fatal("the page does not list subscriptions through the hub's API")
 	}
 }
 
@@ -411,4 +466,104 @@ func TestStandalone_Healthz(t *testing.T) {
 	waitStatus(http.StatusServiceUnavailable)
 	redisSrv.Start()
 	waitStatus(http.StatusOK)
+}
+
+// serveInBackground runs s.serve on a loopback listener, as run does after
+// the flags; stop ends it as the signal would, and returns what serve
+// returned (failing the test if it does not return).
+func serveInBackground(t *testing.T, s *server) (addr string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.serve(ctx, ln, slog.New(slog.DiscardHandler)) }()
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("serve did not return after the signal")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { stop() })
+	return ln.Addr().String(), stop
+}
+
+// A signal while a client holds a request whose body never comes: the
+// hub shuts down, cuts that client once the shutdown timeout is over,
+// closes the store and reports success.
+func TestStandalone_ShutdownWithHungRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "bolt:" + path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.shutdownTimeout = 200 * time.Millisecond // the default body timeout is far longer
+	addr, stop := serveInBackground(t, s)
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Expect: 100-continue, so that the answer tells when the hub is
+	// reading the body; then part of it, and nothing more.
+	fmt.Fprintf(c, "POST /.well-known/mercure HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+		"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n", addr)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	io.WriteString(c, "topic=x")
+
+	if err := stop(); err != nil {
+		t.Errorf("serve after the signal: %v, want nil", err)
+	}
+	if _, err := io.ReadAll(br); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the held connection: %v, want it closed", err)
+	}
+	st, err := boltstore.Open(path, boltstore.WithLockTimeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("the store was not closed: %v", err)
+	}
+	st.Close()
+}
+
+// Keep-alive connections left idle are closed.
+func TestStandalone_IdleConnectionsClosed(t *testing.T) {
+	s, err := configure([]string{"-addr", "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.idleTimeout = 200 * time.Millisecond
+	addr, _ := serveInBackground(t, s)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("/healthz: %d, close %v; want 200 on a connection kept alive", res.StatusCode, res.Close)
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("the idle connection: %d bytes, %v; want it closed by the hub", n, err)
+	}
 }

@@ -85,6 +85,19 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		subscriptions  = fs.Bool("subscriptions", false, "enable active subscriptions")
 		corsOrigins    = fs.String("cors-origins", "", "comma-separated browser origins allowed to subscribe")
 		cookie         = fs.String("cookie", "", "name of the cookie carrying the access token")
+		historyBytes   = fs.Int64("history-bytes", mercure.DefaultHistoryBytes, "memory the in-memory store's history may take, in bytes")
+		// Limits (mercure.Limits): 0 keeps the library's default.
+		maxConns       = fs.Int("max-connections", 0, "streams open at once (default 10000); more get 429")
+		maxConnsClient = fs.Int("max-connections-per-client", 0, "streams open at once per client IP (default none: behind a proxy every client has its address)")
+		maxBody        = fs.Int64("max-body-bytes", 0, "size of a publish or QUERY body (default 1 MiB); more get 413")
+		bodyTimeout    = fs.Duration("body-timeout", 0, "time a request body may take to arrive (default 10s); slower ones get 408")
+		maxMatchers    = fs.Int("max-matchers", 0, "matchers of one subscribe request (default 64)")
+		maxPerTopic    = fs.Int("max-patterns-per-topic", 0, "distinct URL patterns one topic is evaluated against (default 128)")
+		queueEvents    = fs.Int("queue-events", 0, "updates waiting for one stream before it is dropped (default 1024)")
+		queueBytes     = fs.Int("queue-bytes", 0, "bytes waiting for one stream before it is dropped (default 8 MiB)")
+		maxQueuedBytes = fs.Int64("max-queued-bytes", 0, "bytes waiting in all the streams' queues together (default 128 MiB)")
+		maxReplays     = fs.Int("max-replays", 0, "replays of history at once (default 64); more wait, then get 503")
+		replayTimeout  = fs.Duration("replay-timeout", 0, "time one replay may take (default 30s)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -97,6 +110,19 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		mercure.WithURL(*hubURL),
 		mercure.WithLogger(log),
 		mercure.WithWriteDelay(*writeDelay),
+		mercure.WithLimits(mercure.Limits{
+			MaxConnections:          *maxConns,
+			MaxConnectionsPerClient: *maxConnsClient,
+			MaxBodyBytes:            *maxBody,
+			BodyTimeout:             *bodyTimeout,
+			MaxMatchers:             *maxMatchers,
+			MaxPatternsPerTopic:     *maxPerTopic,
+			QueueEvents:             *queueEvents,
+			QueueBytes:              *queueBytes,
+			MaxQueuedBytes:          *maxQueuedBytes,
+			MaxReplays:              *maxReplays,
+			ReplayTimeout:           *replayTimeout,
+		}),
 	}
 	if *issuer != "" {
 		iss := mercure.Issuer{ID: *issuer}
@@ -134,7 +160,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	var closeStore func() error
 	switch {
 	case *storeSpec == "memory":
-		opts = append(opts, mercure.WithHistory(*history))
+		opts = append(opts, mercure.WithHistory(*history), mercure.WithHistoryBytes(*historyBytes))
 	case strings.HasPrefix(*storeSpec, "bolt:") && len(*storeSpec) > len("bolt:"):
 		st, err := boltstore.Open(strings.TrimPrefix(*storeSpec, "bolt:"), boltstore.WithMaxEvents(max(*history, 1)))
 		if err != nil {

@@ -567,3 +567,31 @@ func TestStandalone_IdleConnectionsClosed(t *testing.T) {
 		t.Fatalf("the idle connection: %d bytes, %v; want it closed by the hub", n, err)
 	}
 }
+
+// The limits are flags: past -max-connections a subscriber gets 429 with
+// Retry-After, and a limit the library refuses is an error at start.
+func TestStandalone_Limits(t *testing.T) {
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-max-connections", "1", "-max-body-bytes", "2048", "-queue-bytes", "4096"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+	defer s.hub.Shutdown(context.Background())
+	first, err := http.Get(srv.URL + "/.well-known/mercure?match=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	second, err := http.Get(srv.URL + "/.well-known/mercure?match=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Body.Close()
+	if second.StatusCode != http.StatusTooManyRequests || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second stream past -max-connections 1: %d, Retry-After %q", second.StatusCode, second.Header.Get("Retry-After"))
+	}
+	if _, err := configure([]string{"-max-body-bytes", "4096", "-queue-bytes", "1024"}, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a queue smaller than a body was accepted")
+	}
+}

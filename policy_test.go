@@ -80,3 +80,22 @@ func TestAUTH37_ExpiredWithinLeewayRefused(t *testing.T) {
 		t.Fatalf("status %d, want 401", res.StatusCode)
 	}
 }
+
+// RFC 7519: NumericDate is a JSON number. A token with a date written as
+// a string is an invalid token (401), whatever jwx itself would make of
+// it (internal/token also refuses a claim given twice).
+func TestAUTH14_DatesAreNumbers(t *testing.T) {
+	th := startAuthHub(t)
+	grant := detail("publish", exactTopic("https://example.com/books/1"))
+	stringExp := authClaims(grant)
+	stringExp["exp"] = "2999-01-01T00:00:00Z"
+	stringNbf := authClaims(grant)
+	stringNbf["nbf"] = "2000-01-01T00:00:00Z"
+	for name, claims := range map[string]map[string]any{"string exp": stringExp, "string nbf": stringNbf} {
+		tok := mintToken(t, authPubKey, nil, claims)
+		status, _, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/books/1"), "Authorization", "Bearer "+tok)
+		if status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != challengeInvalidToken {
+			t.Errorf("%s: %d %q, want 401 invalid_token", name, status, hdr.Get("WWW-Authenticate"))
+		}
+	}
+}

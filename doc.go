@@ -62,14 +62,21 @@
 //
 // # Resource limits and slow clients
 //
-// [Limits] caps request sizes, matcher counts and connections. Each
+// Every cost a client can make the hub pay is bounded by default, so that
+// a hub exposed to anonymous clients stays within a known envelope of
+// memory and CPU (the README states it). [Limits] caps request sizes,
+// matchers, connections, the queues, concurrent replays, and what URL
+// patterns may cost: the hub estimates a pattern's compiled size and
+// groups before compiling it, refuses one over the limits with 400
+// (anonymous streams get tighter ones, see [PatternLimits]), and bounds
+// the patterns any one topic is evaluated against (MAT-9). Each
 // subscriber has a bounded queue: one that stops reading is disconnected
 // instead of slowing the publisher or the other subscribers, and resumes
 // from history when it reconnects. A publish or QUERY body must arrive
 // within [Limits].BodyTimeout, a read deadline the hub sets itself, so
 // that it holds on a server without timeouts. What comes before and
 // between requests is the server's to bound: give it a ReadHeaderTimeout
-// and an IdleTimeout.
+// and an IdleTimeout. Answers 429 and 503 carry Retry-After.
 //
 // # Presence
 //

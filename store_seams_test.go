@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -618,5 +619,48 @@ func TestFeedGapDrainsQueue(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"b", "c"}) {
 		t.Fatalf("the stream ended with %q, want the queued b and c, nothing from after the gap", got)
+	}
+}
+
+// gapStore ends every replay with ErrHistoryGap after the retained events,
+// as a store does when retention drops the events a replay has yet to
+// yield.
+type gapStore struct{ *mercure.MemoryStore }
+
+func (g gapStore) Replay(ctx context.Context, id string) (mercure.Backlog, error) {
+	b, err := g.MemoryStore.Replay(ctx, id)
+	events := b.Events
+	b.Events = func(yield func(*mercure.Event, error) bool) {
+		for e, err := range events {
+			if !yield(e, err) {
+				return
+			}
+		}
+		yield(nil, fmt.Errorf("gapStore: %w", mercure.ErrHistoryGap))
+	}
+	return b, err
+}
+
+// A replay that ends with ErrHistoryGap ends the stream after the events
+// it yielded, so that the client resumes; the hub logs it as a gap, at
+// Info level, not as a failure of the store.
+func TestReplayGap(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
+	th := newTestHub(t, mercure.WithStore(gapStore{mercure.NewMemoryStore(10)}), mercure.WithLogger(log))
+	th.mustPost("topic=x&data=a")
+	s := th.subscribe("match=x&last_event_id=earliest")
+	expectData(t, s, "a")
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end after the gap")
+	}
+	mu.Lock()
+	logged := buf.String()
+	mu.Unlock()
+	if logLines(logged, "level=INFO", "history dropped events before the replay reached them") != 1 || logLines(logged, "reading history failed") != 0 {
+		t.Fatalf("log after a replay gap:\n%s", logged)
 	}
 }

@@ -339,7 +339,13 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	unflushed := 0
 	for e, err := range backlog.Events {
 		if err != nil || ctx.Err() != nil {
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, ErrHistoryGap):
+				// Retention outran this replay, as a slow subscriber is
+				// outrun: no failure of the store.
+				h.log.Info("mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "client", s.client, "error", err)
+			default:
 				h.log.Warn("mercure: reading history failed", "error", err)
 			}
 			return 0, false // the client resumes from the last event it got

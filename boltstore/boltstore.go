@@ -335,13 +335,21 @@ func (s *Store) evict(tx *bolt.Tx, seq uint64, v []byte) error {
 }
 
 // Replay implements [mercure.Store]. Events are read in pages, each in its
-// own read transaction, up to the Head of the replay.
+// own read transaction, up to the Head of the replay. Seqs are contiguous
+// and retention drops the oldest first, so a page that does not start
+// with the Seq expected next means that retention dropped events under
+// the replay: Events then ends with an error wrapping
+// [mercure.ErrHistoryGap].
 func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
 	b := mercure.Backlog{Cursor: mercure.Earliest}
 	var first []*mercure.Event
-	var from uint64 = 1
+	var from uint64 // the Seq that Events yields first
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b.Head = lastSeq(tx)
+		from = b.Head + 1
+		if k, _ := tx.Bucket(bucketEvents).Cursor().First(); len(k) == 8 {
+			from = binary.BigEndian.Uint64(k)
+		}
 		if lastEventID != mercure.Earliest {
 			if ref, n := idRef(tx.Bucket(bucketIDs).Get([]byte(lastEventID))); n > 0 {
 				b.Cursor, from = lastEventID, ref+1
@@ -359,21 +367,26 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	}
 	head := b.Head
 	b.Events = func(yield func(*mercure.Event, error) bool) {
-		page := first
-		for {
+		page, next := first, from
+		for next <= head {
+			if len(page) == 0 || page[0].Seq != next {
+				yield(nil, fmt.Errorf("boltstore: replay at Seq %d: %w", next, mercure.ErrHistoryGap))
+				return
+			}
 			for _, e := range page {
 				if !yield(e, nil) {
 					return
 				}
 			}
-			if len(page) < replayPage || page[len(page)-1].Seq >= head {
+			// Within a page, read in one transaction, Seqs follow each other.
+			next = page[len(page)-1].Seq + 1
+			if next > head {
 				return
 			}
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)
 				return
 			}
-			next := page[len(page)-1].Seq + 1
 			err := s.db.View(func(tx *bolt.Tx) error {
 				var err error
 				page, err = readPage(tx, next, head)

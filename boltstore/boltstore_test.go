@@ -35,6 +35,12 @@ func TestSuiteWithRetention(t *testing.T) {
 	})
 }
 
+func TestSuiteRetention(t *testing.T) {
+	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
+		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(keep))
+	})
+}
+
 func appendIDs(t testing.TB, s mercure.Store, ids ...string) []*mercure.Event {
 	t.Helper()
 	var evs []*mercure.Event

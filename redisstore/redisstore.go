@@ -48,7 +48,9 @@
 // id, only the first 63 and the latest are recorded: once those first ones
 // are trimmed, the id is an unknown cursor (the backlog holds every
 // retained event: duplicates rather than a gap) until the latest is.
-// Entries an operator trims are dropped from the lists as they are met.
+// Entries an operator trims are dropped from the lists as they are met. A
+// replay that trimming overtakes, taking entries it has yet to read, ends
+// with an error wrapping [mercure.ErrHistoryGap] (see [Store.Replay]).
 package redisstore
 
 import (
@@ -257,25 +259,35 @@ end
 return id
 `
 
-// replayLua returns the stream's last entry id and the stream id of the
-// oldest retained occurrence of ARGV[1] ("" when none, or when it may be
-// one the list does not record), atomically.
+// replayLua returns, atomically, the ids of the stream's last and first
+// entries, and the stream id and number of the oldest retained occurrence
+// of ARGV[1] ("" when none, or when it may be one the list does not
+// record; the number is "" for an entry without one).
 //
 // KEYS: stream, ids hash. ARGV: update id, or "" for none.
 const replayLua = occLua + `
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-local head = ''
-if #last > 0 then head = last[1][1] end
-local cursor = ''
+if #last == 0 then return {'', '', '', ''} end
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+local cursor, n = '', ''
 if ARGV[1] ~= '' then
   local ref = redis.call('HGET', KEYS[2], ARGV[1])
   if ref then
     local occ = split(ref)
     forget(occ, nil)
-    if #occ > 0 and occ[1] ~= GAP then cursor = occ[1] end
+    if #occ > 0 and occ[1] ~= GAP then
+      local e = redis.call('XRANGE', KEYS[1], occ[1], occ[1])
+      if #e > 0 then
+        cursor = occ[1]
+        local f = e[1][2]
+        for i = 1, #f - 1, 2 do
+          if f[i] == 'n' then n = f[i + 1] end
+        end
+      end
+    end
   end
 end
-return {head, cursor}
+return {last[1][1], first[1][1], cursor, n}
 `
 
 // New returns a store on the stream key stream. Listeners receive every
@@ -428,6 +440,17 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 
 // Replay implements [mercure.Store]. Head and the cursor are resolved
 // atomically; events are then read in pages of 512, up to Head.
+//
+// Retention trims the oldest entries first, so while the entry a page
+// starts from (the cursor's, the last one read, or for Earliest the first
+// entry when the replay began) is still in the stream, no entry after it
+// has been trimmed. When it is gone, the entries' numbers tell whether
+// any entry a Store wrote went with it: the next numbered entry must
+// follow the last one passed. If not, or if there is no number to go by,
+// Events ends with an error wrapping [mercure.ErrHistoryGap]. An entry
+// missing while the one before it is still there was deleted (XDEL), not
+// trimmed under the replay: the replay passes over it rather than fail
+// on it every time.
 func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
 	if s.closed() {
 		return mercure.Backlog{}, ErrClosed
@@ -442,7 +465,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	if err != nil {
 		return mercure.Backlog{}, fmt.Errorf("redisstore: replay: %w", err)
 	}
-	if len(res) != 2 {
+	if len(res) != 4 {
 		return mercure.Backlog{}, fmt.Errorf("redisstore: unexpected replay reply %q", res)
 	}
 	b := mercure.Backlog{Cursor: mercure.Earliest}
@@ -454,35 +477,81 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	if b.Head, err = parseID(head); err != nil {
 		return mercure.Backlog{}, err
 	}
-	start := "-"
-	if res[1] != "" {
-		b.Cursor, start = lastEventID, "("+res[1]
+	r := replayer{s: s, ctx: ctx, head: head, pos: res[1]}
+	if res[2] != "" {
+		b.Cursor, r.pos, r.passed = lastEventID, res[2], true
+		r.n, _ = strconv.ParseUint(res[3], 10, 64)
 	}
-	b.Events = func(yield func(*mercure.Event, error) bool) {
-		for {
-			msgs, err := call(s, ctx, func(ctx context.Context) ([]redis.XMessage, error) {
-				return s.rdb.XRangeN(ctx, s.stream, start, head, replayPage).Result()
-			})
-			if err != nil {
-				yield(nil, fmt.Errorf("redisstore: replay: %w", err))
-				return
+	b.Events = r.events
+	return b, nil
+}
+
+// replayer reads a backlog from the stream. Its events method works on
+// a copy, so that every range over Events starts afresh.
+type replayer struct {
+	s    *Store
+	ctx  context.Context
+	head string // the last entry to read
+	// pos is the entry the next page starts from: the last one passed,
+	// or the first to read when passed is false.
+	pos    string
+	passed bool
+	n      uint64 // the number of the last numbered entry passed, 0 if none
+	// check is set once pos was trimmed: entries after n's may have gone
+	// with it, unless the next numbered entry is n+1.
+	check bool
+}
+
+func (r replayer) events(yield func(*mercure.Event, error) bool) {
+	gap := func() {
+		yield(nil, fmt.Errorf("redisstore: replay at entry %s: %w", r.pos, mercure.ErrHistoryGap))
+	}
+	for !r.passed || r.pos != r.head {
+		msgs, err := call(r.s, r.ctx, func(ctx context.Context) ([]redis.XMessage, error) {
+			return r.s.rdb.XRangeN(ctx, r.s.stream, r.pos, r.head, replayPage+1).Result()
+		})
+		if err != nil {
+			yield(nil, fmt.Errorf("redisstore: replay: %w", err))
+			return
+		}
+		full := len(msgs) == replayPage+1
+		switch {
+		case len(msgs) > 0 && msgs[0].ID == r.pos:
+			if r.passed {
+				msgs = msgs[1:]
 			}
-			for _, m := range msgs {
-				e, err := decode(m)
-				if err != nil {
-					continue // not written by a Store: skipped, as by the feed
-				}
-				if !yield(e, nil) {
+		case !r.passed || r.n == 0:
+			// The first entry of an Earliest replay is gone, or there is
+			// no number to tell what went with pos.
+			gap()
+			return
+		default:
+			r.check = true
+		}
+		for _, m := range msgs {
+			r.pos, r.passed = m.ID, true
+			if n := number(m); n != 0 {
+				if r.check && n != r.n+1 {
+					gap()
 					return
 				}
+				r.n, r.check = n, false
 			}
-			if len(msgs) < replayPage || msgs[len(msgs)-1].ID == head {
+			e, err := decode(m)
+			if err != nil {
+				continue // not written by a Store: skipped, as by the feed
+			}
+			if !yield(e, nil) {
 				return
 			}
-			start = "(" + msgs[len(msgs)-1].ID
+		}
+		if !full {
+			break // every entry up to head was read
 		}
 	}
-	return b, nil
+	if r.check {
+		gap() // entries went with pos, and no number tells which
+	}
 }
 
 // slack is how far the stream may exceed its maximum length before the

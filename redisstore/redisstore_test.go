@@ -3,8 +3,10 @@ package redisstore_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -61,6 +63,13 @@ func TestSuiteWithMaxLen(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(100000))
+	})
+}
+
+func TestSuiteRetention(t *testing.T) {
+	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
+		rdb, key := client(t)
+		return open(t, rdb, key, redisstore.WithMaxLen(int64(keep)))
 	})
 }
 
@@ -385,5 +394,139 @@ func TestForeignEntries(t *testing.T) {
 	f.wantEvents(t, "f1", "f2")
 	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); strings.Join(ids, " ") != "f1 f2" {
 		t.Fatalf("replay over a foreign entry: %q", ids)
+	}
+}
+
+// drain reads a backlog to its end: the ids yielded, and the error that
+// ended it.
+func drain(b mercure.Backlog) (ids []string, err error) {
+	for e, err := range b.Events {
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, e.ID)
+	}
+	return ids, nil
+}
+
+// TestReplayTrimmedUnder trims the stream between Replay and Events. The
+// replay goes on when the numbers of the entries show that no event went
+// with the entry it starts from, and reports the gap otherwise; entries a
+// Store did not write ("-") carry no number and do not count; an entry
+// deleted before the replay is no gap.
+func TestReplayTrimmedUnder(t *testing.T) {
+	for _, tc := range []struct {
+		name, history string
+		del           string // the id of an event deleted before the replay
+		cursor        string
+		keep          int64 // entries the trim leaves, -1 for no trim
+		want          string
+		gap           bool
+	}{
+		{"cursor trimmed, next kept", "a b c d", "", "b", 2, "c d", false},
+		{"cursor and next trimmed", "a b c d", "", "b", 1, "", true},
+		{"foreign entry trimmed after the cursor", "a b - c d", "", "b", 2, "c d", false},
+		{"foreign entry kept after the trimmed cursor", "a b - c d", "", "b", 3, "c d", false},
+		{"trimmed up to a foreign entry", "a b c - d", "", "b", 2, "", true},
+		{"event deleted before the replay", "a b c d", "c", "b", -1, "d", false},
+		{"cursor at head trimmed", "a b", "", "b", 0, "", false},
+		{"earliest, first entry trimmed", "a b c", "", mercure.Earliest, 2, "", true},
+		{"earliest, foreign entry kept", "a - b", "", mercure.Earliest, -1, "a b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, key := client(t)
+			s := open(t, rdb, key)
+			defer s.Close()
+			ctx := context.Background()
+			for _, id := range strings.Fields(tc.history) {
+				if id == "-" {
+					if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []string{"other", "app"}}).Err(); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				e := storetest.NewEvent(id)
+				if err := s.Append(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+				if id == tc.del {
+					if err := rdb.XDel(ctx, key, entryID(e.Seq)).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			b, err := s.Replay(ctx, tc.cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.keep >= 0 {
+				if err := rdb.XTrimMaxLen(ctx, key, tc.keep).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids, err := drain(b)
+			if got := strings.Join(ids, " "); got != tc.want || errors.Is(err, mercure.ErrHistoryGap) != tc.gap || err != nil && !tc.gap {
+				t.Fatalf("replay from %s: %q then %v; want %q and gap %v", tc.cursor, got, err, tc.want, tc.gap)
+			}
+		})
+	}
+}
+
+// entryID maps a Seq back to its stream entry id.
+func entryID(seq uint64) string { return fmt.Sprintf("%d-%d", seq>>20, seq&(1<<20-1)) }
+
+// TestReplayTrimmedBetweenPages trims the stream between two pages of a
+// replay: up to the last entry read, which the next page starts from,
+// the replay goes on; one entry more, it reports the gap.
+func TestReplayTrimmedBetweenPages(t *testing.T) {
+	for _, more := range []int{0, 1} {
+		t.Run(fmt.Sprint("trimmed past the last read: ", more), func(t *testing.T) {
+			rdb, key := client(t)
+			s := open(t, rdb, key)
+			defer s.Close()
+			ctx := context.Background()
+			const total = redisstore.ReplayPage + 100
+			var evs []*mercure.Event
+			for i := range total {
+				e := storetest.NewEvent(fmt.Sprint("p", i))
+				if err := s.Append(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, e)
+			}
+			b, err := s.Replay(ctx, mercure.Earliest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, stop := iter.Pull2(b.Events)
+			defer stop()
+			// The first page: the first entry and ReplayPage more.
+			read := redisstore.ReplayPage + 1
+			for i := range read {
+				if e, err, ok := next(); !ok || err != nil || e.ID != evs[i].ID {
+					t.Fatalf("event %d: %v %v %v", i, e, err, ok)
+				}
+			}
+			if err := rdb.XTrimMinID(ctx, key, entryID(evs[read+more].Seq)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for {
+				e, err, ok := next()
+				if !ok {
+					break
+				}
+				if err != nil {
+					if more == 0 || !errors.Is(err, mercure.ErrHistoryGap) || len(ids) != 0 {
+						t.Fatalf("after %d more events: %v", len(ids), err)
+					}
+					return
+				}
+				ids = append(ids, e.ID)
+			}
+			if more != 0 || len(ids) != total-read || ids[0] != evs[read].ID {
+				t.Fatalf("trimmed %d past the last read: %d more events without error", more, len(ids))
+			}
+		})
 	}
 }

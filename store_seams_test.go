@@ -357,7 +357,16 @@ func TestSubscriptionStore(t *testing.T) {
 	h := th.Hub
 
 	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1") + "&match_urlpattern=" + url.QueryEscape("/books/:id"))
-	// The stream's subscriptions reached the store before its headers.
+	// The stream's subscriptions reach the store, then their events,
+	// after its headers (ACT-2): the stream does not wait for them.
+	eventually(t, "the stream's subscription events", func() bool {
+		b, err := store.Replay(context.Background(), mercure.Earliest)
+		n := 0
+		for range b.Events {
+			n++
+		}
+		return err == nil && n == 2
+	})
 	updates := store.recorded()
 	if len(updates) != 1 || len(updates[0]) != 2 {
 		t.Fatalf("UpdateSubscriptions calls %+v, want one with the stream's 2 subscriptions", updates)

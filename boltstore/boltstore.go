@@ -49,8 +49,13 @@ type config struct {
 	timeout   time.Duration
 }
 
+// DefaultMaxEvents is how many events a store keeps unless [WithMaxEvents]
+// says otherwise: history that any client may ask to replay (with
+// Last-Event-ID: earliest) must have a bound.
+const DefaultMaxEvents = 100_000
+
 // WithMaxEvents keeps at most n events, dropping the oldest; n <= 0 means
-// no limit (the default).
+// no limit. The default is [DefaultMaxEvents].
 func WithMaxEvents(n int) Option { return func(c *config) { c.maxEvents = n } }
 
 // WithMaxAge drops events older than d (by Event.Time); d <= 0 means no
@@ -92,7 +97,7 @@ type appendReq struct {
 
 // Open opens or creates the store at path.
 func Open(path string, opts ...Option) (*Store, error) {
-	cfg := config{now: time.Now, timeout: 5 * time.Second}
+	cfg := config{maxEvents: DefaultMaxEvents, now: time.Now, timeout: 5 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -99,8 +99,15 @@ type config struct {
 	subTTL  time.Duration
 }
 
+// DefaultMaxLen is about how many entries a store keeps unless
+// [WithMaxLen] says otherwise: history that any client may ask to replay
+// (with Last-Event-ID: earliest), and that Redis keeps in memory, must
+// have a bound.
+const DefaultMaxLen = 100_000
+
 // WithMaxLen keeps about n entries in the stream, at least n (see the
-// package documentation); n <= 0 means no limit (the default).
+// package documentation); n <= 0 means no limit. The default is
+// [DefaultMaxLen].
 func WithMaxLen(n int64) Option { return func(c *config) { c.maxLen = n } }
 
 // WithTimeout bounds each call the store makes to Redis (an append, the
@@ -300,7 +307,7 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	if client == nil || stream == "" {
 		return nil, errors.New("redisstore: client and stream are required")
 	}
-	cfg := config{timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL}
+	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL}
 	for _, o := range opts {
 		o(&cfg)
 	}

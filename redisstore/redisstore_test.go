@@ -55,14 +55,20 @@ func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstor
 func TestSuite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
-		return open(t, rdb, key)
+		return open(t, rdb, key, redisstore.WithMaxLen(0)) // no limit
 	})
 }
 
+// TestSuiteWithMaxLen runs the suite with the default retention,
+// DefaultMaxLen: a store must have a bound unless told otherwise.
 func TestSuiteWithMaxLen(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
-		return open(t, rdb, key, redisstore.WithMaxLen(100000))
+		s := open(t, rdb, key)
+		if got := s.MaxLen(); got != redisstore.DefaultMaxLen {
+			t.Fatalf("default retention %d entries, want %d", got, redisstore.DefaultMaxLen)
+		}
+		return s
 	})
 }
 

@@ -36,8 +36,7 @@ type grantSet struct {
 	matchers []matcher
 	refs     int // streams sharing the set; under hub.mu
 
-	// The verdict for the event being dispatched, touched by dispatch
-	// alone (one event at a time).
+	// The verdict for the event being dispatched; under hub.mu.
 	memoEvent *Event
 	memo      bool
 }

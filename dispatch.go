@@ -10,8 +10,7 @@ import (
 // dispatch touches it at once.
 type dispatcher struct {
 	event     *Event
-	collectFn func(*stream) // h.collect, bound once
-	streams   []*stream     // the streams selected for event
+	deliverFn func(*stream) // h.deliver, bound once
 	// groups holds the candidate patterns of each topic in turn:
 	// groups[ends[i-1]:ends[i]] are those of topics[i].
 	groups  []*index.Group[*stream]
@@ -20,6 +19,10 @@ type dispatcher struct {
 	matched []*index.Group[*stream]
 	seen    map[*index.Group[*stream]]bool // verdicts, with several topics
 	kicked  []*stream
+	// queued is the bytes this dispatch queued, added to the hub's count
+	// once at its end: one atomic add per dispatch, not per delivery;
+	// room is what Limits.MaxQueuedBytes left when it began.
+	queued, room int64
 
 	testHookEvaluate func() // tests: called before patterns are evaluated
 }
@@ -27,17 +30,20 @@ type dispatcher struct {
 // dispatch is the store's listener: it hands e to every matching stream.
 // The store calls it for one event at a time, in sequence order.
 //
-// The hub's lock is held only to look subscriptions up: URL patterns are
-// evaluated, private updates authorized and events queued without it, so
-// that opening and closing streams never waits for them (MAT-9: patterns
-// cost time), and the exact and "*" subscribers get e before any pattern
-// is evaluated.
+// URL patterns are evaluated without the hub's lock (MAT-9: a pattern
+// costs time), so that opening and closing streams never waits for them,
+// and after the exact and "*" subscribers have e. Queuing e for a stream
+// takes the lock: it costs nanoseconds, and the index's lists cannot
+// change under it. Streams that overflow are cut after the lock is
+// released.
 func (h *Hub) dispatch(e *Event) {
 	d := &h.dispatcher
 	e.encoded() // before taking the lock, for events from other instances
 	d.event = e
+	// Writers may free some meanwhile: room errs on the safe side.
+	d.room = h.cfg.limits.MaxQueuedBytes - h.queued.Load()
 	h.mu.Lock()
-	h.index.MatchExact(e.Topics, d.collectFn)
+	h.index.MatchExact(e.Topics, d.deliverFn)
 	if h.index.HasPatterns() {
 		// Resolved once per event, not once per pattern.
 		for _, u := range e.urls(h.resolver) {
@@ -50,7 +56,6 @@ func (h *Hub) dispatch(e *Event) {
 		}
 	}
 	h.mu.Unlock()
-	h.deliver()
 
 	if len(d.groups) > 0 {
 		if d.testHookEvaluate != nil {
@@ -60,16 +65,23 @@ func (h *Hub) dispatch(e *Event) {
 		if len(d.matched) > 0 {
 			h.mu.Lock()
 			for _, g := range d.matched {
-				g.Each(d.collectFn)
+				g.Each(d.deliverFn)
 			}
 			h.mu.Unlock()
-			h.deliver()
 		}
+	}
+	// Writers subtract what they take: until this add, the count may dip
+	// below what is queued, by this one dispatch at most.
+	h.queued.Add(d.queued)
+	d.queued = 0
+	for _, s := range d.kicked {
+		s.abort()
 	}
 	clear(d.groups)
 	clear(d.matched)
 	clear(d.topics)
-	d.groups, d.matched, d.topics, d.ends, d.event = d.groups[:0], d.matched[:0], d.topics[:0], d.ends[:0], nil
+	clear(d.kicked)
+	d.groups, d.matched, d.topics, d.ends, d.kicked, d.event = d.groups[:0], d.matched[:0], d.topics[:0], d.ends[:0], d.kicked[:0], nil
 	h.lastEventID.Store(&e.ID)
 	h.dispatched.Add(1)
 }
@@ -103,35 +115,25 @@ func (h *Hub) evaluate() {
 	clear(d.seen)
 }
 
-// collect selects s for the event being dispatched, once however many of
-// its matchers select the event (SUB-13). The caller holds h.mu.
-func (h *Hub) collect(s *stream) {
-	if e := h.dispatcher.event; s.lastSeq != e.Seq {
-		s.lastSeq = e.Seq
-		h.dispatcher.streams = append(h.dispatcher.streams, s)
-	}
-}
-
-// deliver queues the event for the streams collected, those that may read
-// it (AUTH-35), then cuts the writes of those that overflowed: after the
-// queues' locks are released, since on HTTP/2 that is a message to the
+// deliver queues the event being dispatched for s, once however many of
+// its matchers select it (SUB-13), and only when s may read it (AUTH-35).
+// The caller holds h.mu. A stream that overflows is kept for dispatch to
+// cut once the lock is released: on HTTP/2 that is a message to the
 // connection's goroutine.
-func (h *Hub) deliver() {
+func (h *Hub) deliver(s *stream) {
 	d := &h.dispatcher
 	e := d.event
-	for _, s := range d.streams {
-		if e.Private && !s.principal.mayReadDispatched(e, h.resolver) {
-			continue
-		}
-		if !s.enqueue(e) {
-			h.overflows.Add(1)
-			d.kicked = append(d.kicked, s)
-		}
+	if s.lastSeq == e.Seq {
+		return
 	}
-	for _, s := range d.kicked {
-		s.abort()
+	s.lastSeq = e.Seq
+	if e.Private && !s.principal.mayReadDispatched(e, h.resolver) {
+		return
 	}
-	clear(d.streams)
-	clear(d.kicked)
-	d.streams, d.kicked = d.streams[:0], d.kicked[:0]
+	n, ok := s.enqueue(e, d.room-d.queued)
+	d.queued += int64(n)
+	if !ok {
+		h.overflows.Add(1)
+		d.kicked = append(d.kicked, s)
+	}
 }

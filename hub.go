@@ -43,7 +43,7 @@ type Hub struct {
 	unlisten    func()
 
 	// mu guards the subscriber index, the interned grant sets and the
-	// streams' lastSeq. Dispatch holds it only to look subscriptions up.
+	// streams' lastSeq. Dispatch does not hold it to evaluate patterns.
 	mu        sync.Mutex
 	index     *index.Index[*stream]
 	grantSets map[string]*grantSet // interned subscribe grants of open streams
@@ -170,7 +170,7 @@ func New(opts ...Option) (*Hub, error) {
 		}
 	}
 	h.subscriptions.active = make(map[*Subscription]struct{})
-	h.collectFn = h.collect
+	h.deliverFn = h.deliver
 	if h.store == nil {
 		h.store = NewMemoryStore(cfg.history, MemoryMaxBytes(cfg.historyBytes))
 	}

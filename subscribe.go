@@ -122,35 +122,35 @@ type stream struct {
 	finished   bool          // the handler has returned: no more aborts
 }
 
-// enqueue hands e to the stream's writer without blocking. It returns
-// false when the queue is full: the stream is then kicked, and its client
-// will resume from history with Last-Event-ID; the caller aborts it.
-func (s *stream) enqueue(e *Event) bool {
+// enqueue hands e to the stream's writer without blocking, unless the
+// stream's queue is full or, with events queued already, e would take
+// more than room, what is left of [Limits.MaxQueuedBytes]. It returns the
+// bytes it queued, and false when the queue is full: the stream is then
+// kicked, and its client will resume from history with Last-Event-ID;
+// the caller aborts it.
+func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
 	lim := &s.hub.cfg.limits
 	s.mu.Lock()
 	if s.overflowed {
 		s.mu.Unlock()
-		return true
+		return 0, true
 	}
 	// An empty queue takes any event, however large: refusing it would
 	// drop every stream it matches, and they would all reconnect to
 	// replay it.
 	n := len(e.encoded())
-	queued := &s.hub.queued
-	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+n > lim.QueueBytes ||
-		queued.Load()+int64(n) > lim.MaxQueuedBytes) {
+	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+n > lim.QueueBytes || int64(n) > room) {
 		// The caller then aborts s, to unblock a write stuck on the peer
 		// that stopped reading.
 		s.overflowed = true
-		queued.Add(-int64(s.queueBytes))
+		s.hub.queued.Add(-int64(s.queueBytes))
 		s.queue, s.queueBytes = nil, 0
 		s.mu.Unlock()
 		close(s.kicked)
-		return false
+		return 0, false
 	}
 	s.queue = append(s.queue, e)
 	s.queueBytes += n
-	queued.Add(int64(n))
 	urgent := s.urgent != nil && (2*len(s.queue) >= lim.QueueEvents || 2*s.queueBytes >= lim.QueueBytes)
 	s.mu.Unlock()
 	select {
@@ -164,7 +164,7 @@ func (s *stream) enqueue(e *Event) bool {
 		default:
 		}
 	}
-	return true
+	return n, true
 }
 
 // take swaps the pending events with spare (emptied), so that the writer

@@ -47,42 +47,6 @@ func TestDispatchEvaluatesPatternsWithoutTheLock(t *testing.T) {
 	stopLate()
 }
 
-// deadlineWriter is a ResponseWriter whose writes block until a write
-// deadline in the past cuts them, and which records whether the hub held
-// one of its locks when the deadline was set: on HTTP/2 that is a message
-// to the connection's goroutine, which must never wait on the hub.
-type deadlineWriter struct {
-	httptest.ResponseRecorder
-	h        *Hub
-	cut      chan struct{}
-	once     sync.Once
-	blocked  atomic.Bool // a write is waiting
-	underHub atomic.Int32
-}
-
-func (w *deadlineWriter) Write(b []byte) (int, error) {
-	w.blocked.Store(true)
-	<-w.cut
-	return 0, errors.New("write deadline exceeded")
-}
-
-func (w *deadlineWriter) Flush() {}
-
-func (w *deadlineWriter) SetWriteDeadline(d time.Time) error {
-	if d.IsZero() || d.After(time.Now()) {
-		return nil
-	}
-	for _, mu := range []*sync.Mutex{&w.h.mu, &w.h.life} {
-		if !mu.TryLock() {
-			w.underHub.Add(1)
-			continue
-		}
-		mu.Unlock()
-	}
-	w.once.Do(func() { close(w.cut) })
-	return nil
-}
-
 // A stream stuck on a peer that stopped reading is cut, on overflow and
 // at shutdown, without a hub-wide lock held.
 func TestAbortsHappenOutsideHubLocks(t *testing.T) {
@@ -92,7 +56,8 @@ func TestAbortsHappenOutsideHubLocks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := &deadlineWriter{ResponseRecorder: *httptest.NewRecorder(), h: h, cut: make(chan struct{})}
+			w := newBlockingWriter()
+			w.hub = h
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -106,7 +71,7 @@ func TestAbortsHappenOutsideHubLocks(t *testing.T) {
 			}
 			waitFor(t, "the stream to open", func() bool { return h.Stats().Streams == 1 })
 			publish()
-			waitFor(t, "the stream to block on its peer", w.blocked.Load)
+			waitFor(t, "the stream to block on its peer", w.writing.Load)
 			if via == "overflow" {
 				publish() // queued
 				publish() // over QueueEvents: the stream is cut
@@ -125,13 +90,18 @@ func TestAbortsHappenOutsideHubLocks(t *testing.T) {
 	}
 }
 
-// blockingWriter is a ResponseWriter whose event writes block until the
-// stream is aborted (write deadline in the past) or released.
+// blockingWriter is a ResponseWriter whose writes block until a write
+// deadline in the past cuts them, like a peer that stopped reading. With
+// hub set, it records whether the hub held one of its locks when the
+// deadline was set: on HTTP/2 that is a message to the connection's
+// goroutine, which must never wait on the hub.
 type blockingWriter struct {
 	httptest.ResponseRecorder
-	release chan struct{}
-	once    sync.Once
-	writing atomic.Bool
+	hub      *Hub
+	release  chan struct{}
+	once     sync.Once
+	writing  atomic.Bool // a write is waiting
+	underHub atomic.Int32
 }
 
 func newBlockingWriter() *blockingWriter {
@@ -141,15 +111,25 @@ func newBlockingWriter() *blockingWriter {
 func (w *blockingWriter) Write(b []byte) (int, error) {
 	w.writing.Store(true)
 	<-w.release
-	return 0, errors.New("cut")
+	return 0, errors.New("write deadline exceeded")
 }
 
 func (w *blockingWriter) Flush() {}
 
 func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
-	if !d.IsZero() && !d.After(time.Now()) {
-		w.once.Do(func() { close(w.release) })
+	if d.IsZero() || d.After(time.Now()) {
+		return nil
 	}
+	if w.hub != nil {
+		for _, mu := range []*sync.Mutex{&w.hub.mu, &w.hub.life} {
+			if !mu.TryLock() {
+				w.underHub.Add(1)
+				continue
+			}
+			mu.Unlock()
+		}
+	}
+	w.once.Do(func() { close(w.release) })
 	return nil
 }
 

@@ -90,9 +90,40 @@ func ExampleHub_Publish_errors() {
 	fmt.Println(errors.Is(err, mercure.ErrReservedTopic))
 	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/a"}, Type: "mercure"})
 	fmt.Println(errors.Is(err, mercure.ErrInvalidType))
+	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/a"}, Data: strings.Repeat("x", 2<<20)})
+	fmt.Println(errors.Is(err, mercure.ErrTooLarge))
 	// Output:
 	// true
 	// true
+	// true
+}
+
+// ExampleWithLimits tunes what clients may cost the hub: here anonymous
+// subscribers get even tighter URL pattern limits than the default, and
+// a pattern over them is refused with 400 before it is compiled.
+func ExampleWithLimits() {
+	hub, err := mercure.New(
+		mercure.WithURL("https://example.com/.well-known/mercure"),
+		mercure.WithLimits(mercure.Limits{
+			MaxConnections:    50_000,
+			AnonymousPatterns: mercure.PatternLimits{MaxGroups: 4},
+		}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+
+	pattern := url.QueryEscape("https://example.com/:a/:b/:c/:d/:e")
+	res, err := http.Get(srv.URL + "/.well-known/mercure?match_urlpattern=" + pattern)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res.Body.Close()
+	fmt.Println(res.StatusCode)
+	// Output: 400
 }
 
 // ExampleHub_Shutdown stops a server that serves a hub: the hub first, so

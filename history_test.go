@@ -2,6 +2,7 @@ package mercure_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -374,5 +375,31 @@ func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
 	}
 	if got := s.next(t).ID; got != "e3" {
 		t.Fatalf("got %s, want e3: the client already has e1 and e2", got)
+	}
+}
+
+// MemoryMaxBytes bounds the history's memory: the oldest events go first,
+// and the latest stays whatever its size. WithHistoryBytes sizes the
+// default store, so it conflicts with WithStore.
+func TestMemoryStore_MaxBytes(t *testing.T) {
+	s := mercure.NewMemoryStore(100, mercure.MemoryMaxBytes(2000))
+	ctx := context.Background()
+	for i := range 10 {
+		if err := s.Append(ctx, &mercure.Event{Update: mercure.Update{Topics: []string{"t"}, ID: fmt.Sprint(i), Data: strings.Repeat("d", 300)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each event keeps about 620 bytes (data, encoding, topic, id).
+	if _, got := replayIDs(t, s, mercure.Earliest); len(got) != 3 || got[2] != "9" {
+		t.Fatalf("retained %v, want the last 3", got)
+	}
+	if err := s.Append(ctx, &mercure.Event{Update: mercure.Update{Topics: []string{"t"}, ID: "big", Data: strings.Repeat("d", 5000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := replayIDs(t, s, mercure.Earliest); len(got) != 1 || got[0] != "big" {
+		t.Fatalf("after an event over the bound: %v, want it alone", got)
+	}
+	if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithHistoryBytes(1<<20), mercure.WithStore(s)); !errors.Is(err, mercure.ErrInvalidOption) {
+		t.Fatalf("WithHistoryBytes with WithStore: %v", err)
 	}
 }

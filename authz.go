@@ -124,6 +124,7 @@ func (h *Hub) newVerifier() (*token.Verifier, error) {
 		MaxDetails:    pol.MaxDetails,
 		MaxTopics:     pol.MaxTopics,
 		MaxMatchBytes: pol.MaxMatchBytes,
+		CacheSize:     pol.CacheSize,
 		CheckMatcher: func(typ, value string) error {
 			if typ == MatchURLPattern {
 				// Compiled once: the grants of the principal, built

@@ -177,6 +177,13 @@ type TokenPolicy struct {
 	// length of one matcher; a token over a cap is invalid (AUTH-32).
 	// Defaults 8 KiB, 32, 64 and 2 KiB.
 	MaxTokenBytes, MaxDetails, MaxTopics, MaxMatchBytes int
+	// CacheSize bounds how many verified tokens the hub remembers, so that
+	// a publisher sending the same token again and again, or a crowd of
+	// subscribers reconnecting, has its signature checked once. A token
+	// remembered is checked again for exp, nbf and iat, and verified anew
+	// when its issuer's fetched key set changed. Default 4096; negative
+	// remembers none.
+	CacheSize int
 }
 
 // WithTokenPolicy sets how access tokens are validated.

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -155,6 +156,10 @@ type Options struct {
 	// with type "exact" or "urlpattern". An error or a panic invalidates
 	// the token.
 	CheckMatcher func(matchType, match string) error
+	// CacheSize bounds how many verified tokens the Verifier remembers,
+	// so that a token presented again is not verified again (see cache);
+	// zero means DefaultCacheSize, negative remembers none.
+	CacheSize int
 }
 
 // Token holds the claims of a verified token.
@@ -205,6 +210,8 @@ type Verifier struct {
 	maxMatchBytes int
 	checkMatcher  func(matchType, match string) error
 	parseOpts     []jwt.ParseOption
+	cache         *cache       // nil when disabled
+	verifies      atomic.Int64 // tokens verified from scratch, for tests
 }
 
 type issuerKeys struct {
@@ -221,25 +228,25 @@ type issuerKeys struct {
 // dynamicCandidates returns the candidates of the source's current set,
 // refreshing it once when kid is not in it. Candidates are recomputed only
 // when the set changes.
-func (ik *issuerKeys) dynamicCandidates(ctx context.Context, kid string, hasKid bool) ([]candidate, error) {
+func (ik *issuerKeys) dynamicCandidates(ctx context.Context, kid string, hasKid bool) ([]candidate, jwk.Set, error) {
 	set, err := ik.src.Keys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("issuer %q keys: %w", ik.id, err)
+		return nil, nil, fmt.Errorf("issuer %q keys: %w", ik.id, err)
 	}
 	cs, err := ik.setCandidates(set)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if hasKid && !slices.ContainsFunc(cs, func(c candidate) bool { return c.kid == kid }) {
 		// An unknown kid may be a key the issuer just rotated in.
 		if set, err = ik.src.Refresh(ctx); err != nil {
-			return nil, fmt.Errorf("issuer %q keys: %w", ik.id, err)
+			return nil, nil, fmt.Errorf("issuer %q keys: %w", ik.id, err)
 		}
 		if cs, err = ik.setCandidates(set); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return cs, nil
+	return cs, set, nil
 }
 
 func (ik *issuerKeys) setCandidates(set jwk.Set) ([]candidate, error) {
@@ -295,6 +302,12 @@ func New(o Options) (*Verifier, error) {
 	}
 	if v.leeway == 0 {
 		v.leeway = DefaultLeeway
+	}
+	switch {
+	case o.CacheSize == 0:
+		v.cache = newCache(DefaultCacheSize)
+	case o.CacheSize > 0:
+		v.cache = newCache(o.CacheSize)
 	}
 	if v.now == nil {
 		v.now = time.Now
@@ -514,10 +527,12 @@ func isCompact(raw string) bool {
 
 // verifyState is the per-call state shared with the key provider.
 type verifyState struct {
-	role    Role
-	issuer  string
-	calls   int
-	payload []byte // the claims text, not yet verified when kept
+	role     Role
+	issuer   string
+	set      jwk.Set   // the key set of a dynamic issuer, once chosen
+	nbf, iat time.Time // once verified
+	calls    int
+	payload  []byte // the claims text, not yet verified when kept
 }
 
 // Verify validates raw for role and returns its claims. Every failure
@@ -528,7 +543,10 @@ func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
 }
 
 // VerifyContext is Verify with a context, which bounds the wait for the
-// key set of a dynamic issuer.
+// key set of a dynamic issuer. A token verified before is not verified
+// again while it is remembered (see Options.CacheSize), unless it expired
+// or, for an issuer whose keys are fetched, the key set changed since. The
+// returned Token may be shared: callers must not modify it.
 func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*Token, error) {
 	if role != Publisher && role != Subscriber {
 		return nil, invalid("unknown role %d", int(role))
@@ -536,10 +554,48 @@ func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*T
 	if len(raw) > v.maxTokenBytes {
 		return nil, invalid("token of %d bytes exceeds %d", len(raw), v.maxTokenBytes)
 	}
-	if !isCompact(raw) {
-		return nil, invalid("not a compact JWS")
+	if v.cache == nil {
+		tok, _, err := v.verify(ctx, raw, role)
+		return tok, err
 	}
-	st := &verifyState{role: role}
+	key := cacheKey(raw, role)
+	if e := v.cache.get(key); e != nil {
+		if v.stillValid(ctx, e) {
+			return e.tok, nil
+		}
+		v.cache.drop(key)
+	}
+	tok, st, err := v.verify(ctx, raw, role)
+	if err != nil {
+		return nil, err
+	}
+	v.cache.put(&cacheEntry{key: key, tok: tok, nbf: st.nbf, iat: st.iat, set: st.set})
+	return tok, nil
+}
+
+// stillValid re-checks a remembered token: not expired, and verified with
+// the key set its issuer has now.
+func (v *Verifier) stillValid(ctx context.Context, e *cacheEntry) bool {
+	now := v.now()
+	if !now.Before(e.tok.Expiry.Add(v.leeway)) || now.Add(v.leeway).Before(e.nbf) || now.Add(v.leeway).Before(e.iat) {
+		return false
+	}
+	if e.set == nil {
+		return true // a static issuer's keys never change
+	}
+	cur, err := v.issuers[e.tok.Issuer].src.Keys(ctx)
+	return err == nil && cur == e.set
+}
+
+// verify checks raw from scratch; st holds what a cached verdict needs:
+// nbf, iat, and the key set that verified raw when its issuer's keys are
+// fetched.
+func (v *Verifier) verify(ctx context.Context, raw string, role Role) (_ *Token, st *verifyState, _ error) {
+	if !isCompact(raw) {
+		return nil, nil, invalid("not a compact JWS")
+	}
+	v.verifies.Add(1)
+	st = &verifyState{role: role}
 	opts := make([]jwt.ParseOption, 0, len(v.parseOpts)+1)
 	opts = append(opts, v.parseOpts...)
 	opts = append(opts, jwt.WithKeyProvider(jws.KeyProviderFunc(func(_ context.Context, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
@@ -547,47 +603,49 @@ func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*T
 	})))
 	tok, err := jwt.ParseString(raw, opts...)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, nil, invalid("%v", err)
 	}
 	// Checked once the signature holds, so that a forged token costs no
 	// more than before; and on the very text that jwx verified and
 	// decoded, which the key provider kept.
 	if err := checkClaims(st.payload); err != nil {
-		return nil, invalid("claims: %v", err)
+		return nil, nil, invalid("claims: %v", err)
 	}
 	// The key set was chosen from our own reading of "iss", by
 	// encoding/json, which matches member names case-insensitively; make
 	// sure jwx, which does not, read the same value.
 	iss, _ := tok.Issuer()
 	if st.issuer == "" || iss != st.issuer {
-		return nil, invalid("iss %q differs from the key issuer %q", iss, st.issuer)
+		return nil, nil, invalid("iss %q differs from the key issuer %q", iss, st.issuer)
 	}
 	exp, ok := tok.Expiration()
 	if !ok {
-		return nil, invalid("missing exp")
+		return nil, nil, invalid("missing exp")
 	}
 	// jwx ignores exp when it equals the Unix epoch; check it ourselves.
 	if !v.now().Before(exp.Add(v.leeway)) {
-		return nil, invalid("expired at %v", exp)
+		return nil, nil, invalid("expired at %v", exp)
 	}
 	t := &Token{Issuer: iss, Expiry: exp}
 	t.Subject, _ = tok.Subject()
 	t.JTI, _ = tok.JwtID()
 	if tok.Has("client_id") {
 		if err := tok.Get("client_id", &t.ClientID); err != nil {
-			return nil, invalid("client_id: %v", err)
+			return nil, nil, invalid("client_id: %v", err)
 		}
 	}
 	if tok.Has(claimDetails) {
 		var rawDetails json.RawMessage
 		if err := tok.Get(claimDetails, &rawDetails); err != nil {
-			return nil, invalid("%s: %v", claimDetails, err)
+			return nil, nil, invalid("%s: %v", claimDetails, err)
 		}
 		if t.Details, err = v.ParseDetails(rawDetails); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return t, nil
+	st.nbf, _ = tok.NotBefore()
+	st.iat, _ = tok.IssuedAt()
+	return t, st, nil
 }
 
 // fetchKeys checks the protected header and hands the trusted keys that fit
@@ -645,7 +703,7 @@ func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeyS
 	keys := ik.keys[st.role]
 	if ik.src != nil {
 		var err error
-		if keys, err = ik.dynamicCandidates(ctx, kid, hasKid); err != nil {
+		if keys, st.set, err = ik.dynamicCandidates(ctx, kid, hasKid); err != nil {
 			return err
 		}
 	}

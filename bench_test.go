@@ -68,7 +68,7 @@ func (bh *benchHub) attachWith(b *testing.B, p *principal, typ, value string) *s
 	m, _, err := bh.newMatcher(typ, value, &bh.cfg.limits.Patterns)
 	ms := []matcher{m}
 	if err == nil {
-		err = bh.compileMatchers(ms)
+		err = bh.compileMatchers(ms, &bh.cfg.limits.Patterns)
 	}
 	if err != nil {
 		b.Fatal(err)

@@ -86,7 +86,8 @@ type Stats struct {
 	// (see [Limits.QueueEvents] and [Limits.MaxQueuedBytes]).
 	Overflows uint64
 	// QueuedBytes is the bytes waiting in the streams' queues now, an
-	// event shared by several queues counted in each.
+	// event shared by several queues counted in each (give or take the
+	// update being dispatched).
 	QueuedBytes int64
 	// FeedError is why the store's live feed is failing, nil while it
 	// works (see [Listener]). While it fails, the hub's subscribers get
@@ -102,7 +103,7 @@ func (h *Hub) Stats() Stats {
 	h.life.Lock()
 	streams := len(h.streams)
 	h.life.Unlock()
-	st := Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load(), QueuedBytes: h.queued.Load()}
+	st := Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load(), QueuedBytes: max(h.queued.Load(), 0)}
 	if err := h.feedErr.Load(); err != nil {
 		st.FeedError = *err
 	}

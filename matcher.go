@@ -95,7 +95,10 @@ func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, index.
 	case typ == MatchExact:
 		return matcher{kind: index.Exact, typ: typ, value: value}, index.Cost{}, nil
 	}
-	cost, err := checkPatternCost(value, lim)
+	cost, err := index.EstimateCost(value)
+	if err == nil {
+		err = lim.limit().Check(value, cost)
+	}
 	if err != nil {
 		return matcher{}, index.Cost{}, fmt.Errorf("%w: %w", errMatcher, err)
 	}
@@ -104,10 +107,10 @@ func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, index.
 
 // compileMatchers compiles the URL patterns of matchers checked by
 // newMatcher.
-func (h *Hub) compileMatchers(ms []matcher) error {
+func (h *Hub) compileMatchers(ms []matcher, lim *PatternLimits) error {
 	for i := range ms {
 		if m := &ms[i]; m.kind == index.URLPattern && m.pattern == nil {
-			p, err := h.patterns.Get(m.value)
+			p, err := h.compilePattern(m.value, lim)
 			if err != nil {
 				return fmt.Errorf("%w: %w", errMatcher, err)
 			}
@@ -117,32 +120,11 @@ func (h *Hub) compileMatchers(ms []matcher) error {
 	return nil
 }
 
-// errPatternCost marks a URL pattern refused for what it would cost.
-var errPatternCost = errors.New("URL pattern over the hub's limits")
-
-// checkPatternCost estimates what the pattern raw would cost and checks
-// it against lim (MAT-9), without compiling it.
-func checkPatternCost(raw string, lim *PatternLimits) (index.Cost, error) {
-	cost, err := index.EstimateCost(raw)
-	switch {
-	case err != nil:
-		return cost, err
-	case cost.Groups > lim.MaxGroups:
-		return cost, fmt.Errorf("%w: %q has %d groups, more than %d", errPatternCost, raw, cost.Groups, lim.MaxGroups)
-	case cost.Size > lim.MaxSize:
-		return cost, fmt.Errorf("%w: %q would compile to about %d instructions, more than %d", errPatternCost, raw, cost.Size, lim.MaxSize)
-	}
-	return cost, nil
-}
-
-// compilePattern returns the compiled pattern raw, after checking that its
-// estimated cost is within lim: nothing is compiled for a pattern over a
+// compilePattern returns the compiled pattern raw, provided its estimated
+// cost is within lim (MAT-9): nothing is compiled for a pattern over a
 // limit. Patterns come from a cache shared by subscriptions and token
-// grants, so each distinct pattern is compiled once however many streams
-// and requests use it.
+// grants, so each distinct pattern is compiled once, and its cost
+// estimated once, however many streams and requests use it.
 func (h *Hub) compilePattern(raw string, lim *PatternLimits) (*index.Pattern, error) {
-	if _, err := checkPatternCost(raw, lim); err != nil {
-		return nil, err
-	}
-	return h.patterns.Get(raw)
+	return h.patterns.Get(raw, lim.limit())
 }

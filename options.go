@@ -12,6 +12,8 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/mercurekit/mercure/internal/index"
 )
 
 // An Option configures a [Hub]. Options validate their arguments: a bad
@@ -559,6 +561,11 @@ type PatternLimits struct {
 	// not apply to the grants of a token, which its issuer vouches for.
 	// Default 32768; anonymous 4096.
 	MaxStreamSize int
+}
+
+// limit is the cost bound of one pattern.
+func (l *PatternLimits) limit() index.Limit {
+	return index.Limit{Groups: l.MaxGroups, Size: l.MaxSize}
 }
 
 var defaultLimits = Limits{

@@ -173,3 +173,30 @@ func TestAUTH30_GrantPatternsCompiledOnce(t *testing.T) {
 		t.Errorf("a grant with 42 groups: %d, want 401", status)
 	}
 }
+
+// Limits.MaxTotalPatternSize bounds the compiled patterns of all streams
+// together: past it a stream with a new pattern gets 429, and one that
+// shares a registered pattern is still accepted.
+func TestMAT9_TotalPatternSize(t *testing.T) {
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxTotalPatternSize: 600}))
+	accepted := 0
+	for i := range 10 {
+		status, detail := th.trySubscribeStatus(patternQuery(fmt.Sprintf("https://example.com/%d/:id", i)))
+		switch status {
+		case http.StatusOK:
+			accepted++
+		case http.StatusTooManyRequests:
+			if !strings.Contains(detail, "too many URL patterns") {
+				t.Fatalf("429 for another reason: %s", detail)
+			}
+		default:
+			t.Fatalf("pattern %d: %d %s", i, status, detail)
+		}
+	}
+	if accepted == 0 || accepted == 10 {
+		t.Fatalf("%d of 10 distinct patterns accepted under a total of 600 instructions", accepted)
+	}
+	if status, detail := th.trySubscribeStatus(patternQuery("https://example.com/0/:id")); status != http.StatusOK {
+		t.Fatalf("a registered pattern, shared: %d %s", status, detail)
+	}
+}

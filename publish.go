@@ -131,9 +131,6 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
 
-// errTooLarge marks a request over a size limit (413, PUB-16).
-var errTooLarge = ErrTooLarge
-
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 	h.limitBodyTime(w, r)
@@ -164,7 +161,7 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 		err = h.validate(&u)
 	}
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, ErrTooLarge):
 		writeProblem(w, http.StatusRequestEntityTooLarge, err.Error())
 		return
 	case err != nil:
@@ -210,13 +207,13 @@ func (h *Hub) parseUpdate(body string) (Update, error) {
 				max = min(max, MaxTopicBytes)
 			}
 			if len(p.Value) > max {
-				return u, fmt.Errorf("%w: field %s is longer than %d bytes", errTooLarge, p.Name, max)
+				return u, fmt.Errorf("%w: field %s is longer than %d bytes", ErrTooLarge, p.Name, max)
 			}
 		}
 		switch p.Name {
 		case "topic":
 			if len(u.Topics) == lim.MaxTopics {
-				return u, fmt.Errorf("%w: more than %d topics", errTooLarge, lim.MaxTopics)
+				return u, fmt.Errorf("%w: more than %d topics", ErrTooLarge, lim.MaxTopics)
 			}
 			u.Topics = append(u.Topics, p.Value)
 		case "data":
@@ -271,6 +268,10 @@ var (
 	errUnsupportedEncoding = errors.New("the body must be sent without a content coding")
 )
 
+// errRequestTooLarge marks a publish or QUERY body over
+// [Limits.MaxBodyBytes] (413, PUB-16).
+var errRequestTooLarge = errors.New("request body too large")
+
 // errBodyTimeout marks a body that did not arrive within
 // [Limits.BodyTimeout] (408).
 var errBodyTimeout = errors.New("the request body did not arrive in time")
@@ -316,7 +317,7 @@ func (h *Hub) readForm(w http.ResponseWriter, r *http.Request) (string, error) {
 	}
 	limit := h.cfg.limits.MaxBodyBytes
 	if r.ContentLength > limit {
-		return "", fmt.Errorf("%w: body larger than %d bytes", errTooLarge, limit)
+		return "", fmt.Errorf("%w: larger than %d bytes", errRequestTooLarge, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	switch {
@@ -331,7 +332,7 @@ func (h *Hub) readForm(w http.ResponseWriter, r *http.Request) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("reading body: %w", err)
 	case int64(len(b)) > limit:
-		return "", fmt.Errorf("%w: body larger than %d bytes", errTooLarge, limit)
+		return "", fmt.Errorf("%w: larger than %d bytes", errRequestTooLarge, limit)
 	}
 	// The body is in: the deadline must not cut what follows, a QUERY's
 	// stream or a publish waiting for its store.
@@ -346,7 +347,7 @@ func writeFormError(w http.ResponseWriter, err error) {
 		writeProblem(w, http.StatusUnsupportedMediaType, err.Error())
 	case errors.Is(err, errUnsupportedMedia), errors.Is(err, errUnsupportedCharset):
 		writeProblem(w, http.StatusUnsupportedMediaType, err.Error())
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, ErrTooLarge), errors.Is(err, errRequestTooLarge):
 		writeProblem(w, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, errBodyTimeout):
 		writeProblem(w, http.StatusRequestTimeout, err.Error())

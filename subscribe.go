@@ -71,7 +71,7 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 			// The heap a request can pin is bounded, however many
 			// patterns it spreads it over.
 			if size += cost.Size; size > lim.MaxStreamSize {
-				return req, fmt.Errorf("%w: %w: the URL patterns would compile to about %d instructions, more than %d", errMatcher, errPatternCost, size, lim.MaxStreamSize)
+				return req, fmt.Errorf("%w: %w: the URL patterns would compile to about %d instructions, more than %d", errMatcher, index.ErrCost, size, lim.MaxStreamSize)
 			}
 		}
 		req.matchers = append(req.matchers, m)
@@ -80,7 +80,7 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 		return req, fmt.Errorf("%w: no match parameter", errMatcher) // SUB-9
 	}
 	// Only a request found within every limit gets its patterns compiled.
-	if err := h.compileMatchers(req.matchers); err != nil {
+	if err := h.compileMatchers(req.matchers, lim); err != nil {
 		return req, err
 	}
 	// REC-3: the header beats the query, which beats the body.
@@ -596,8 +596,8 @@ func (h *Hub) refuseLocked(client string) (status int, msg string) {
 
 // register adds s's matchers to the index, unless its new patterns would
 // exceed [Limits.MaxPatternsPerPrefix], [Limits.MaxPatternsPerTopic] or
-// [Limits.MaxTotalPatternSize]; it then returns why. Patterns already registered are always accepted:
-// sharing one costs nothing.
+// [Limits.MaxTotalPatternSize]; it then returns why. Patterns already
+// registered are always accepted: sharing one costs nothing.
 func (h *Hub) register(s *stream) (refused string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

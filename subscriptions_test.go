@@ -269,12 +269,13 @@ func TestACT13_DotSegments(t *testing.T) {
 // answering.
 type heldStore struct {
 	*mercure.MemoryStore
-	release chan struct{}
-	waiting atomic.Int32
+	release   chan struct{}
+	waiting   atomic.Int32
+	startOnly bool // hold start events only, let end events through
 }
 
 func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
-	if e.Type == "mercure" {
+	if e.Type == "mercure" && (!s.startOnly || strings.Contains(e.Data, `"active":true`)) {
 		s.waiting.Add(1)
 		defer s.waiting.Add(-1)
 		select {
@@ -329,4 +330,37 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 		t.Fatal("Shutdown waited for the store past its deadline")
 	}
 	eventually(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
+}
+
+// ACT-2: a subscription's end event never precedes its start event, even
+// when the stream ends while its start is still being announced.
+func TestACT2_EndFollowsStart(t *testing.T) {
+	store := &heldStore{MemoryStore: mercure.NewMemoryStore(100), release: make(chan struct{}), startOnly: true}
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithSubscriptions(), mercure.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHubServer(t, h, h)
+	s := th.subscribe("match=urn:a")
+	eventually(t, "the start event", func() bool { return store.waiting.Load() == 1 })
+	s.close()
+	// The stream's end is under way once the hub lists its subscription
+	// no more; its end event must wait for the start.
+	eventually(t, "the stream to end", func() bool {
+		subs, err := h.Subscriptions(context.Background())
+		return err == nil && len(subs) == 0
+	})
+	close(store.release)
+	var got []string
+	eventually(t, "both events", func() bool {
+		b, err := store.Replay(context.Background(), mercure.Earliest)
+		got = got[:0]
+		for e := range b.Events {
+			got = append(got, e.Data)
+		}
+		return err == nil && len(got) == 2
+	})
+	if !strings.Contains(got[0], `"active":true`) || !strings.Contains(got[1], `"active":false`) {
+		t.Fatalf("events in this order: %q", got)
+	}
 }

@@ -2,6 +2,7 @@ package index
 
 import (
 	lru "container/list"
+	"fmt"
 	"sync"
 
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -39,29 +40,46 @@ func NewCache(hubURL string, r *topicurl.Resolver, maxSize int) *Cache {
 	return &Cache{hubURL: hubURL, resolver: r, maxSize: maxSize, entries: make(map[string]*cacheEntry)}
 }
 
-// Get returns the compiled pattern raw, compiling it unless it is cached.
-// Concurrent calls for the same pattern compile it once. The caller
-// checks the pattern's estimated cost before calling Get: Get compiles
-// whatever it is given. Patterns that fail to compile are not kept.
-func (c *Cache) Get(raw string) (*Pattern, error) {
+// Get returns the compiled pattern raw, compiling it unless it is cached,
+// provided its estimated cost is within lim: a pattern over lim is never
+// compiled, and a cached one is checked against the cost it was compiled
+// with, not estimated again. Concurrent calls for the same pattern
+// compile it once. Patterns that fail to compile are not kept.
+func (c *Cache) Get(raw string, lim Limit) (*Pattern, error) {
 	c.mu.Lock()
-	if e := c.entries[raw]; e != nil {
-		if e.elem != nil {
-			c.recent.MoveToFront(e.elem)
-			c.mu.Unlock()
-			return e.pat, nil
-		}
+	e := c.entries[raw]
+	if e != nil && e.elem != nil {
+		c.recent.MoveToFront(e.elem)
 		c.mu.Unlock()
-		<-e.done // another caller is compiling it
-		return e.pat, e.err
+		return e.pat, lim.Check(raw, e.pat.cost)
 	}
-	e := &cacheEntry{raw: raw, done: make(chan struct{})}
+	c.mu.Unlock()
+	if e != nil {
+		<-e.done // another caller is compiling it
+		if e.err != nil {
+			return nil, e.err
+		}
+		return e.pat, lim.Check(raw, e.pat.cost)
+	}
+	cost, err := EstimateCost(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
+	}
+	if err := lim.Check(raw, cost); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.entries[raw] != nil {
+		c.mu.Unlock()
+		return c.Get(raw, lim) // compiled or being compiled meanwhile
+	}
+	e = &cacheEntry{raw: raw, done: make(chan struct{})}
 	c.entries[raw] = e
 	c.compiles++
 	c.mu.Unlock()
 
 	// Compiling takes tens of microseconds or more: not under the lock.
-	e.pat, e.err = Compile(raw, c.hubURL, c.resolver)
+	e.pat, e.err = compile(raw, cost, c.hubURL, c.resolver)
 	c.mu.Lock()
 	if e.err != nil {
 		delete(c.entries, raw)

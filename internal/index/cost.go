@@ -1,6 +1,7 @@
 package index
 
 import (
+	"errors"
 	"fmt"
 	"regexp/syntax"
 	"unicode"
@@ -26,6 +27,25 @@ type Cost struct {
 	// expanded, twice when a modifier repeats them. A compiled pattern
 	// keeps on the order of 40 to 100 bytes of heap per unit.
 	Size int
+}
+
+// Limit bounds what one pattern may cost.
+type Limit struct{ Groups, Size int }
+
+// ErrCost is wrapped by the error of a pattern refused for what it would
+// cost (see [Limit.Check]).
+var ErrCost = errors.New("URL pattern over the hub's limits")
+
+// Check returns an error wrapping ErrCost when c, the cost of the pattern
+// raw, exceeds l.
+func (l Limit) Check(raw string, c Cost) error {
+	switch {
+	case c.Groups > l.Groups:
+		return fmt.Errorf("%w: %q has %d groups, more than %d", ErrCost, raw, c.Groups, l.Groups)
+	case c.Size > l.Size:
+		return fmt.Errorf("%w: %q would compile to about %d instructions, more than %d", ErrCost, raw, c.Size, l.Size)
+	}
+	return nil
 }
 
 // Estimated program cost of the pieces of a pattern.

@@ -98,11 +98,12 @@ func FuzzEstimateCost(f *testing.F) {
 func TestCacheCompilesOnceAndEvictsBySize(t *testing.T) {
 	_, r := newIndex(t)
 	c := NewCache(hubURL, r, 1000)
+	lim := Limit{Groups: 8, Size: 1000}
 	var wg sync.WaitGroup
 	got := make([]*Pattern, 16)
 	for i := range got {
 		wg.Go(func() {
-			p, err := c.Get("https://example.com/books/:id")
+			p, err := c.Get("https://example.com/books/:id", lim)
 			if err != nil {
 				t.Error(err)
 			}
@@ -115,19 +116,19 @@ func TestCacheCompilesOnceAndEvictsBySize(t *testing.T) {
 			t.Fatal("concurrent Gets of one pattern returned different compilations")
 		}
 	}
-	if _, err := c.Get("https://example.com/(a"); err == nil || c.Len() != 1 {
+	if _, err := c.Get("https://example.com/(a", lim); err == nil || c.Len() != 1 {
 		t.Fatalf("a pattern that does not compile: err %v, %d kept", err, c.Len())
 	}
 	// Each of these is over 100 in size: the cache keeps fewer than ten.
 	for i := range 20 {
-		if _, err := c.Get("https://example.com/" + strings.Repeat("x", i+1) + "/:id"); err != nil {
+		if _, err := c.Get("https://example.com/"+strings.Repeat("x", i+1)+"/:id", lim); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := c.Len(); n == 0 || n >= 10 || c.size > 1000 {
 		t.Fatalf("%d patterns kept, size %d: want the most recent within 1000", n, c.size)
 	}
-	if p, _ := c.Get("https://example.com/books/:id"); p == got[0] {
+	if p, _ := c.Get("https://example.com/books/:id", lim); p == got[0] {
 		t.Fatal("the least recently used pattern was not evicted")
 	}
 }

@@ -27,7 +27,7 @@ const (
 )
 
 // Index holds subscriptions of values of type T. It is not safe for
-// concurrent use: the hub serializes Add, Remove and Match with its own lock.
+// concurrent use: the hub serializes Add, Remove and the look-ups with its own lock.
 type Index[T any] struct {
 	resolver *topicurl.Resolver
 	exact    map[string]*list[T]
@@ -268,35 +268,12 @@ func (ix *Index[T]) Len() (exact, patterns, wildcard int) {
 	return exact, patterns, len(ix.wildcard.vals)
 }
 
-// Match calls fn for every subscription whose matcher selects one of
-// topics. fn may be called more than once for a value registered under
-// several matchers or selected by several topics: the caller deduplicates
-// (SUB-13). fn must not call Add or Remove.
-//
-// Match evaluates URL patterns while the caller holds its lock; the hub
-// splits the work instead (see [Index.Candidates]).
-func (ix *Index[T]) Match(topics []string, fn func(T)) {
-	ix.MatchExact(topics, fn)
-	if ix.npattern == 0 {
-		return
-	}
-	var groups []*Group[T]
-	for _, t := range topics {
-		u, ok := ix.resolver.Resolve(t)
-		if !ok {
-			continue // MAT-8: an unparsable topic never matches a pattern
-		}
-		groups = ix.Candidates(u, groups[:0])
-		for _, g := range groups {
-			if g.pat.Test(u.Href) {
-				g.Each(fn)
-			}
-		}
-	}
-}
-
 // MatchExact calls fn for the wildcard subscriptions and for those whose
-// exact matcher equals one of topics, with the same caveats as Match.
+// exact matcher equals one of topics. fn may be called more than once for
+// a value registered under several matchers or selected by several
+// topics: the caller deduplicates (SUB-13). fn must not call Add or
+// Remove. URL patterns are looked up apart (see [Index.Candidates]), so
+// that the caller can evaluate them without its lock.
 func (ix *Index[T]) MatchExact(topics []string, fn func(T)) {
 	for _, v := range ix.wildcard.vals {
 		fn(v)

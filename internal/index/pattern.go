@@ -38,11 +38,16 @@ func (p *Pattern) Cost() Cost { return p.cost }
 // so that non-special schemes keep their own path (urn:* must match
 // urn:isbn:1), relative ones against hubURL, which r resolves topics
 // against. IgnoreCase stays off (MAT-7).
-func Compile(raw, hubURL string, r *topicurl.Resolver) (pat *Pattern, err error) {
+func Compile(raw, hubURL string, r *topicurl.Resolver) (*Pattern, error) {
 	cost, err := EstimateCost(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
 	}
+	return compile(raw, cost, hubURL, r)
+}
+
+// compile is Compile for a pattern whose cost is estimated already.
+func compile(raw string, cost Cost, hubURL string, r *topicurl.Resolver) (pat *Pattern, err error) {
 	defer func() {
 		// The engine sees subscriber input; a panic in it must not take the hub down.
 		if recover() != nil {
@@ -66,10 +71,6 @@ func (p *Pattern) MatchTopic(topic string) bool {
 	u, ok := p.resolver.Resolve(topic)
 	return ok && p.Test(u.Href)
 }
-
-// Prefix identifies the pattern's literal prefix: patterns with equal
-// prefixes share a trie node and are evaluated for the same topics.
-func (p *Pattern) Prefix() string { return strings.Join(p.keys, "\x00") }
 
 // Test reports whether the resolved absolute URL href matches the pattern.
 func (p *Pattern) Test(href string) (ok bool) {

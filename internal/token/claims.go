@@ -168,28 +168,46 @@ func (s *scanner) value() ([]byte, error) {
 	return s.b[start:s.i], nil
 }
 
-func (s *scanner) nest() error {
+// open enters the object or array at s.i, whose closing byte is end; it
+// reports whether the container is empty (and then already left).
+func (s *scanner) open(end byte) (empty bool, err error) {
 	if s.depth++; s.depth > maxNesting {
-		return errors.New("JSON nested too deeply")
+		return false, errors.New("JSON nested too deeply")
 	}
-	return nil
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == end {
+		s.i++
+		s.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
+// more reads what follows an element of the container that end closes:
+// a comma (more is true) or end itself (the container is left).
+func (s *scanner) more(end byte) (more bool, err error) {
+	s.ws()
+	switch {
+	case s.i == len(s.b):
+		return false, s.fail()
+	case s.b[s.i] == ',':
+		s.i++
+		return true, nil
+	case s.b[s.i] == end:
+		s.i++
+		s.depth--
+		return false, nil
+	}
+	return false, s.fail()
 }
 
 // object scans the object at s.i. member, when not nil, is called with
 // each member's name, decoded, and the text of its value; its error stops
 // the scan.
 func (s *scanner) object(member func(name, value []byte) error) error {
-	if err := s.nest(); err != nil {
-		return err
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
+	empty, err := s.open('}')
+	for more := !empty; more && err == nil; more, err = s.more('}') {
 		s.ws()
 		if s.i == len(s.b) || s.b[s.i] != '"' {
 			return s.fail()
@@ -212,53 +230,18 @@ func (s *scanner) object(member func(name, value []byte) error) error {
 				return err
 			}
 		}
-		s.ws()
-		if s.i == len(s.b) {
-			return s.fail()
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail()
-		}
 	}
+	return err
 }
 
 func (s *scanner) array() error {
-	if err := s.nest(); err != nil {
-		return err
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
+	empty, err := s.open(']')
+	for more := !empty; more && err == nil; more, err = s.more(']') {
 		if _, err := s.value(); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i == len(s.b) {
-			return s.fail()
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail()
-		}
 	}
+	return err
 }
 
 // name scans a string and returns it decoded. Printable ASCII without

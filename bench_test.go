@@ -301,3 +301,47 @@ func BenchmarkSubscriptionsCollection(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRegisterDuringFanOut opens and closes one stream while the
+// dispatcher fans updates out to 10 000 others without pause: a
+// registration holds the hub's lock only against the index look-up, not
+// against the deliveries, so its cost must not grow with the fan-out.
+func BenchmarkRegisterDuringFanOut(b *testing.B) {
+	for _, n := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			bh := newBenchHub(b, WithLimits(Limits{QueueEvents: 1 << 20, MaxConnections: n + 1}))
+			for range n {
+				bh.attach(b, true, MatchExact, "https://example.com/fanout")
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			b.Cleanup(func() { close(stop); wg.Wait() })
+			wg.Go(func() {
+				e := &Event{Update: Update{Topics: []string{"https://example.com/fanout"}, ID: "x"}}
+				e.encoded()
+				for seq := uint64(1); ; seq++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					e.Seq = seq
+					bh.dispatch(e)
+				}
+			})
+			m, _, err := bh.newMatcher(MatchExact, "https://example.com/fanout", &bh.cfg.limits.Patterns)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				s := &stream{hub: bh.Hub, matchers: []matcher{m}, ready: make(chan struct{}, 1), kicked: make(chan struct{})}
+				if status, msg := bh.open(s); status != 0 {
+					b.Fatal(msg)
+				}
+				bh.close(s)
+			}
+		})
+	}
+}

@@ -1,22 +1,182 @@
 package mercure
 
 import (
+	"context"
+	"sync"
+
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
+// The store's feed reaches the hub's streams in two steps. The store's
+// listener only appends what it is given to the feed's queue: the store
+// calls it under its own lock, so Append returns, and the publisher gets
+// its answer, without waiting for the fan-out (Hub.Publish records; it
+// does not deliver). A goroutine started when the queue fills and ending
+// when it is empty dispatches the queued items one at a time, in the
+// store's order: per-stream order is store order.
+
+// feedItem is what the store's feed passes on: an event, or a gap.
+type feedItem struct {
+	event *Event // nil: a gap
+}
+
+// feed is the queue between the store's listener and the dispatcher.
+type feed struct {
+	mu      sync.Mutex
+	items   []feedItem
+	spare   []feedItem
+	running bool // a dispatcher goroutine is draining items
+	done    chan struct{}
+	// pending counts the events queued or being dispatched, and
+	// pendingBytes their encoded size: Publish waits for room beyond
+	// Limits.MaxPendingUpdates or Limits.MaxQueuedBytes of them.
+	pending, pendingBytes int64
+	room                  chan struct{} // closed when room is made, if waited for
+}
+
+// listener is what the hub gives the store to Listen with.
+func (h *Hub) listener() Listener {
+	return Listener{
+		Event: func(e *Event) {
+			// The hub advertises it at once (REC-13): it is recorded, so a
+			// replay from it misses nothing. A stream that opens from now
+			// on does not get it live (see register).
+			h.lastEventID.Store(&e.ID)
+			h.lastSeq.Store(e.Seq)
+			h.push(feedItem{event: e})
+		},
+		// Only reported: it needs no order with the events.
+		Status: h.feedStatus,
+		// Ordered with the events: the streams must get those before it.
+		Gap: func() { h.push(feedItem{}) },
+	}
+}
+
+// push queues it for dispatch, starting the dispatcher if it is not
+// running. It never blocks on the dispatcher.
+func (h *Hub) push(it feedItem) {
+	f := &h.feed
+	f.mu.Lock()
+	f.items = append(f.items, it)
+	if it.event != nil {
+		f.pending++
+		f.pendingBytes += int64(len(it.event.encoded()))
+	}
+	start := !f.running
+	if start {
+		f.running = true
+		f.done = make(chan struct{})
+	}
+	f.mu.Unlock()
+	if start {
+		go h.drain()
+	}
+}
+
+// drain dispatches the feed's items until none is left. After Shutdown
+// began, it drops them: the streams are ending, and their clients will
+// resume from history.
+func (h *Hub) drain() {
+	f := &h.feed
+	for {
+		f.mu.Lock()
+		batch := f.items
+		if len(batch) == 0 {
+			f.running = false
+			close(f.done)
+			f.mu.Unlock()
+			return
+		}
+		f.items, f.spare = f.spare[:0], nil
+		f.mu.Unlock()
+		var n, size int64
+		for i := range batch {
+			it := &batch[i]
+			if it.event == nil {
+				h.feedGap()
+				continue
+			}
+			if h.ctx.Err() == nil {
+				h.dispatch(it.event)
+			}
+			n++
+			size += int64(len(it.event.encoded()))
+			*it = feedItem{}
+		}
+		f.mu.Lock()
+		f.pending -= n
+		f.pendingBytes -= size
+		if f.room != nil && !f.full(&h.cfg.limits) {
+			close(f.room)
+			f.room = nil
+		}
+		f.spare = batch[:0]
+		f.mu.Unlock()
+	}
+}
+
+// full reports whether publishers must wait for the dispatcher. The
+// caller holds f.mu. An empty feed always takes an update.
+func (f *feed) full(lim *Limits) bool {
+	return f.pending > 0 && (f.pending >= int64(lim.MaxPendingUpdates) || f.pendingBytes >= lim.MaxQueuedBytes)
+}
+
+// waitRoom waits until the dispatcher has room for one more update, or
+// ctx ends. Only a hub that receives updates faster than it can hand
+// them to its streams waits here: flow control, not fan-out.
+func (h *Hub) waitRoom(ctx context.Context) error {
+	f := &h.feed
+	for {
+		f.mu.Lock()
+		if !f.full(&h.cfg.limits) {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.room == nil {
+			f.room = make(chan struct{})
+		}
+		room := f.room
+		f.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.ctx.Done():
+			return ErrHubClosed
+		}
+	}
+}
+
+// waitDispatched waits until the dispatcher has handled what the feed
+// holds now: Shutdown calls it once the store no longer feeds the hub.
+func (h *Hub) waitDispatched(ctx context.Context) error {
+	f := &h.feed
+	f.mu.Lock()
+	done, running := f.done, f.running
+	f.mu.Unlock()
+	if !running {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // dispatcher is the scratch state of dispatch, reused from one event to
-// the next. The store calls dispatch for one event at a time, so only one
-// dispatch touches it at once.
+// the next. Only the dispatcher goroutine touches it, one event at a time.
 type dispatcher struct {
-	event     *Event
-	deliverFn func(*stream) // h.deliver, bound once
-	// groups holds the candidate patterns of each topic in turn:
-	// groups[ends[i-1]:ends[i]] are those of topics[i].
-	groups  []*index.Group[*stream]
+	event *Event
+	lists [][]*stream // exact and "*" subscribers
+	// cands holds the candidate patterns of each topic in turn:
+	// cands[ends[i-1]:ends[i]] are those of topics[i].
+	cands   []index.Candidate[*stream]
 	topics  []topicurl.URL
 	ends    []int
-	matched []*index.Group[*stream]
+	matched [][]*stream
 	seen    map[*index.Group[*stream]]bool // verdicts, with several topics
 	kicked  []*stream
 	// queued is the bytes this dispatch queued, added to the hub's count
@@ -24,52 +184,70 @@ type dispatcher struct {
 	// room is what Limits.MaxQueuedBytes left when it began.
 	queued, room int64
 
+	testHookDispatch func() // tests: called once the index is looked up
 	testHookEvaluate func() // tests: called before patterns are evaluated
 }
 
-// dispatch is the store's listener: it hands e to every matching stream.
-// The store calls it for one event at a time, in sequence order.
+// dispatch hands e to every matching stream.
 //
-// URL patterns are evaluated without the hub's lock (MAT-9: a pattern
-// costs time), so that opening and closing streams never waits for them,
-// and after the exact and "*" subscribers have e. Queuing e for a stream
-// takes the lock: it costs nanoseconds, and the index's lists cannot
-// change under it. Streams that overflow are cut after the lock is
-// released.
+// The hub's lock is held only to look the index up: the lists it returns
+// stay as they were until the dispatch ends (see [index.Index.BeginRead]),
+// so that opening and closing streams never waits for a fan-out, nor for
+// URL patterns to be evaluated (MAT-9: a pattern costs time). A stream
+// registered after the look-up misses e, which its replay covers: e was
+// recorded before the look-up, so before the replay began. A stream that
+// closed since gets e in a queue it no longer reads.
+//
+// Topics are resolved as URLs only once a pattern has been registered
+// (h.patternsUsed). One registered between that check and the look-up
+// misses e without harm, for the same reason: e was recorded before.
 func (h *Hub) dispatch(e *Event) {
+	h.dispatched.Add(1) // before any stream has it: Stats never lags a client
 	d := &h.dispatcher
-	e.encoded() // before taking the lock, for events from other instances
+	e.encoded() // outside the lock, for events from other instances
 	d.event = e
 	// Writers may free some meanwhile: room errs on the safe side.
 	d.room = h.cfg.limits.MaxQueuedBytes - h.queued.Load()
+	var urls []topicurl.URL
+	if h.patternsUsed.Load() {
+		urls = e.urls(h.resolver) // resolved once per event, not per pattern
+	}
 	h.mu.Lock()
-	h.index.MatchExact(e.Topics, d.deliverFn)
+	read := h.index.BeginRead()
+	d.lists = h.index.Exact(read, e.Topics, d.lists)
 	if h.index.HasPatterns() {
-		// Resolved once per event, not once per pattern.
-		for _, u := range e.urls(h.resolver) {
+		for _, u := range urls {
 			if u.Href == "" {
 				continue // MAT-8: an unparsable topic never matches a pattern
 			}
-			d.groups = h.index.Candidates(u, d.groups)
+			d.cands = h.index.Candidates(read, u, d.cands)
 			d.topics = append(d.topics, u)
-			d.ends = append(d.ends, len(d.groups))
+			d.ends = append(d.ends, len(d.cands))
 		}
 	}
 	h.mu.Unlock()
+	if d.testHookDispatch != nil {
+		d.testHookDispatch()
+	}
 
-	if len(d.groups) > 0 {
+	// Exact and "*" subscribers first: they need no evaluation.
+	for _, l := range d.lists {
+		for _, s := range l {
+			h.deliver(s)
+		}
+	}
+	if len(d.cands) > 0 {
 		if d.testHookEvaluate != nil {
 			d.testHookEvaluate()
 		}
 		h.evaluate()
-		if len(d.matched) > 0 {
-			h.mu.Lock()
-			for _, g := range d.matched {
-				g.Each(d.deliverFn)
+		for _, l := range d.matched {
+			for _, s := range l {
+				h.deliver(s)
 			}
-			h.mu.Unlock()
 		}
 	}
+	h.index.EndRead(read)
 	// Writers subtract what they take: until this add, the count may dip
 	// below what is queued, by this one dispatch at most.
 	h.queued.Add(d.queued)
@@ -77,24 +255,23 @@ func (h *Hub) dispatch(e *Event) {
 	for _, s := range d.kicked {
 		s.abort()
 	}
-	clear(d.groups)
+	clear(d.lists)
+	clear(d.cands)
 	clear(d.matched)
 	clear(d.topics)
 	clear(d.kicked)
-	d.groups, d.matched, d.topics, d.ends, d.kicked, d.event = d.groups[:0], d.matched[:0], d.topics[:0], d.ends[:0], d.kicked[:0], nil
-	h.lastEventID.Store(&e.ID)
-	h.dispatched.Add(1)
+	d.lists, d.cands, d.matched, d.topics, d.ends, d.kicked, d.event = d.lists[:0], d.cands[:0], d.matched[:0], d.topics[:0], d.ends[:0], d.kicked[:0], nil
 }
 
-// evaluate sets d.matched to the candidate groups whose pattern selects
-// one of the topics. A group reached by several topics is evaluated until
-// one matches, and kept once.
+// evaluate sets d.matched to the subscribers of the candidate groups
+// whose pattern selects one of the topics. A group reached by several
+// topics is evaluated until one matches, and kept once.
 func (h *Hub) evaluate() {
 	d := &h.dispatcher
 	if len(d.topics) == 1 {
-		for _, g := range d.groups {
-			if g.Pattern().Test(d.topics[0].Href) {
-				d.matched = append(d.matched, g)
+		for _, c := range d.cands {
+			if c.Group.Pattern().Test(d.topics[0].Href) {
+				d.matched = append(d.matched, c.Subs)
 			}
 		}
 		return
@@ -104,10 +281,10 @@ func (h *Hub) evaluate() {
 	}
 	start := 0
 	for i, u := range d.topics {
-		for _, g := range d.groups[start:d.ends[i]] {
-			if !d.seen[g] && g.Pattern().Test(u.Href) {
-				d.seen[g] = true
-				d.matched = append(d.matched, g)
+		for _, c := range d.cands[start:d.ends[i]] {
+			if !d.seen[c.Group] && c.Group.Pattern().Test(u.Href) {
+				d.seen[c.Group] = true
+				d.matched = append(d.matched, c.Subs)
 			}
 		}
 		start = d.ends[i]
@@ -117,13 +294,15 @@ func (h *Hub) evaluate() {
 
 // deliver queues the event being dispatched for s, once however many of
 // its matchers select it (SUB-13), and only when s may read it (AUTH-35).
-// The caller holds h.mu. A stream that overflows is kept for dispatch to
-// cut once the lock is released: on HTTP/2 that is a message to the
+// Only the dispatcher calls it. A stream that overflows is kept for
+// dispatch to cut at its end: on HTTP/2 that is a message to the
 // connection's goroutine.
 func (h *Hub) deliver(s *stream) {
 	d := &h.dispatcher
 	e := d.event
-	if s.lastSeq == e.Seq {
+	if e.Seq <= s.lastSeq {
+		// Offered already, through another matcher (SUB-13), or recorded
+		// before s opened.
 		return
 	}
 	s.lastSeq = e.Seq

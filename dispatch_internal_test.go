@@ -155,6 +155,9 @@ func TestMaxQueuedBytes(t *testing.T) {
 		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, Data: strings.Repeat("d", 250)}); err != nil {
 			t.Fatal(err)
 		}
+		if err := h.waitDispatched(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	publish() // taken by both writers, which block on it
 	for _, w := range writers {
@@ -228,4 +231,167 @@ func TestReplaySlotsAndTimeout(t *testing.T) {
 	_, third := replay()
 	waitFor(t, "a replay in the freed slot", func() bool { return store.replaying.Load() == 1 })
 	<-third
+}
+
+// openStream runs a stream of h for query on a flushCounter until the
+// returned func is called (the hub stays up).
+func openStream(t *testing.T, h *Hub, query string) (*flushCounter, func()) {
+	t.Helper()
+	w := &flushCounter{header: http.Header{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
+	}()
+	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	return w, func() { cancel(); <-done }
+}
+
+// holdDispatch makes h's dispatcher stop after its next look-up until
+// the returned release is called; held is closed once it stops there.
+func holdDispatch(h *Hub) (held <-chan struct{}, release func()) {
+	stopped, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.dispatcher.testHookDispatch = func() {
+		once.Do(func() {
+			close(stopped)
+			<-resume
+		})
+	}
+	var released sync.Once
+	return stopped, func() { released.Do(func() { close(resume) }) }
+}
+
+// publishSoon publishes u and fails the test if Publish has not returned
+// within a few seconds: Publish records; it must not wait for the fan-out.
+func publishSoon(t *testing.T, h *Hub, u Update) string {
+	t.Helper()
+	type result struct {
+		id  string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		id, err := h.Publish(context.Background(), u)
+		done <- result{id, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.id
+	case <-time.After(5 * time.Second):
+		t.Fatal("Publish waited for the dispatch in progress")
+		return ""
+	}
+}
+
+// Publishing records and answers; the fan-out happens after. While a
+// dispatch is held in the middle, publishes return, streams open and
+// close (registration does not wait for it), and afterwards each stream
+// has exactly what it should: the held update and the next for the one
+// that was open, only the next for the one that opened meanwhile
+// (recorded before it opened, the held update is not live for it), and
+// nothing queued for the one that closed.
+func TestPublishDoesNotWaitForFanOut(t *testing.T) {
+	h, err := New(WithURL("https://example.com/.well-known/mercure"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	before, stopBefore := openStream(t, h, "match=x")
+	defer stopBefore()
+	leaving, stopLeaving := openStream(t, h, "match=x")
+
+	held, release := holdDispatch(h)
+	defer release()
+	publishSoon(t, h, Update{Topics: []string{"x"}, Data: "first"})
+	<-held
+	// The dispatch of "first" has looked the index up and waits.
+	during, stopDuring := openStream(t, h, "match=x")
+	defer stopDuring()
+	stopLeaving()
+	publishSoon(t, h, Update{Topics: []string{"x"}, Data: "second"})
+	if n, _ := before.state(); n != 0 {
+		t.Fatalf("%d events delivered while the dispatch was held", n)
+	}
+	release()
+	waitFor(t, "both updates to reach the first stream", func() bool { n, _ := before.state(); return n == 2 })
+	waitFor(t, "the second update to reach the stream opened meanwhile", func() bool { n, _ := during.state(); return n == 1 })
+	if err := h.waitDispatched(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before.mu.Lock()
+	got := before.body.String()
+	before.mu.Unlock()
+	if i, j := strings.Index(got, "data: first"), strings.Index(got, "data: second"); i < 0 || j < i {
+		t.Fatalf("the first stream got %q: want first, then second", got)
+	}
+	during.mu.Lock()
+	got = during.body.String()
+	during.mu.Unlock()
+	if strings.Contains(got, "first") {
+		t.Fatalf("the stream opened after the first update was recorded got it live: %q", got)
+	}
+	if n, _ := leaving.state(); n != 0 {
+		t.Fatalf("the stream closed during the dispatch got %d events", n)
+	}
+	waitFor(t, "the queues to empty", func() bool { return h.Stats().QueuedBytes == 0 })
+}
+
+// Limits.MaxPendingUpdates: a hub that cannot keep up holds publishers
+// back rather than pile updates up; a publisher that gives up records
+// nothing; the others go through once the dispatcher catches up. A POST
+// gets 503 after publishWait.
+func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
+	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	held, release := holdDispatch(h)
+	defer release()
+	// With no stream, the index look-up still happens: the hook holds.
+	publishSoon(t, h, Update{Topics: []string{"x"}, ID: "1"})
+	<-held
+	publishSoon(t, h, Update{Topics: []string{"x"}, ID: "2"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := h.Publish(ctx, Update{Topics: []string{"x"}, ID: "3"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Publish over the backlog: %v, want the context's deadline", err)
+	}
+	if got := h.LastEventID(); got != "2" {
+		t.Fatalf("LastEventID %q: the refused update was recorded", got)
+	}
+
+	defer func(w time.Duration) { publishWait = w }(publishWait)
+	publishWait = 50 * time.Millisecond
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, h.Path(), strings.NewReader("topic=x&id=http"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("POST over the backlog: %d %q, want 503 with Retry-After", rec.Code, rec.Header())
+	}
+
+	published := make(chan error, 1)
+	go func() {
+		_, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "4"})
+		published <- err
+	}()
+	select {
+	case err := <-published:
+		t.Fatalf("Publish returned (%v) while the backlog was full", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	release()
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	if got := h.LastEventID(); got != "4" {
+		t.Fatalf("LastEventID %q, want 4", got)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,5 +402,91 @@ func TestMemoryStore_MaxBytes(t *testing.T) {
 	}
 	if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithHistoryBytes(1<<20), mercure.WithStore(s)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("WithHistoryBytes with WithStore: %v", err)
+	}
+}
+
+// Publishers racing each other: every stream sees the store's order,
+// live and on replay, whether it opened before the first update or
+// mid-way with a cursor; nothing is lost or repeated at its seam.
+func TestStreamsSeeStoreOrderUnderConcurrentPublishers(t *testing.T) {
+	const publishers, each = 4, 300
+	th := newTestHub(t, mercure.WithHistory(2*publishers*each), mercure.WithLimits(mercure.Limits{QueueEvents: 4 * publishers * each}))
+	match := "match=" + url.QueryEscape(bookTopic)
+	// readAll reads s until the "end" update and returns the ids before it.
+	readAll := func(s *subscription) ([]string, bool) {
+		var ids []string
+		for {
+			ev, ok := s.tryNext(t)
+			if !ok {
+				return ids, false
+			}
+			if ev.Data == "end" {
+				return ids, true
+			}
+			ids = append(ids, ev.ID)
+		}
+	}
+	observer := th.subscribe(match)
+	defer observer.close()
+
+	type late struct {
+		cursor string
+		ids    chan []string
+	}
+	var (
+		lates []late
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+	)
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{bookTopic}, ID: fmt.Sprintf("p%d-%d", p, i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if p != 0 || i%60 != 30 {
+					continue
+				}
+				// Open a stream from the latest recorded update, mid-way.
+				l := late{cursor: th.LastEventID(), ids: make(chan []string, 1)}
+				s := th.subscribe(match, "Last-Event-ID", l.cursor)
+				go func() {
+					defer s.close()
+					ids, _ := readAll(s)
+					l.ids <- ids
+				}()
+				mu.Lock()
+				lates = append(lates, l)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{bookTopic}, ID: "end", Data: "end"}); err != nil {
+		t.Fatal(err)
+	}
+	order, ok := readAll(observer)
+	if !ok || len(order) != publishers*each {
+		t.Fatalf("the first stream got %d updates (complete: %v), want %d", len(order), ok, publishers*each)
+	}
+	replay := th.subscribe(match, "Last-Event-ID", mercure.Earliest)
+	defer replay.close()
+	if got, _ := readAll(replay); !slices.Equal(got, order) {
+		t.Fatalf("a replay from the start differs from what the stream got live:\nlive   %v\nreplay %v", order, got)
+	}
+	for _, l := range lates {
+		i := slices.Index(order, l.cursor)
+		if i < 0 {
+			t.Fatalf("cursor %q was never delivered", l.cursor)
+		}
+		if got := <-l.ids; !slices.Equal(got, order[i+1:]) {
+			t.Errorf("the stream opened from %q got %d updates, want the %d that follow it in store order", l.cursor, len(got), len(order)-i-1)
+		}
+	}
+	if n := th.Stats().Overflows; n != 0 {
+		t.Errorf("%d streams overflowed", n)
 	}
 }

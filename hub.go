@@ -42,11 +42,15 @@ type Hub struct {
 	store       Store
 	unlisten    func()
 
-	// mu guards the subscriber index, the interned grant sets and the
-	// streams' lastSeq. Dispatch does not hold it to evaluate patterns.
+	// mu guards the subscriber index and the interned grant sets.
+	// Dispatch holds it only to look the index up (see dispatch).
 	mu        sync.Mutex
 	index     *index.Index[*stream]
 	grantSets map[string]*grantSet // interned subscribe grants of open streams
+	// patternsUsed is whether the index has held a URL pattern: until it
+	// has, dispatch does not resolve topics as URLs.
+	patternsUsed atomic.Bool
+	feed         feed
 	dispatcher
 
 	// life guards closed, streams and the stream WaitGroup.
@@ -64,6 +68,7 @@ type Hub struct {
 
 	subscriptions   subscriptionRegistry
 	lastEventID     atomic.Pointer[string]
+	lastSeq         atomic.Uint64 // of the latest event the store passed on
 	warnedDeadlines atomic.Bool
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64
@@ -171,13 +176,12 @@ func New(opts ...Option) (*Hub, error) {
 		}
 	}
 	h.subscriptions.active = make(map[*Subscription]struct{})
-	h.deliverFn = h.deliver
 	if h.store == nil {
 		h.store = NewMemoryStore(cfg.history, MemoryMaxBytes(cfg.historyBytes))
 	}
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
-	h.unlisten = h.store.Listen(Listener{Event: h.dispatch, Status: h.feedStatus, Gap: h.feedGap})
+	h.unlisten = h.store.Listen(h.listener())
 	if ls, ok := h.store.(LatestStore); ok {
 		// Unless an event was dispatched meanwhile, which is newer.
 		latest := ls.LatestID()
@@ -193,8 +197,8 @@ const patternCacheSize = 1 << 16
 
 // feedGap ends every open stream when the store's feed skipped events: no
 // stream may go on as if it had them. Each client resumes from history.
-// It runs on the feed, before the next event is dispatched, so that no
-// queue gets an event from after the gap before its stream is ended.
+// The dispatcher runs it before the next event, so that no queue gets an
+// event from after the gap before its stream is ended.
 func (h *Hub) feedGap() {
 	h.life.Lock()
 	defer h.life.Unlock()
@@ -323,9 +327,13 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}
 	h.life.Unlock()
 	if first {
-		// Outside h.life: the store may be calling feedGap, which takes it,
-		// while it holds the lock that unlisten needs.
 		h.unlisten()
+	}
+	// What the feed still holds is dropped, the streams ending; the
+	// dispatcher must not outlive Shutdown.
+	if err := h.waitDispatched(ctx); err != nil {
+		h.abortStreams()
+		return err
 	}
 	if h.authServers != nil {
 		if err := h.authServers.shutdown(ctx); err != nil {

@@ -534,6 +534,15 @@ type Limits struct {
 	// included: a stream whose replay is not over by then ends, and its
 	// client resumes from the last event it received. Default 30 s.
 	ReplayTimeout time.Duration
+	// MaxPendingUpdates bounds the updates recorded but not yet handed
+	// to the streams. Publishing does not wait for the fan-out: it
+	// records the update and answers, and the hub delivers it meanwhile.
+	// Only a hub that receives updates faster than it can deliver them
+	// builds a backlog; past this many updates, or past MaxQueuedBytes
+	// of them, [Hub.Publish] (and so a POST) waits for room, as long as
+	// its context allows. Updates from other hubs sharing the store are
+	// never held back. Default 1024.
+	MaxPendingUpdates int
 }
 
 // PatternLimits bounds what URL patterns can cost the hub (MAT-9). The
@@ -586,6 +595,7 @@ var defaultLimits = Limits{
 	MaxTotalPatternSize:  4 << 20,
 	MaxReplays:           64,
 	ReplayTimeout:        30 * time.Second,
+	MaxPendingUpdates:    1024,
 }
 
 func (l Limits) withDefaults() (Limits, error) {
@@ -617,6 +627,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"MaxTotalPatternSize", int64(l.MaxTotalPatternSize), func(v int64) { d.MaxTotalPatternSize = int(v) }},
 		{"MaxReplays", int64(l.MaxReplays), func(v int64) { d.MaxReplays = int(v) }},
 		{"ReplayTimeout", int64(l.ReplayTimeout), func(v int64) { d.ReplayTimeout = time.Duration(v) }},
+		{"MaxPendingUpdates", int64(l.MaxPendingUpdates), func(v int64) { d.MaxPendingUpdates = int(v) }},
 	}
 	for _, f := range fields {
 		switch {

@@ -54,8 +54,12 @@ type Update struct {
 }
 
 // Publish validates u with the rules of the HTTP endpoint (PUB-19), stores
-// it and dispatches it to the matching subscribers. It returns the update's
-// id. It needs no token: application code is trusted (PUB-18).
+// it and returns its id; the hub then delivers it to the matching
+// subscribers, in the store's order, without the caller waiting for them.
+// Once Publish returns, a stream that opens without Last-Event-ID does not
+// get u. Publish waits only when the hub receives updates faster than it
+// can deliver them (see [Limits.MaxPendingUpdates]), at most as long as
+// ctx allows. It needs no token: application code is trusted (PUB-18).
 func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
 	// Own the caller's slices and pointers before checking them: the
 	// caller may change them while the update is validated or retained.
@@ -123,6 +127,12 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	}
 	e := &Event{Update: u, Time: time.Now()}
 	e.encoded() // once, here, rather than under the store's lock
+	if h.patternsUsed.Load() {
+		e.urls(h.resolver) // on the publisher's goroutine, not the dispatcher's
+	}
+	if err := h.waitRoom(ctx); err != nil {
+		return "", err
+	}
 	if err := h.store.Append(ctx, e); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
@@ -130,6 +140,11 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 }
 
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
+
+// publishWait bounds how long a POST waits for room in the dispatcher's
+// backlog (see [Limits.MaxPendingUpdates]) before it gets 503; a
+// variable for tests.
+var publishWait = 5 * time.Second
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
@@ -171,6 +186,21 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 	if !h.cfg.insecurePublish && !p.mayPublish(u.Topics) {
 		// AUTH-34: publish on every topic, or nothing is dispatched.
 		h.challenge(w, http.StatusForbidden, "insufficient_scope")
+		return
+	}
+	// Room in the dispatcher's backlog: only an overloaded hub waits,
+	// and a POST not for long.
+	wait, cancel := context.WithTimeout(r.Context(), publishWait)
+	err = h.waitRoom(wait)
+	cancel()
+	switch {
+	case errors.Is(err, ErrHubClosed):
+		writeProblem(w, http.StatusServiceUnavailable, "the hub is shutting down")
+		return
+	case r.Context().Err() != nil:
+		return // the publisher left; nothing was recorded
+	case err != nil:
+		writeProblem(w, http.StatusServiceUnavailable, "the hub is overloaded: too many updates wait to be delivered")
 		return
 	}
 	id, err := h.publish(r.Context(), u)

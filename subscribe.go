@@ -106,8 +106,9 @@ type stream struct {
 	rc            *http.ResponseController
 	deadline      time.Time // the write deadline set last, by the writer
 
-	// lastSeq is the last event offered to this stream; dispatch alone
-	// touches it, under hub.mu (SUB-13: at most once per stream).
+	// lastSeq is the last event offered to this stream (SUB-13: at most
+	// once per stream), or recorded before it opened: the dispatcher alone
+	// touches it once the stream is registered.
 	lastSeq uint64
 
 	mu         sync.Mutex
@@ -131,7 +132,8 @@ type stream struct {
 func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
 	lim := &s.hub.cfg.limits
 	s.mu.Lock()
-	if s.overflowed {
+	if s.overflowed || s.finished {
+		// finished: closed since the dispatcher looked the index up.
 		s.mu.Unlock()
 		return 0, true
 	}
@@ -601,6 +603,10 @@ func (h *Hub) refuseLocked(client string) (status int, msg string) {
 func (h *Hub) register(s *stream) (refused string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Events recorded until now are not live for s, though the dispatcher
+	// may not have handed them out yet: a stream gets what is published
+	// after it opens, and what it asks for from history.
+	s.lastSeq = h.lastSeq.Load()
 	lim := &h.cfg.limits
 	for i := range s.matchers {
 		m := &s.matchers[i]
@@ -609,6 +615,7 @@ func (h *Hub) register(s *stream) (refused string) {
 			continue
 		}
 		m.pattern = h.index.Pattern(m.value) // share the interned copy
+		h.patternsUsed.Store(true)
 		switch {
 		case h.index.SamePrefix(m.pattern) > lim.MaxPatternsPerPrefix:
 			refused = "too many distinct URL patterns with the same literal prefix"

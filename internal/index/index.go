@@ -11,6 +11,7 @@ package index
 
 import (
 	"strings"
+	"sync/atomic"
 
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
@@ -27,7 +28,9 @@ const (
 )
 
 // Index holds subscriptions of values of type T. It is not safe for
-// concurrent use: the hub serializes Add, Remove and the look-ups with its own lock.
+// concurrent use: the caller serializes Add, Remove and the look-ups
+// with its own lock. What a look-up returns, though, may be read without
+// that lock until [Index.EndRead] (see [Index.BeginRead]).
 type Index[T any] struct {
 	resolver *topicurl.Resolver
 	exact    map[string]*list[T]
@@ -36,6 +39,10 @@ type Index[T any] struct {
 	trie     node[T]
 	npattern int
 	size     int // estimated size of the distinct patterns
+	// reads counts the reads begun; done is the last one ended. A list
+	// handed to a read that has not ended is copied before it changes.
+	reads uint64
+	done  atomic.Uint64
 }
 
 // Entry is one registered subscription; keep it to remove the subscription.
@@ -46,9 +53,20 @@ type Entry[T any] struct {
 	pattern *Group[T] // set for URL pattern subscriptions
 }
 
+// list is the subscriptions of one topic, one pattern or "*". vals may
+// be shared with a read in progress (see [Index.BeginRead]): while it
+// is, its first len(vals) elements are never written; appending past
+// them is safe.
 type list[T any] struct {
 	vals    []T
 	entries []*Entry[T]
+	readBy  uint64 // the last read that was handed vals
+}
+
+// take returns l's values for read r.
+func (l *list[T]) take(r uint64) []T {
+	l.readBy = r
+	return l.vals
 }
 
 // Group is one distinct URL pattern and the subscriptions that share it.
@@ -61,13 +79,11 @@ type Group[T any] struct {
 // Pattern returns the group's compiled pattern.
 func (g *Group[T]) Pattern() *Pattern { return g.pat }
 
-// Each calls fn for every subscription of g. The caller holds the lock
-// that serializes the index; a group removed since [Index.Candidates]
-// returned it has no subscriptions left.
-func (g *Group[T]) Each(fn func(T)) {
-	for _, v := range g.subs.vals {
-		fn(v)
-	}
+// Candidate is a group found by [Index.Candidates] and its subscriptions
+// when it was found.
+type Candidate[T any] struct {
+	Group *Group[T]
+	Subs  []T
 }
 
 type node[T any] struct {
@@ -192,6 +208,11 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 	if l == nil {
 		return
 	}
+	if l.readBy > ix.done.Load() {
+		// A read in progress holds l.vals: leave it be, work on a copy.
+		// A list is copied at most once per read.
+		l.vals = append(make([]T, 0, cap(l.vals)), l.vals...)
+	}
 	last := len(l.vals) - 1
 	if e.slot != last {
 		l.vals[e.slot] = l.vals[last]
@@ -268,39 +289,55 @@ func (ix *Index[T]) Len() (exact, patterns, wildcard int) {
 	return exact, patterns, len(ix.wildcard.vals)
 }
 
-// MatchExact calls fn for the wildcard subscriptions and for those whose
-// exact matcher equals one of topics. fn may be called more than once for
-// a value registered under several matchers or selected by several
-// topics: the caller deduplicates (SUB-13). fn must not call Add or
-// Remove. URL patterns are looked up apart (see [Index.Candidates]), so
-// that the caller can evaluate them without its lock.
-func (ix *Index[T]) MatchExact(topics []string, fn func(T)) {
-	for _, v := range ix.wildcard.vals {
-		fn(v)
+// BeginRead begins a look-up whose results the caller may read after it
+// releases its lock: the lists that [Index.Exact] and [Index.Candidates]
+// return until the matching [Index.EndRead] stay as they were, however
+// the index changes meanwhile (a subscription removed since is still in
+// them; one added since is not). Adding stays O(1); removing copies a
+// list that a read in progress holds, once per read. One read at a time:
+// the caller serializes them.
+func (ix *Index[T]) BeginRead() (read uint64) {
+	ix.reads++
+	return ix.reads
+}
+
+// EndRead ends the read that BeginRead returned; it needs no lock.
+func (ix *Index[T]) EndRead(read uint64) { ix.done.Store(read) }
+
+// Exact appends to dst the subscriptions of "*" and those of each of
+// topics, for read, skipping empty lists. A value registered under
+// several matchers, or selected by several topics, is in several lists:
+// the caller deduplicates (SUB-13). URL patterns are looked up apart (see
+// [Index.Candidates]), so that the caller can evaluate them without its
+// lock.
+func (ix *Index[T]) Exact(read uint64, topics []string, dst [][]T) [][]T {
+	if len(ix.wildcard.vals) > 0 {
+		dst = append(dst, ix.wildcard.take(read))
 	}
 	for _, t := range topics {
 		if l := ix.exact[t]; l != nil {
-			for _, v := range l.vals {
-				fn(v)
-			}
+			dst = append(dst, l.take(read))
 		}
 	}
+	return dst
 }
 
 // HasPatterns reports whether any URL pattern is registered.
 func (ix *Index[T]) HasPatterns() bool { return ix.npattern > 0 }
 
-// Candidates appends to dst the groups whose pattern must be evaluated
-// against the resolved topic u: those whose literal prefix u has, at most
-// [Index.MaxPerTopic] of them. The caller may evaluate them without the
-// index's lock (patterns are immutable), then take it again to call
-// [Group.Each] on those that match.
-func (ix *Index[T]) Candidates(u topicurl.URL, dst []*Group[T]) []*Group[T] {
+// Candidates appends to dst, for read, the groups whose pattern must be
+// evaluated against the resolved topic u, with their subscriptions:
+// those whose literal prefix u has, at most [Index.MaxPerTopic] of them.
+// The caller may evaluate them without the index's lock (patterns are
+// immutable).
+func (ix *Index[T]) Candidates(read uint64, u topicurl.URL, dst []Candidate[T]) []Candidate[T] {
 	n := &ix.trie
 	depth := 0
 	rest, pathDone := u.Pathname, false
 	for {
-		dst = append(dst, n.patterns...)
+		for _, g := range n.patterns {
+			dst = append(dst, Candidate[T]{Group: g, Subs: g.subs.take(read)})
+		}
 		if len(n.children) == 0 {
 			return dst
 		}

@@ -30,14 +30,17 @@ func mustCompile(t testing.TB, raw string, r *topicurl.Resolver) *Pattern {
 }
 
 func match(ix *Index[int], topics ...string) []int {
+	read := ix.BeginRead()
+	defer ix.EndRead(read)
 	var got []int
-	collect := func(v int) { got = append(got, v) }
-	ix.MatchExact(topics, collect)
+	for _, l := range ix.Exact(read, topics, nil) {
+		got = append(got, l...)
+	}
 	for _, topic := range topics {
 		if u, ok := ix.resolver.Resolve(topic); ok { // MAT-8
-			for _, g := range ix.Candidates(u, nil) {
-				if g.Pattern().Test(u.Href) {
-					g.Each(collect)
+			for _, c := range ix.Candidates(read, u, nil) {
+				if c.Group.Pattern().Test(u.Href) {
+					got = append(got, c.Subs...)
 				}
 			}
 		}
@@ -305,7 +308,7 @@ func TestRandomChurn(t *testing.T) {
 			t.Fatalf("step %d: MaxPerTopic %d, longest path %d", step, got, want)
 		}
 		u, _ := r.Resolve(topic)
-		if n := len(ix.Candidates(u, nil)); n > ix.MaxPerTopic() {
+		if n := len(ix.Candidates(0, u, nil)); n > ix.MaxPerTopic() {
 			t.Fatalf("step %d, topic %q: %d candidates, more than MaxPerTopic %d", step, topic, n, ix.MaxPerTopic())
 		}
 	}
@@ -337,7 +340,7 @@ func TestMaxPerTopicCountsEveryPrefixLevel(t *testing.T) {
 		}
 	}
 	u, _ := r.Resolve("https://example.com/books/1")
-	if n := len(ix.Candidates(u, nil)); n != 12 {
+	if n := len(ix.Candidates(0, u, nil)); n != 12 {
 		t.Fatalf("%d candidates for a topic under every level, want 12", n)
 	}
 	for _, e := range entries[:3] {
@@ -364,5 +367,53 @@ func TestCompileRefusesBadPatterns(t *testing.T) {
 	}
 	if _, err := Compile("https://example.com/(?=a)", hubURL, r); err == nil {
 		t.Error("lookahead compiled: RE2 cannot run it in linear time (MAT-9)")
+	}
+}
+
+// TestReadIsASnapshot checks what lets the hub deliver without its lock:
+// the lists a read was handed do not change until it ends, whatever is
+// added or removed meanwhile, and later reads see the changes.
+func TestReadIsASnapshot(t *testing.T) {
+	ix, r := newIndex(t)
+	const topic = "https://example.com/books/1"
+	p := mustCompile(t, "https://example.com/books/:id", r)
+	var exact, pattern []*Entry[int]
+	for i := range 8 {
+		exact = append(exact, ix.Add(Exact, topic, nil, i))
+		pattern = append(pattern, ix.Add(URLPattern, p.Raw(), p, 100+i))
+	}
+	u, _ := r.Resolve(topic)
+	read := ix.BeginRead()
+	lists := ix.Exact(read, []string{topic}, nil)
+	cands := ix.Candidates(read, u, nil)
+	if len(lists) != 1 || len(cands) != 1 {
+		t.Fatalf("got %d lists and %d candidates, want 1 and 1", len(lists), len(cands))
+	}
+	before := [][]int{slices.Clone(lists[0]), slices.Clone(cands[0].Subs)}
+	// Churn while the read is in progress: remove from the middle, add,
+	// remove the last one of the pattern.
+	for _, e := range []*Entry[int]{exact[2], exact[0], pattern[3], pattern[7]} {
+		ix.Remove(e)
+	}
+	for i := range 4 {
+		ix.Add(Exact, topic, nil, 50+i)
+		ix.Add(URLPattern, p.Raw(), p, 150+i)
+	}
+	for i, got := range [][]int{lists[0], cands[0].Subs} {
+		if !slices.Equal(got, before[i]) {
+			t.Fatalf("list %d changed under a read in progress: %v, was %v", i, got, before[i])
+		}
+	}
+	ix.EndRead(read)
+	want := []int{1, 3, 4, 5, 6, 7, 50, 51, 52, 53, 100, 101, 102, 104, 105, 106, 150, 151, 152, 153}
+	if got := match(ix, topic); !slices.Equal(got, want) {
+		t.Fatalf("after the read: got %v, want %v", got, want)
+	}
+	// Once no read holds them, lists change in place: no copy.
+	l := ix.exact[topic]
+	first := &l.vals[0]
+	ix.Remove(exact[1])
+	if &l.vals[0] != first {
+		t.Fatal("a list no read holds was copied")
 	}
 }

@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -100,5 +101,40 @@ func BenchmarkTest(b *testing.B) {
 	for b.Loop() {
 		pats[i/2%len(pats)].Test(hrefs[i%len(hrefs)])
 		i++
+	}
+}
+
+// TestCostBounds checks that Cost.Size bounds the heap a compiled
+// pattern keeps, at the rate its documentation gives, for shapes that
+// share their regular expressions and for shapes that keep their own.
+func TestCostBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap of thousands of patterns")
+	}
+	const maxPerUnit = 64 // bytes; Cost.Size says about 50
+	shapes := map[string]func(i int) string{
+		"per-user wildcard": func(i int) string { return fmt.Sprintf("https://example.com/users/%d/{*}", i) },
+		"per-user suffix":   func(i int) string { return fmt.Sprintf("https://example.com/users/:id/books/%d", i) },
+		"relative":          func(i int) string { return fmt.Sprintf("/chats/%d/messages/:m", i) },
+		"literal between":   func(i int) string { return fmt.Sprintf("https://example.com/:a/%d%s/:b", i, strings.Repeat("x", 200)) },
+		"custom regexp":     func(i int) string { return fmt.Sprintf("https://example.com/:a(a%d|b+)", i) },
+		"wildcard host":     func(i int) string { return fmt.Sprintf("https://*.example.com/%d/:a/:b/:c", i) },
+	}
+	for name, shape := range shapes {
+		raws := make([]string, 2000)
+		size := 0
+		for i := range raws {
+			raws[i] = shape(i)
+			c, err := EstimateCost(raws[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			size += c.Size
+		}
+		perUnit := heapPerPattern(t, raws) * float64(len(raws)) / float64(size)
+		t.Logf("%-17s %5.1f heap bytes per unit of Cost.Size", name, perUnit)
+		if perUnit > maxPerUnit {
+			t.Errorf("%s: %.1f heap bytes per unit of Cost.Size, over %d", name, perUnit, maxPerUnit)
+		}
 	}
 }

@@ -237,7 +237,7 @@ type token struct {
 // tokenize splits a canonical pattern string into tokens, strictly: it
 // returns false where the engine's strict tokenizer would fail.
 func tokenize(s string) ([]token, bool) {
-	var toks []token
+	toks := make([]token, 0, len(s)+1) // at most a token a byte, and the end
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch r {

@@ -524,7 +524,8 @@ type Limits struct {
 	// [PatternLimits].MaxSize) of all the distinct URL patterns of the
 	// open streams together, and so the heap that they keep; a stream
 	// that would exceed it gets 429. Default 4 Mi instructions (about
-	// 200 MB at most; short patterns keep about 7 KB each).
+	// 200 MB at most; short per-user patterns such as
+	// "https://example.com/users/42/{*}" keep about 0.5 KB each).
 	MaxTotalPatternSize int
 	// MaxReplays caps the replays of history (streams that resume with
 	// Last-Event-ID) that run at once. A stream waits up to 5 s for its

@@ -16,8 +16,11 @@ var ErrPattern = errors.New("invalid URL pattern")
 
 // Pattern is a compiled URL pattern, immutable and safe for concurrent use.
 type Pattern struct {
-	raw      string
-	cost     Cost
+	raw  string
+	cost Cost
+	// m evaluates the pattern; p is the engine's compiled pattern, kept
+	// only for a pattern that m cannot evaluate (see [newURLMatcher]).
+	m        *urlMatcher
 	p        *urlpattern.URLPattern
 	resolver *topicurl.Resolver
 	// keys is the literal prefix of the pattern used to place it in the
@@ -62,7 +65,13 @@ func compile(raw string, cost Cost, hubURL string, r *topicurl.Resolver) (pat *P
 		// The engine's errors print its internal state: never echo them.
 		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
 	}
-	return &Pattern{raw: raw, cost: cost, p: p, resolver: r, keys: literalPrefix(p)}, nil
+	pat = &Pattern{raw: raw, cost: cost, resolver: r, keys: literalPrefix(p)}
+	if m, ok := newURLMatcher(p); ok {
+		pat.m = m // the engine's compiled state can go
+	} else {
+		pat.p = p
+	}
+	return pat, nil
 }
 
 // MatchTopic reports whether topic, resolved against the hub URL, matches
@@ -79,6 +88,9 @@ func (p *Pattern) Test(href string) (ok bool) {
 			ok = false // MAT-8/MAT-9: any failure is "no match"
 		}
 	}()
+	if p.m != nil {
+		return p.m.test(href)
+	}
 	return p.p.Test(href, "")
 }
 

@@ -174,6 +174,7 @@ func benchDispatch(b *testing.B, bh *benchHub, streams []*stream, e *Event) {
 	for i := 0; b.Loop(); i++ {
 		e.Seq = uint64(i + 1)
 		bh.dispatch(e)
+		bh.wake()
 		if i%512 == 511 {
 			b.StopTimer()
 			for i, s := range streams {
@@ -327,6 +328,7 @@ func BenchmarkRegisterDuringFanOut(b *testing.B) {
 					}
 					e.Seq = seq
 					bh.dispatch(e)
+					bh.wake()
 				}
 			})
 			m, _, err := bh.newMatcher(MatchExact, "https://example.com/fanout", &bh.cfg.limits.Patterns)

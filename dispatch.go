@@ -94,6 +94,7 @@ func (h *Hub) drain() {
 		for i := range batch {
 			it := &batch[i]
 			if it.event == nil {
+				h.wake()
 				h.feedGap()
 				continue
 			}
@@ -103,7 +104,11 @@ func (h *Hub) drain() {
 			n++
 			size += int64(len(it.event.encoded()))
 			*it = feedItem{}
+			if n%wakeEvery == 0 {
+				h.wake()
+			}
 		}
+		h.wake()
 		f.mu.Lock()
 		f.pending -= n
 		f.pendingBytes -= size
@@ -114,6 +119,27 @@ func (h *Hub) drain() {
 		f.spare = batch[:0]
 		f.mu.Unlock()
 	}
+}
+
+// wakeEvery is how many events of one batch the dispatcher queues at
+// most before it wakes their streams' writers.
+const wakeEvery = 16
+
+// wake signals the writers of the streams that events were queued for
+// since the last wake. Writers are woken once per batch of events rather
+// than once per event: a hub that keeps up wakes each writer as soon as
+// the fan-out of an update is done, and one that is behind hands each
+// writer all it queued meanwhile (up to wakeEvery events) for one write
+// and one flush, and keeps the dispatcher from competing with the
+// writers for the processor in the middle of a fan-out.
+func (h *Hub) wake() {
+	d := &h.dispatcher
+	for _, s := range d.woken {
+		s.wakePending = false
+		s.wake()
+	}
+	clear(d.woken)
+	d.woken = d.woken[:0]
 }
 
 // full reports whether publishers must wait for the dispatcher. The
@@ -179,6 +205,7 @@ type dispatcher struct {
 	matched [][]*stream
 	seen    map[*index.Group[*stream]]bool // verdicts, with several topics
 	kicked  []*stream
+	woken   []*stream // streams with events queued since the last wake
 	// queued is the bytes this dispatch queued, added to the hub's count
 	// once at its end: one atomic add per dispatch, not per delivery;
 	// room is what Limits.MaxQueuedBytes left when it began.
@@ -237,6 +264,9 @@ func (h *Hub) dispatch(e *Event) {
 		}
 	}
 	if len(d.cands) > 0 {
+		// Patterns cost time (MAT-9): the subscribers that need no
+		// evaluation do not wait for it.
+		h.wake()
 		if d.testHookEvaluate != nil {
 			d.testHookEvaluate()
 		}
@@ -311,8 +341,12 @@ func (h *Hub) deliver(s *stream) {
 	}
 	n, ok := s.enqueue(e, d.room-d.queued)
 	d.queued += int64(n)
-	if !ok {
+	switch {
+	case !ok:
 		h.overflows.Add(1)
 		d.kicked = append(d.kicked, s)
+	case n > 0 && !s.wakePending:
+		s.wakePending = true
+		d.woken = append(d.woken, s)
 	}
 }

@@ -110,6 +110,9 @@ type stream struct {
 	// once per stream), or recorded before it opened: the dispatcher alone
 	// touches it once the stream is registered.
 	lastSeq uint64
+	// wakePending is whether the dispatcher is to wake the writer (the
+	// dispatcher alone touches it).
+	wakePending bool
 
 	mu         sync.Mutex
 	queue      []*Event
@@ -123,7 +126,7 @@ type stream struct {
 	finished   bool          // the handler has returned: no more aborts
 }
 
-// enqueue hands e to the stream's writer without blocking, unless the
+// enqueue queues e for the stream's writer without blocking, unless the
 // stream's queue is full or, with events queued already, e would take
 // more than room, what is left of [Limits.MaxQueuedBytes]. It returns the
 // bytes it queued, and false when the queue is full: the stream is then
@@ -155,10 +158,8 @@ func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
 	s.queueBytes += n
 	urgent := s.urgent != nil && (2*len(s.queue) >= lim.QueueEvents || 2*s.queueBytes >= lim.QueueBytes)
 	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
+	// The dispatcher wakes the writer (see wake) once it has queued the
+	// batch this event is part of.
 	if urgent {
 		// A write delay must not let the queue overflow: write now.
 		select {
@@ -167,6 +168,14 @@ func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
 		}
 	}
 	return n, true
+}
+
+// wake tells the stream's writer that events are queued.
+func (s *stream) wake() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
 }
 
 // take swaps the pending events with spare (emptied), so that the writer

@@ -59,4 +59,3 @@ func BenchmarkStreamFanout(b *testing.B) {
 		}
 	}
 }
-

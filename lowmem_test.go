@@ -477,3 +477,31 @@ func TestLowMemory_ChurnLeaksNothing(t *testing.T) {
 	}
 	srv.Close()
 }
+
+// HTTP/1.1 over TLS is detached too: the stream writes through the TLS
+// connection, and the poller watches the socket under it.
+func TestLowMemory_TLS(t *testing.T) {
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLowMemoryStreams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(h) // no HTTP/2
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+	res, err := srv.Client().Get(srv.URL + h.Path() + "?match=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ProtoMajor != 1 || !res.Close {
+		t.Fatalf("%s, Close %v: not a detached HTTP/1.1 stream", res.Proto, res.Close)
+	}
+	if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: "tls"}); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil || line != "id: tls\n" {
+		t.Fatalf("got %q, %v", line, err)
+	}
+	res.Body.Close()
+	srv.Client().CloseIdleConnections()
+	eventually(t, "the stream to be released", func() bool { return h.Stats().Streams == 0 })
+}

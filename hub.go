@@ -77,6 +77,8 @@ type Hub struct {
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
 
 	warnedReadDeadlines atomic.Bool // see limitBodyTime
+
+	lm lowMem // detached streams (WithLowMemoryStreams)
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.
@@ -168,6 +170,9 @@ func New(opts ...Option) (*Hub, error) {
 		})
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
+	if cfg.lowMemory {
+		context.AfterFunc(h.ctx, h.lm.wakeAll) // detached streams end too
+	}
 	h.events, h.stopEvents = context.WithCancel(context.Background())
 	if h.authServers != nil {
 		if err := h.authServers.start(h.ctx); err != nil {
@@ -347,6 +352,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	finished := make(chan struct{})
 	go func() {
 		h.active.Wait()
+		h.lm.wait() // the writers of the detached streams
 		close(finished)
 	}()
 	grace := time.NewTimer(shutdownGrace)

@@ -59,6 +59,7 @@ type config struct {
 	privateFetches  bool
 	keyRefreshLimit time.Duration // tests only; see defaultKeyRefreshLimit
 	subscriptions   bool
+	lowMemory       bool // see WithLowMemoryStreams
 }
 
 func defaultConfig() config {
@@ -71,6 +72,7 @@ func defaultConfig() config {
 		writeTimeout: DefaultWriteTimeout,
 		clientKey:    remoteIP,
 		cookieName:   DefaultCookieName,
+		lowMemory:    lowMemoryByDefault,
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mercurekit/mercure/internal/form"
@@ -104,7 +106,11 @@ type stream struct {
 	subscriber    string
 	subscriptions []*Subscription
 	rc            *http.ResponseController
-	deadline      time.Time // the write deadline set last, by the writer
+	// conn is the connection of a detached stream, which lm runs
+	// (WithLowMemoryStreams); rc is then nil. Both under mu.
+	conn     net.Conn
+	lm       atomic.Pointer[detached]
+	deadline time.Time // the write deadline set last, by the writer
 
 	// lastSeq is the last event offered to this stream (SUB-13: at most
 	// once per stream), or recorded before it opened: the dispatcher alone
@@ -167,6 +173,9 @@ func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
 		default:
 		}
 	}
+	if d := s.lm.Load(); d != nil {
+		s.hub.lm.scheduleEvent(d, urgent)
+	}
 	return n, true
 }
 
@@ -195,10 +204,15 @@ func (s *stream) take(spare []*Event) []*Event {
 
 // abort makes the stream's current and future writes fail at once.
 func (s *stream) abort() {
+	defer s.wakeDetached(0) // a detached stream sees why: kicked, shutdown
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.aborted = true
-	if !s.finished && s.rc != nil {
+	switch {
+	case s.finished:
+	case s.conn != nil:
+		_ = s.conn.SetWriteDeadline(time.Now())
+	case s.rc != nil:
 		_ = s.rc.SetWriteDeadline(time.Now())
 	}
 }
@@ -271,17 +285,30 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, status, msg)
 		return
 	}
-	defer h.close(s)
+	detached := false // then the stream cleans up after itself when it ends
+	defer func() {
+		if !detached {
+			h.close(s)
+		}
+	}()
 	var started <-chan struct{}
 	if h.subscriptionsStarted(s) {
-		defer func() { h.subscriptionsEnded(s, started) }()
+		defer func() {
+			if !detached {
+				h.subscriptionsEnded(s, started)
+			}
+		}()
 	}
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
-	var minSeq uint64                  // queued events up to here were replayed
+	lowMem := h.lowMemoryFor(w, r)
+	if lowMem {
+		hdr.Set("Connection", "close") // the hub keeps the connection
+	}
+	var minSeq uint64 // queued events up to here were replayed
 	if req.hasCursor {
 		if minSeq, ok = h.replay(w, r, s, req.cursor); !ok {
 			return
@@ -298,6 +325,10 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	// After the headers and the replay: the store's pace is not the
 	// stream's (ACT-2).
 	started = h.announceStarted(s)
+	if lowMem && h.detach(w, s, minSeq, started) {
+		detached = true
+		return
+	}
 	s.run(w, r, minSeq)
 }
 
@@ -537,6 +568,9 @@ func (s *stream) extendDeadline(d time.Time) error {
 		return errAborted // keep the past deadline that aborted it
 	}
 	s.deadline = d
+	if s.conn != nil {
+		return s.conn.SetWriteDeadline(d)
+	}
 	if err := s.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
@@ -552,6 +586,7 @@ func (s *stream) flush() error { return s.rc.Flush() }
 // and ends. The client resumes from its last event with Last-Event-ID and
 // gets what history still holds.
 func (s *stream) endAfterGap() {
+	defer s.wakeDetached(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.overflowed {

@@ -1,0 +1,625 @@
+package mercure
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// WithLowMemoryStreams makes HTTP/1.1 streams cost a fraction of the
+// memory: once a stream's headers (and its replay, if any) are sent, the
+// hub takes its connection over from net/http, so that an idle stream
+// holds no goroutine and no net/http buffers (about 1 to 3 KB instead of
+// about 25 KB). Writes are done by a small pool of writer goroutines
+// (4 per CPU, at least 16), as events, keep-alives and endings come due;
+// on Linux one goroutine per hub watches the connections (epoll) to notice
+// clients that leave.
+//
+// Streams behave as without it (write timeouts, keep-alives, overflows,
+// maximum lifetimes, shutdown and limits), with these trade-offs:
+//
+//   - HTTP/2 streams, and streams behind middleware that cannot give up
+//     the connection (no Hijack reachable through Unwrap, or a body
+//     transformed by a Content-Encoding), are served as usual; the hub
+//     logs that once.
+//   - The response says Connection: close: a connection that carried a
+//     stream is not reused for another request.
+//   - A taken-over connection is invisible to [http.Server]: its
+//     Shutdown and Close neither wait for it nor close it, and ConnState
+//     reports it as hijacked. [Hub.Shutdown] ends these streams as it
+//     ends the others; call it first.
+//   - A client that sends anything once its stream is open (a pipelined
+//     request, or a half-close) is taken to be gone, and its stream ends.
+//   - On systems other than Linux, each stream keeps one goroutine,
+//     blocked reading its connection; it still sheds net/http's buffers.
+func WithLowMemoryStreams() Option {
+	return func(c *config) error {
+		c.lowMemory = true
+		return nil
+	}
+}
+
+// lowMemoryByDefault turns WithLowMemoryStreams on for every hub: tests
+// set it, to run the whole suite in this mode.
+var lowMemoryByDefault bool
+
+// lowMem runs a hub's detached streams: streams whose connection the hub
+// took over from net/http (see [WithLowMemoryStreams]). An idle detached
+// stream has no goroutine: events (enqueue), timers (keep-alive, write
+// delay, expiry), the poller (client gone) and the hub (overflow, gap,
+// shutdown) schedule it on a run queue, which a bounded pool of writer
+// goroutines serves. A stream is run by one writer at a time.
+type lowMem struct {
+	mu      sync.Mutex
+	streams map[uint64]*detached // by id, also the poller's key
+	nextID  uint64
+	queue   []*detached // the run queue, from head
+	head    int
+	writers int // writer goroutines running
+	// idle counts the writers waiting for work that no token claimed
+	// yet: each push claims one (a token on wake), or starts a writer, so
+	// that a queued stream never waits behind a writer stuck on a write
+	// while fewer than maxWriters run.
+	idle   int
+	wake   chan struct{}
+	poller *poller // nil when no stream is watched
+	noPoll bool    // no poller on this system: streams are read instead
+	// wg counts the writers, the poller and the readers, for Shutdown.
+	wg sync.WaitGroup
+
+	warnedProto, warnedHijack, warnedPoll atomic.Bool
+}
+
+// maxWriters bounds the writer goroutines of a hub.
+var maxWriters = max(16, 4*runtime.GOMAXPROCS(0))
+
+// writerIdle is how long a writer waits for work before it exits.
+const writerIdle = 2 * time.Second
+
+// detached is the state of a detached stream.
+type detached struct {
+	s       *stream
+	conn    net.Conn
+	id      uint64
+	minSeq  uint64          // events up to here were replayed
+	started <-chan struct{} // announceStarted's
+	poller  *poller         // that watches conn; nil when a reader does
+
+	// Under lowMem.mu.
+	state uint8
+	again bool  // scheduled while running: run once more
+	flags uint8 // why it was scheduled, since its last run
+
+	// The writer running the stream alone touches these.
+	lastWrite  time.Time // zero: the first update is not delayed
+	delayArmed bool      // updates wait for the write delay
+	keepAlive  *time.Timer
+	expiry     *time.Timer
+	delay      *time.Timer
+	spare      []*Event
+}
+
+// States of a detached stream.
+const (
+	stateIdle    uint8 = iota // waits for a reason to run
+	stateQueued               // on the run queue
+	stateRunning              // a writer (or its setup) runs it
+	stateEnded                // its connection is closed
+)
+
+// Why a detached stream is scheduled, besides its queue and its channels.
+const (
+	flagUrgent    uint8 = 1 << iota // the queue is half full: no write delay
+	flagKeepAlive                   // the keep-alive timer fired
+	flagExpired                     // the token or the maximum lifetime ended
+	flagGone                        // the client left (or sent something)
+	flagDelayOver                   // the write delay timer fired
+)
+
+// lowMemoryFor reports whether the stream of r is to be detached once its
+// headers are sent: in low-memory mode, for HTTP/1.1 requests to a
+// ResponseWriter that can be hijacked. The first stream that cannot be is
+// logged, once per hub and reason.
+func (h *Hub) lowMemoryFor(w http.ResponseWriter, r *http.Request) bool {
+	if !h.cfg.lowMemory {
+		return false
+	}
+	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
+		if h.lm.warnedProto.CompareAndSwap(false, true) {
+			h.log.Info("mercure: low-memory mode applies to HTTP/1.1 only: streams over other protocols are served by net/http, each with its goroutine", "proto", r.Proto)
+		}
+		return false
+	}
+	if !hijackable(w) {
+		h.warnHijack("the response writer cannot be hijacked (middleware without Unwrap?)")
+		return false
+	}
+	return true
+}
+
+func (h *Hub) warnHijack(why string) {
+	if h.lm.warnedHijack.CompareAndSwap(false, true) {
+		h.log.Warn("mercure: low-memory mode: " + why + "; such streams are served by net/http, each with its goroutine")
+	}
+}
+
+// hijackable reports whether w, or a ResponseWriter it unwraps to, is an
+// [http.Hijacker]: what [http.ResponseController.Hijack] looks for.
+func hijackable(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case http.Hijacker:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// detach takes the connection of s over from net/http, once the headers
+// and the replay are flushed: the stream goes on without its handler,
+// which returns. net/http frames an HTTP/1.1 response without a length
+// as chunked, and leaves the chunked body open when the handler hijacks
+// the connection: the stream writes the next chunks itself, and the last
+// one when it ends cleanly. detach reports false when the connection
+// cannot be taken over: the handler then serves the stream as usual.
+// Once it reports true, the stream cleans up after itself (h.close,
+// subscriptionsEnded) when it ends.
+func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-chan struct{}) bool {
+	hdr := w.Header()
+	if hdr.Get("Content-Encoding") != "" || hdr.Get("Content-Length") != "" || hdr.Get("Transfer-Encoding") != "" {
+		// Middleware that transforms the body: raw chunks would bypass it.
+		h.warnHijack("middleware transforms the response body")
+		return false
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		h.warnHijack("hijacking failed: " + err.Error())
+		return false
+	}
+	d := &detached{s: s, conn: conn, minSeq: minSeq, started: started}
+	if rw.Reader.Buffered() > 0 {
+		// The client sent more than its request: a pipelined request,
+		// which this connection will never answer.
+		conn.Close()
+		h.cleanupDetached(d)
+		return true
+	}
+	s.mu.Lock()
+	s.rc = nil // valid while the handler runs only
+	s.conn = conn
+	s.deadline = time.Time{} // Hijack cleared it
+	s.mu.Unlock()
+
+	lm := &h.lm
+	lm.mu.Lock()
+	if lm.streams == nil {
+		lm.streams = make(map[uint64]*detached)
+		lm.wake = make(chan struct{}, maxWriters)
+	}
+	lm.nextID++
+	d.id = lm.nextID
+	lm.streams[d.id] = d
+	d.state = stateRunning // set up here: scheduling waits
+	p := lm.poller
+	if p == nil && !lm.noPoll {
+		if p, err = newPoller(lm, h); err != nil {
+			lm.noPoll = true
+			if !errors.Is(err, errNoPoller) {
+				h.log.Warn("mercure: low-memory mode: cannot watch connections; each stream keeps a goroutine reading its connection", "error", err)
+			}
+		}
+		lm.poller = p
+	}
+	lm.mu.Unlock()
+
+	d.keepAlive = time.AfterFunc(h.cfg.keepAlive, func() { lm.schedule(d, flagKeepAlive) })
+	if end := s.end(); !end.IsZero() {
+		d.expiry = time.AfterFunc(time.Until(end), func() { lm.schedule(d, flagExpired) })
+	}
+	if p == nil || p.add(d) != nil {
+		if p != nil && h.lm.warnedPoll.CompareAndSwap(false, true) {
+			h.log.Warn("mercure: low-memory mode: a connection cannot be watched (no file descriptor?); its stream keeps a goroutine reading it")
+		}
+		lm.read(d)
+	} else {
+		d.poller = p
+	}
+	s.lm.Store(d)
+	// Whatever came meanwhile (events, overflow, shutdown) is seen by
+	// this first run.
+	lm.mu.Lock()
+	d.state = stateQueued
+	lm.push(d)
+	lm.mu.Unlock()
+	return true
+}
+
+// end is when a stream must end at the latest (AUTH-37): when its token
+// expires, or at the end of the maximum lifetime; zero for never.
+func (s *stream) end() time.Time {
+	var end time.Time
+	if s.principal != nil {
+		end = s.principal.expiry
+	}
+	if d := s.hub.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
+		end = time.Now().Add(d)
+	}
+	return end
+}
+
+// wakeDetached schedules s, if detached, to see why it was woken (an
+// abort, a gap): its channels and flags say.
+func (s *stream) wakeDetached(flags uint8) {
+	if d := s.lm.Load(); d != nil {
+		s.hub.lm.schedule(d, flags)
+	}
+}
+
+// schedule puts d on the run queue, unless it is there already or ended;
+// a running stream runs again.
+func (lm *lowMem) schedule(d *detached, flags uint8) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	lm.scheduleLocked(d, flags)
+}
+
+func (lm *lowMem) scheduleLocked(d *detached, flags uint8) {
+	switch d.state {
+	case stateEnded:
+		return
+	case stateIdle:
+		d.state = stateQueued
+		lm.push(d)
+	case stateRunning:
+		d.again = true
+	}
+	d.flags |= flags
+}
+
+// scheduleEvent schedules d, to which an event was queued; urgent says
+// that its queue is half full, with a write delay.
+func (lm *lowMem) scheduleEvent(d *detached, urgent bool) {
+	var flags uint8
+	if urgent {
+		flags = flagUrgent
+	}
+	lm.schedule(d, flags)
+}
+
+// gone schedules the stream with this id, whose client left.
+func (lm *lowMem) gone(id uint64) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if d := lm.streams[id]; d != nil {
+		lm.scheduleLocked(d, flagGone)
+	}
+}
+
+// wakeAll schedules every detached stream: the hub shuts down.
+func (lm *lowMem) wakeAll() {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	for _, d := range lm.streams {
+		lm.scheduleLocked(d, 0)
+	}
+}
+
+// push appends d to the run queue and makes sure a writer will take it.
+// The caller holds lm.mu.
+func (lm *lowMem) push(d *detached) {
+	lm.queue = append(lm.queue, d)
+	if lm.idle > 0 {
+		lm.idle--
+		lm.wake <- struct{}{} // never blocks: fewer tokens than writers
+		return
+	}
+	if lm.writers < maxWriters {
+		lm.writers++
+		lm.wg.Add(1)
+		go lm.writer()
+	}
+}
+
+// pop takes the next stream off the run queue, nil when it is empty. The
+// caller holds lm.mu.
+func (lm *lowMem) pop() *detached {
+	if lm.head == len(lm.queue) {
+		return nil
+	}
+	d := lm.queue[lm.head]
+	lm.queue[lm.head] = nil
+	lm.head++
+	switch {
+	case lm.head == len(lm.queue):
+		lm.queue, lm.head = lm.queue[:0], 0
+		if cap(lm.queue) > 1024 {
+			lm.queue = nil // a burst is over: give its memory back
+		}
+	case lm.head >= 1024 && lm.head*2 >= len(lm.queue):
+		n := copy(lm.queue, lm.queue[lm.head:])
+		clear(lm.queue[n:])
+		lm.queue, lm.head = lm.queue[:n], 0
+	}
+	return d
+}
+
+// writer runs queued streams until there is no work for writerIdle, or no
+// detached stream is left.
+func (lm *lowMem) writer() {
+	defer lm.wg.Done()
+	var buf []byte
+	var timer *time.Timer
+	lm.mu.Lock()
+	for {
+		if d := lm.pop(); d != nil {
+			flags := d.flags
+			d.flags, d.again, d.state = 0, false, stateRunning
+			lm.mu.Unlock()
+			buf = d.run(flags, buf)
+			if cap(buf) > 1<<20 {
+				buf = nil // a large batch is written: do not keep its buffer
+			}
+			lm.mu.Lock()
+			if d.state == stateRunning {
+				if d.again {
+					d.state = stateQueued
+					lm.queue = append(lm.queue, d) // this writer takes it, or another
+				} else {
+					d.state = stateIdle
+				}
+			}
+			continue
+		}
+		if len(lm.streams) == 0 {
+			break
+		}
+		lm.idle++
+		lm.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(writerIdle)
+			defer timer.Stop()
+		} else {
+			timer.Reset(writerIdle)
+		}
+		select {
+		case <-lm.wake:
+			lm.mu.Lock()
+			continue
+		case <-timer.C:
+		}
+		lm.mu.Lock()
+		select {
+		case <-lm.wake: // claimed meanwhile
+			continue
+		default:
+		}
+		lm.idle--
+		if lm.head == len(lm.queue) {
+			break
+		}
+	}
+	lm.writers--
+	lm.mu.Unlock()
+}
+
+// run does what d was scheduled for: it writes the queued events (one
+// chunk, one write), a keep-alive when due, or ends the stream. It
+// returns buf, the writer's buffer, for reuse.
+func (d *detached) run(flags uint8, buf []byte) []byte {
+	s := d.s
+	h := s.hub
+	if flags&flagGone != 0 {
+		d.end()
+		return buf
+	}
+	ending := false // after a feed gap: write what is queued, then end
+	select {
+	case <-s.kicked:
+		s.mu.Lock()
+		ending = s.gap
+		s.mu.Unlock()
+		if !ending {
+			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+			d.end()
+			return buf
+		}
+	default:
+	}
+	if h.ctx.Err() != nil || flags&flagExpired != 0 {
+		// A clean end: the client resumes with Last-Event-ID.
+		_ = d.write(append(buf[:0], lastChunk...))
+		d.end()
+		return buf
+	}
+
+	now := time.Now()
+	keepAlive := false
+	if flags&flagKeepAlive != 0 {
+		if idle := now.Sub(d.lastWrite); idle < h.cfg.keepAlive {
+			d.keepAlive.Reset(h.cfg.keepAlive - idle)
+		} else {
+			keepAlive = true
+		}
+	}
+	if flags&flagDelayOver != 0 {
+		d.delayArmed = false
+	}
+	if delay := h.cfg.writeDelay; delay > 0 && !ending && !keepAlive && flags&flagUrgent == 0 {
+		if d.delayArmed {
+			return buf // the updates go out when the delay ends
+		}
+		if wait := d.lastWrite.Add(delay).Sub(now); wait > 0 && s.pending() {
+			d.delayArmed = true
+			if d.delay == nil {
+				d.delay = time.AfterFunc(wait, func() { h.lm.schedule(d, flagDelayOver) })
+			} else {
+				d.delay.Reset(wait)
+			}
+			return buf
+		}
+	}
+
+	batch := s.take(d.spare)
+	n := 0
+	for _, e := range batch {
+		if e.Seq > d.minSeq { // else already sent by the replay
+			n += len(e.encoded())
+		}
+	}
+	comment := n == 0 && keepAlive // events keep the stream alive as well
+	if comment {
+		n = len(keepAliveComment)
+	}
+	buf = buf[:0]
+	if n > 0 { // one chunk; never an empty one, which would end the body
+		buf = strconv.AppendInt(buf, int64(n), 16)
+		buf = append(buf, "\r\n"...)
+		if comment {
+			buf = append(buf, keepAliveComment...)
+		}
+		for _, e := range batch {
+			if e.Seq > d.minSeq {
+				buf = append(buf, e.encoded()...)
+			}
+		}
+		buf = append(buf, "\r\n"...)
+	}
+	clear(batch) // an idle stream pins no event
+	d.spare = batch[:0]
+	if ending {
+		buf = append(buf, lastChunk...)
+	}
+	if len(buf) > 0 {
+		if err := d.write(buf); err != nil {
+			d.end()
+			return buf
+		}
+	}
+	if n > 0 {
+		d.lastWrite = time.Now()
+	}
+	if keepAlive {
+		d.keepAlive.Reset(h.cfg.keepAlive)
+	}
+	if ending {
+		d.end()
+	}
+	return buf
+}
+
+// lastChunk ends a chunked body.
+const lastChunk = "0\r\n\r\n"
+
+// pending reports whether events wait in the queue of s.
+func (s *stream) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0
+}
+
+// write writes b to the connection under a write deadline, as
+// stream.write does through the ResponseWriter.
+func (d *detached) write(b []byte) error {
+	s := d.s
+	now := time.Now()
+	if timeout := s.hub.cfg.writeTimeout; s.deadline.Sub(now) < timeout/2 {
+		if err := s.extendDeadline(now.Add(timeout)); err != nil {
+			return err
+		}
+	}
+	_, err := d.conn.Write(b)
+	return err
+}
+
+// end closes the connection of d and cleans up after its stream, once:
+// only the writer running d (or detach) calls it.
+func (d *detached) end() {
+	lm := &d.s.hub.lm
+	lm.mu.Lock()
+	d.state = stateEnded
+	lm.mu.Unlock()
+	d.keepAlive.Stop()
+	if d.expiry != nil {
+		d.expiry.Stop()
+	}
+	if d.delay != nil {
+		d.delay.Stop()
+	}
+	if d.poller != nil {
+		d.poller.remove(d) // before Close: its descriptor may be reused
+	}
+	d.conn.Close()
+	lm.mu.Lock()
+	delete(lm.streams, d.id)
+	var p *poller
+	if len(lm.streams) == 0 {
+		// No stream left: the poller and the idle writers exit.
+		p, lm.poller = lm.poller, nil
+		for ; lm.idle > 0; lm.idle-- {
+			lm.wake <- struct{}{}
+		}
+	}
+	lm.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+	d.s.hub.cleanupDetached(d)
+}
+
+// cleanupDetached does for a detached stream what its handler's deferred
+// calls do for the others. Announcing the end of its subscriptions may
+// wait for the store: that runs on a goroutine of its own, not on a
+// writer.
+func (h *Hub) cleanupDetached(d *detached) {
+	s := d.s
+	if len(s.subscriptions) > 0 {
+		go func() {
+			h.subscriptionsEnded(s, d.started)
+			h.close(s)
+		}()
+		return
+	}
+	h.close(s)
+}
+
+// read watches d's connection with a goroutine blocked reading it, where
+// no poller can: an SSE client sends nothing once its request is sent, so
+// that a read returns when it leaves.
+func (lm *lowMem) read(d *detached) {
+	lm.wg.Add(1)
+	go func() {
+		defer lm.wg.Done()
+		var b [1]byte
+		_, _ = d.conn.Read(b[:])
+		lm.gone(d.id)
+	}()
+}
+
+// wait waits for the goroutines of the detached streams to exit, once
+// every stream has ended (Shutdown).
+func (lm *lowMem) wait() { lm.wg.Wait() }
+
+// errNoPoller says that the system has no poller: streams are read.
+var errNoPoller = errors.New("no connection poller on this system")
+
+// rawConn returns the system connection under c, through TLS.
+func rawConn(c net.Conn) (syscall.RawConn, error) {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("the connection has no file descriptor")
+	}
+	return sc.SyscallConn()
+}

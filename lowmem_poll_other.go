@@ -1,0 +1,13 @@
+//go:build !linux
+
+package mercure
+
+// poller is Linux's only: elsewhere a goroutine reads each detached
+// stream's connection (see lowMem.read).
+type poller struct{}
+
+func newPoller(*lowMem, *Hub) (*poller, error) { return nil, errNoPoller }
+
+func (*poller) add(*detached) error { return errNoPoller }
+func (*poller) remove(*detached)    {}
+func (*poller) stop()               {}

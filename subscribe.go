@@ -173,14 +173,19 @@ func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
 		default:
 		}
 	}
-	if d := s.lm.Load(); d != nil {
-		s.hub.lm.scheduleEvent(d, urgent)
+	if d := s.lm.Load(); d != nil && urgent {
+		s.hub.lm.scheduleEvent(d, true)
 	}
 	return n, true
 }
 
-// wake tells the stream's writer that events are queued.
+// wake tells the stream's writer that events are queued: its goroutine,
+// or for a detached stream the writers' run queue.
 func (s *stream) wake() {
+	if d := s.lm.Load(); d != nil {
+		s.hub.lm.scheduleEvent(d, false)
+		return
+	}
 	select {
 	case s.ready <- struct{}{}:
 	default:

@@ -99,6 +99,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		maxQueuedBytes = fs.Int64("max-queued-bytes", 0, "bytes waiting in all the streams' queues together (default 128 MiB)")
 		maxReplays     = fs.Int("max-replays", 0, "replays of history at once (default 64); more wait, then get 503")
 		replayTimeout  = fs.Duration("replay-timeout", 0, "time one replay may take (default 30s)")
+		maxPending     = fs.Int("max-pending-updates", 0, "updates recorded but not yet handed to the streams (default 1024); past it publishers wait, a POST at most 5s, then 503")
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -123,6 +124,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 			MaxQueuedBytes:          *maxQueuedBytes,
 			MaxReplays:              *maxReplays,
 			ReplayTimeout:           *replayTimeout,
+			MaxPendingUpdates:       *maxPending,
 		}),
 	}
 	if *issuer != "" {

@@ -395,3 +395,58 @@ func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
 		t.Fatalf("LastEventID %q, want 4", got)
 	}
 }
+
+// The count of writers that are behind, which makes writers yield under
+// load, returns to zero: wake-ups taken, and those of streams that close
+// before taking theirs, are all counted off.
+func TestWritersBehindIsCountedOff(t *testing.T) {
+	h, err := New(WithURL("https://example.com/.well-known/mercure"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	var stops []func()
+	var writers []*flushCounter
+	for range 20 {
+		w, stop := openStream(t, h, "match=x")
+		writers = append(writers, w)
+		stops = append(stops, stop)
+	}
+	for i := range 50 {
+		publishSoon(t, h, Update{Topics: []string{"x"}})
+		if i == 25 {
+			for _, stop := range stops[:10] {
+				stop() // mid-stream: some with a wake-up not taken yet
+			}
+		}
+	}
+	if err := h.waitDispatched(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writers[10:] {
+		waitFor(t, "the open streams to get every update", func() bool { n, _ := w.state(); return n == 50 })
+	}
+	waitFor(t, "no writer to be behind", func() bool { return h.behind.Load() == 0 })
+	for _, stop := range stops[10:] {
+		stop()
+	}
+
+	// A stream that ends with a wake-up it never took: its writer is
+	// stuck on a peer when the next update comes, then fails.
+	w := newBlockingWriter()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil))
+	}()
+	waitFor(t, "the stream to open", func() bool { return h.Stats().Streams == 1 })
+	publishSoon(t, h, Update{Topics: []string{"x"}})
+	waitFor(t, "the stream to block on its peer", w.writing.Load)
+	publishSoon(t, h, Update{Topics: []string{"x"}})
+	waitFor(t, "its writer to be behind", func() bool { return h.behind.Load() == 1 })
+	close(w.release)
+	<-done
+	if n := h.behind.Load(); n != 0 {
+		t.Fatalf("%d writers counted behind after every stream closed", n)
+	}
+}

@@ -3,9 +3,9 @@
 package mercure
 
 import (
-	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -35,27 +35,52 @@ func socketOf(c net.Conn) syscall.RawConn {
 // blocking, and returns how much that was. It fails once the connection's
 // write deadline has passed (an abort) or the connection is closed.
 func writeNow(rc syscall.RawConn, b []byte) (int, error) {
-	written := 0
-	var werr error
-	err := rc.Write(func(fd uintptr) bool {
-		for written < len(b) {
-			n, err := unix.Write(int(fd), b[written:])
-			if n > 0 {
-				written += n
-				continue
-			}
-			if err == unix.EINTR {
-				continue
-			}
-			if err == nil {
-				err = io.ErrShortWrite
-			}
-			if err != unix.EAGAIN {
-				werr = err
-			}
-			break // full: the rest waits for room
+	w := nbWrites.Get().(*nbWrite)
+	w.b, w.n, w.err = b, 0, nil
+	err := rc.Write(w.fn)
+	n, werr := w.n, w.err
+	w.b, w.err = nil, nil
+	nbWrites.Put(w)
+	if err == nil {
+		err = werr
+	}
+	return n, err
+}
+
+// nbWrite is one writeNow: its callback, bound once, saves allocating
+// a closure per write.
+type nbWrite struct {
+	b   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+var nbWrites = sync.Pool{New: func() any {
+	w := new(nbWrite)
+	w.fn = w.write
+	return w
+}}
+
+// write is the callback of RawConn.Write: it writes until the socket is
+// full, then reports done, so that the caller never waits for the socket.
+func (w *nbWrite) write(fd uintptr) bool {
+	for w.n < len(w.b) {
+		n, err := unix.Write(int(fd), w.b[w.n:])
+		if n > 0 {
+			w.n += n
+			continue
 		}
-		return true // done: never wait for the socket
-	})
-	return written, errors.Join(err, werr)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		if err != unix.EAGAIN {
+			w.err = err
+		}
+		break // full: the rest waits for room
+	}
+	return true
 }

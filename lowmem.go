@@ -22,6 +22,15 @@ import (
 // on Linux one goroutine per hub watches the connections (epoll) to notice
 // clients that leave.
 //
+// A writer never waits for a client: it writes what the connection takes
+// at once, and the rest when the connection can take more (on Linux the
+// same goroutine watches for that; elsewhere the write is retried, backing
+// off up to 64ms). Meanwhile new events wait in the stream's queue. The
+// write timeout ([WithWriteTimeout]) cuts a stream whose connection took
+// nothing for that long. Over TLS, where a write cannot be tried without
+// blocking, each write runs on a goroutine of its own, which lives as long
+// as the write, bounded by the write timeout.
+//
 // Streams behave as without it (write timeouts, keep-alives, overflows,
 // maximum lifetimes, shutdown and limits), with these trade-offs:
 //
@@ -91,6 +100,10 @@ type detached struct {
 	minSeq  uint64          // events up to here were replayed
 	started <-chan struct{} // announceStarted's
 	poller  *poller         // that watches conn; nil when a reader does
+	// sock is conn's socket, written without ever blocking; nil when
+	// conn is not a plain socket (TLS): each write then runs on a
+	// goroutine of its own (see send).
+	sock syscall.RawConn
 
 	// Under lowMem.mu.
 	state uint8
@@ -104,6 +117,25 @@ type detached struct {
 	expiry     *time.Timer
 	delay      *time.Timer
 	spare      []*Event
+
+	// pending is the end of the last chunks written, which the connection
+	// did not take yet: it goes out before anything else. It is at most
+	// one batch, bounded by the queue limits.
+	pending  []byte
+	final    bool        // pending ends the body: the stream ends once it is written
+	closing  bool        // the stream ends cleanly, once pending is written
+	ending   bool        // after a feed gap: write what is queued, then end
+	progress time.Time   // when the connection last took some of pending
+	stall    *time.Timer // fires when pending may have made no progress for the write timeout
+	retry    *time.Timer // with no poller: tries pending again
+	backoff  time.Duration
+	outArmed bool // the poller reports when conn can take more
+
+	// Writes without sock: while inFlight, a goroutine writes pending
+	// and alone touches it and writeErr; clearing inFlight hands them
+	// back to the writer that runs d.
+	inFlight atomic.Bool
+	writeErr error
 }
 
 // States of a detached stream.
@@ -121,6 +153,16 @@ const (
 	flagExpired                     // the token or the maximum lifetime ended
 	flagGone                        // the client left (or sent something)
 	flagDelayOver                   // the write delay timer fired
+	flagWritable                    // the connection can take more, or a write on a goroutine ended
+	flagStalled                     // the stall timer fired
+)
+
+// Retries of an unfinished write, where no poller says when to retry:
+// from retryMin, doubling up to retryMax while the connection takes
+// nothing.
+const (
+	retryMin = time.Millisecond
+	retryMax = 64 * time.Millisecond
 )
 
 // lowMemoryFor reports whether the stream of r is to be detached once its
@@ -186,7 +228,7 @@ func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-
 		h.warnHijack("hijacking failed: " + err.Error())
 		return false
 	}
-	d := &detached{s: s, conn: conn, minSeq: minSeq, started: started}
+	d := &detached{s: s, conn: conn, minSeq: minSeq, started: started, sock: socketOf(conn)}
 	if rw.Reader.Buffered() > 0 {
 		// The client sent more than its request: a pipelined request,
 		// which this connection will never answer.
@@ -305,6 +347,16 @@ func (lm *lowMem) gone(id uint64) {
 	}
 }
 
+// writable schedules the stream with this id, whose connection can take
+// more bytes.
+func (lm *lowMem) writable(id uint64) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if d := lm.streams[id]; d != nil {
+		lm.scheduleLocked(d, flagWritable)
+	}
+}
+
 // wakeAll schedules every detached stream: the hub shuts down.
 func (lm *lowMem) wakeAll() {
 	lm.mu.Lock()
@@ -413,8 +465,11 @@ func (lm *lowMem) writer() {
 }
 
 // run does what d was scheduled for: it writes the queued events (one
-// chunk, one write), a keep-alive when due, or ends the stream. It
-// returns buf, the writer's buffer, for reuse.
+// chunk, one write), a keep-alive when due, or ends the stream. A write
+// the connection does not take at once stays pending, and goes out first
+// when the connection can take more: meanwhile events wait in the
+// stream's queue, and the writer runs other streams. It returns buf, the
+// writer's buffer, for reuse.
 func (d *detached) run(flags uint8, buf []byte) []byte {
 	s := d.s
 	h := s.hub
@@ -422,26 +477,25 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		d.end()
 		return buf
 	}
-	ending := false // after a feed gap: write what is queued, then end
 	select {
 	case <-s.kicked:
 		s.mu.Lock()
-		ending = s.gap
+		gap := s.gap
 		s.mu.Unlock()
-		if !ending {
+		if !gap {
 			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
 			d.end()
 			return buf
 		}
+		d.ending = true
 	default:
 	}
 	if h.ctx.Err() != nil || flags&flagExpired != 0 {
 		// A clean end: the client resumes with Last-Event-ID.
-		_ = d.write(append(buf[:0], lastChunk...))
-		d.end()
-		return buf
+		d.closing = true
 	}
-
+	// The timers' flags are taken in, whatever happens next: each timer
+	// fires once per arming.
 	now := time.Now()
 	keepAlive := false
 	if flags&flagKeepAlive != 0 {
@@ -454,7 +508,53 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if flags&flagDelayOver != 0 {
 		d.delayArmed = false
 	}
-	if delay := h.cfg.writeDelay; delay > 0 && !ending && !keepAlive && flags&flagUrgent == 0 {
+	if d.inFlight.Load() {
+		// Its goroutine schedules d once the write is done. Bytes are
+		// on their way: no keep-alive needed.
+		if keepAlive {
+			d.keepAlive.Reset(h.cfg.keepAlive)
+		}
+		return buf
+	}
+	if d.writeErr != nil {
+		d.end()
+		return buf
+	}
+	if len(d.pending) > 0 {
+		// The write timeout counts from the last progress: a stream cut
+		// for it made none for that long.
+		if now.Sub(d.progress) >= h.cfg.writeTimeout {
+			d.end()
+			return buf
+		}
+		if err := d.flush(); err != nil {
+			d.end()
+			return buf
+		}
+		if len(d.pending) > 0 {
+			if keepAlive { // bytes wait to go out: no comment needed
+				d.keepAlive.Reset(h.cfg.keepAlive)
+			}
+			if flags&flagStalled != 0 {
+				d.stall.Reset(time.Until(d.progress.Add(h.cfg.writeTimeout)))
+			}
+			return buf
+		}
+	}
+	if d.final {
+		d.end()
+		return buf
+	}
+	if d.closing {
+		d.final = true
+		buf, err := d.send(append(buf[:0], lastChunk...))
+		if err != nil || d.done() {
+			d.end()
+		}
+		return buf
+	}
+
+	if delay := h.cfg.writeDelay; delay > 0 && !d.ending && !keepAlive && flags&flagUrgent == 0 {
 		if d.delayArmed {
 			return buf // the updates go out when the delay ends
 		}
@@ -480,6 +580,10 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if comment {
 		n = len(keepAliveComment)
 	}
+	// Sized up front: a large batch is copied once, never regrown.
+	if size := n + 20 + len(lastChunk); cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
 	buf = buf[:0]
 	if n > 0 { // one chunk; never an empty one, which would end the body
 		buf = strconv.AppendInt(buf, int64(n), 16)
@@ -496,11 +600,13 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	}
 	clear(batch) // an idle stream pins no event
 	d.spare = batch[:0]
-	if ending {
+	if d.ending {
 		buf = append(buf, lastChunk...)
+		d.final = true
 	}
 	if len(buf) > 0 {
-		if err := d.write(buf); err != nil {
+		var err error
+		if buf, err = d.send(buf); err != nil {
 			d.end()
 			return buf
 		}
@@ -511,7 +617,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if keepAlive {
 		d.keepAlive.Reset(h.cfg.keepAlive)
 	}
-	if ending {
+	if d.final && d.done() {
 		d.end()
 	}
 	return buf
@@ -525,6 +631,107 @@ func (s *stream) pending() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue) > 0
+}
+
+// send writes b, the next bytes of the body. On a socket, it writes what
+// the connection takes now and keeps the rest pending, to be written when
+// the connection can take more (see flush); otherwise it hands b to a
+// goroutine that writes it under the write timeout (see offload). It
+// returns the buffer the writer keeps for its next streams: b, or nil
+// when d keeps b.
+func (d *detached) send(b []byte) ([]byte, error) {
+	if d.sock == nil {
+		d.pending = b
+		d.offload()
+		return nil, nil
+	}
+	n, err := writeNow(d.sock, b)
+	if err != nil {
+		return b, err
+	}
+	if n < len(b) {
+		// The stall clock starts now: the write timeout is for making no
+		// progress at all, not for writing the whole chunk.
+		// d keeps b: no copy of a large batch.
+		d.pending = b[n:]
+		d.progress, d.backoff = time.Now(), 0
+		if timeout := d.s.hub.cfg.writeTimeout; d.stall == nil {
+			lm := &d.s.hub.lm
+			d.stall = time.AfterFunc(timeout, func() { lm.schedule(d, flagStalled) })
+		} else {
+			d.stall.Reset(timeout)
+		}
+		d.waitRoom()
+		return nil, nil
+	}
+	return b, nil
+}
+
+// flush writes what the connection takes now of d.pending: all of it, or
+// the rest waits for room again.
+func (d *detached) flush() error {
+	n, err := writeNow(d.sock, d.pending)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		d.progress, d.backoff = time.Now(), 0
+	}
+	if n < len(d.pending) {
+		d.pending = d.pending[n:]
+		d.waitRoom()
+		return nil
+	}
+	d.pending = nil
+	d.stall.Stop()
+	if d.retry != nil {
+		d.retry.Stop()
+	}
+	if d.outArmed {
+		d.outArmed = false
+		_ = d.poller.watch(d, false) // fails once conn is closed only
+	}
+	return nil
+}
+
+// waitRoom schedules d when its connection can take more: the poller
+// says when, or else a timer retries, with a backoff.
+func (d *detached) waitRoom() {
+	if d.poller != nil && d.poller.watch(d, true) == nil {
+		d.outArmed = true
+		return
+	}
+	d.backoff = min(max(2*d.backoff, retryMin), retryMax)
+	if d.retry == nil {
+		lm := &d.s.hub.lm
+		d.retry = time.AfterFunc(d.backoff, func() { lm.schedule(d, flagWritable) })
+	} else {
+		d.retry.Reset(d.backoff)
+	}
+}
+
+// done reports whether every byte sent was written.
+func (d *detached) done() bool {
+	return !d.inFlight.Load() && len(d.pending) == 0
+}
+
+// offload writes d.pending on a goroutine of its own, where the
+// connection is not a plain socket (TLS): a write there cannot be tried
+// without blocking, and a TLS write that times out breaks the connection
+// for good. The goroutine lives as long as the write, bounded by the
+// write timeout as in stream.write; it then schedules d, which the writer
+// ends if the write failed.
+func (d *detached) offload() {
+	lm := &d.s.hub.lm
+	d.inFlight.Store(true)
+	lm.wg.Add(1)
+	go func() {
+		defer lm.wg.Done()
+		d.writeErr = d.write(d.pending)
+		d.pending = nil
+		d.inFlight.Store(false)
+		lm.schedule(d, flagWritable)
+	}()
 }
 
 // write writes b to the connection under a write deadline, as
@@ -555,10 +762,23 @@ func (d *detached) end() {
 	if d.delay != nil {
 		d.delay.Stop()
 	}
+	if d.stall != nil {
+		d.stall.Stop()
+	}
+	if d.retry != nil {
+		d.retry.Stop()
+	}
 	if d.poller != nil {
 		d.poller.remove(d) // before Close: its descriptor may be reused
 	}
-	d.conn.Close()
+	if t, ok := d.conn.(*tls.Conn); ok {
+		// Not t.Close: its close_notify alert could wait for a peer that
+		// stopped reading, for seconds, on a writer. A write on its
+		// goroutine fails at once.
+		t.NetConn().Close()
+	} else {
+		d.conn.Close()
+	}
 	lm.mu.Lock()
 	delete(lm.streams, d.id)
 	var p *poller

@@ -10,7 +10,8 @@ import (
 // poller watches the connections of detached streams with epoll, from one
 // goroutine per hub: an SSE client sends nothing once its request is
 // sent, so that its connection becomes readable (or hung up) when it
-// leaves. Each connection is registered under its stream's id, never its
+// leaves. It also reports when the connection of a stream whose write
+// was left unfinished (see detached.send) can take more. Each connection is registered under its stream's id, never its
 // descriptor, which the system reuses.
 type poller struct {
 	lm   *lowMem
@@ -62,14 +63,30 @@ func (p *poller) run() {
 			if id == 0 {
 				return // stop
 			}
+			if ev.Events&^unix.EPOLLOUT == 0 {
+				p.lm.writable(id) // room to write, and nothing else
+				continue
+			}
 			p.lm.gone(id)
 		}
 	}
 }
 
 // add watches the connection of d, once: EPOLLONESHOT, since the stream
-// ends at the first event.
+// ends at the first event, or runs at once when it can write (see watch).
 func (p *poller) add(d *detached) error {
+	return p.ctl(d, unix.EPOLL_CTL_ADD, false)
+}
+
+// watch re-arms the watch on the connection of d, and makes it report
+// too when the connection can take more bytes, if out. The writer
+// running d calls it, whenever d waits for room, and once it no longer
+// does; every report disarms the watch until then (EPOLLONESHOT).
+func (p *poller) watch(d *detached, out bool) error {
+	return p.ctl(d, unix.EPOLL_CTL_MOD, out)
+}
+
+func (p *poller) ctl(d *detached, op int, out bool) error {
 	rc, err := rawConn(d.conn)
 	if err != nil {
 		return err
@@ -79,9 +96,12 @@ func (p *poller) add(d *detached) error {
 		Fd:     int32(uint32(d.id)),
 		Pad:    int32(uint32(d.id >> 32)),
 	}
+	if out {
+		ev.Events |= unix.EPOLLOUT
+	}
 	var ctlErr error
 	if err := rc.Control(func(fd uintptr) {
-		ctlErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+		ctlErr = unix.EpollCtl(p.epfd, op, int(fd), &ev)
 	}); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ type poller struct{}
 
 func newPoller(*lowMem, *Hub) (*poller, error) { return nil, errNoPoller }
 
-func (*poller) add(*detached) error { return errNoPoller }
-func (*poller) remove(*detached)    {}
-func (*poller) stop()               {}
+func (*poller) add(*detached) error         { return errNoPoller }
+func (*poller) watch(*detached, bool) error { return errNoPoller }
+func (*poller) remove(*detached)            {}
+func (*poller) stop()                       {}

@@ -1,0 +1,17 @@
+//go:build !unix
+
+package mercure
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// socketOf returns nil: writes that never block need a Unix socket, and
+// streams write on goroutines of their own instead (see detached.send).
+func socketOf(net.Conn) syscall.RawConn { return nil }
+
+func writeNow(syscall.RawConn, []byte) (int, error) {
+	return 0, errors.New("no non-blocking writes on this system")
+}

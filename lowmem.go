@@ -107,10 +107,8 @@ type detached struct {
 
 	// Under lowMem.mu.
 	state uint8
-	again bool // scheduled while running: run once more
-	// deferred: put back at the end of the run queue since it last ran.
-	deferred bool
-	flags    uint8 // why it was scheduled, since its last run
+	again bool  // scheduled while running: run once more
+	flags uint8 // why it was scheduled, since its last run
 
 	// The writer running the stream alone touches these.
 	lastWrite  time.Time // zero: the first update is not delayed
@@ -416,16 +414,8 @@ func (lm *lowMem) writer() {
 	lm.mu.Lock()
 	for {
 		if d := lm.pop(); d != nil {
-			if d.flags == 0 && !d.deferred && len(lm.queue)-lm.head >= writersBehind {
-				// Writers are behind: this stream's events go out after
-				// the others', with what the dispatcher queues for it
-				// meanwhile, in the same write. Once: it runs next time.
-				d.deferred = true
-				lm.queue = append(lm.queue, d)
-				continue
-			}
 			flags := d.flags
-			d.flags, d.again, d.state, d.deferred = 0, false, stateRunning, false
+			d.flags, d.again, d.state = 0, false, stateRunning
 			lm.mu.Unlock()
 			buf = d.run(flags, buf)
 			if cap(buf) > 1<<20 {

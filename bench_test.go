@@ -51,7 +51,6 @@ func (bh *benchHub) attach(b *testing.B, drain bool, typ, value string) *stream 
 			for {
 				select {
 				case <-s.ready:
-					s.woken()
 					spare = s.take(spare)
 					bh.delivered.Add(int64(len(spare)))
 				case <-bh.stop:

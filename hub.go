@@ -69,7 +69,6 @@ type Hub struct {
 	subscriptions   subscriptionRegistry
 	lastEventID     atomic.Pointer[string]
 	lastSeq         atomic.Uint64 // of the latest event the store passed on
-	behind          atomic.Int64  // stream writers woken, not yet running
 	warnedDeadlines atomic.Bool
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -120,7 +119,6 @@ type stream struct {
 	// wakePending is whether the dispatcher is to wake the writer (the
 	// dispatcher alone touches it).
 	wakePending bool
-	signal      atomic.Int32 // see signalIdle
 
 	mu         sync.Mutex
 	queue      []*Event
@@ -188,31 +186,11 @@ func (s *stream) wake() {
 		s.hub.lm.scheduleEvent(d, false)
 		return
 	}
-	if s.signal.CompareAndSwap(signalIdle, signalled) {
-		s.hub.behind.Add(1)
-		s.ready <- struct{}{} // never blocks: the one signal in flight
+	select {
+	case s.ready <- struct{}{}:
+	default:
 	}
 }
-
-// woken records that the writer took its wake-up.
-func (s *stream) woken() {
-	if s.signal.CompareAndSwap(signalled, signalIdle) {
-		s.hub.behind.Add(-1)
-	}
-}
-
-// States of stream.signal: whether the writer has a wake-up to take.
-// It counts the writers that are behind (Hub.behind), once each.
-const (
-	signalIdle int32 = iota
-	signalled
-	signalClosed // the stream is closed: no more wake-ups
-)
-
-// writersBehind is how many stream writers woken and not yet running
-// make the hub busy: a writer then yields once before it writes, so that
-// what is queued meanwhile goes out in the same write.
-const writersBehind = 64
 
 // take swaps the pending events with spare (emptied), so that the writer
 // drains everything queued in one go and the two slices are reused.
@@ -498,14 +476,8 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	for {
 		select {
 		case <-s.ready:
-			s.woken()
 			if waiting != nil {
 				continue // they will go out when the delay ends
-			}
-			if h.behind.Load() >= writersBehind {
-				// Writers are behind: let the others write first, and take
-				// what the dispatcher queues meanwhile in the same write.
-				runtime.Gosched()
 			}
 			if wait := time.Until(lastWrite.Add(h.cfg.writeDelay)); wait > 0 {
 				if delay == nil {
@@ -744,9 +716,6 @@ func (h *Hub) unregister(s *stream) {
 // close unregisters s once its handler is done.
 func (h *Hub) close(s *stream) {
 	h.unregister(s)
-	if s.signal.Swap(signalClosed) == signalled {
-		h.behind.Add(-1) // a wake-up its writer never took
-	}
 	s.mu.Lock()
 	s.finished = true
 	h.queued.Add(-int64(s.queueBytes))

@@ -35,7 +35,13 @@ func (th *testHub) endpoint() string { return th.srv.URL + th.Path() }
 // the metadata is served too.
 func startHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	h, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL), mercure.WithInsecurePublishing()}, opts...)...)
+	return startSecureHub(t, append(opts, mercure.WithInsecurePublishing())...)
+}
+
+// startSecureHub is startHub without insecure publishing.
+func startSecureHub(t testing.TB, opts ...mercure.Option) *testHub {
+	t.Helper()
+	h, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

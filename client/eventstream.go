@@ -74,7 +74,7 @@ func (er *eventReader) splitLines(data []byte, atEOF bool) (int, []byte, error) 
 		er.skipLF = true
 		return skipped + i + 1, data[:i], nil
 	}
-	if atEOF {
+	if atEOF && len(data) > 0 {
 		// An unterminated last line is never part of a dispatched event.
 		return skipped + len(data), nil, io.ErrUnexpectedEOF
 	}

@@ -1,0 +1,107 @@
+package client_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/client"
+)
+
+// An application serves a resource with the hub's own Link headers; the
+// client subscribes from the advertised cursor and so misses the update
+// published between the fetch and the subscription (DIS-3).
+func TestDiscover_FromRealLinkHeaders(t *testing.T) {
+	_, trust := newSigner(t) // a hub that validates tokens serves metadata
+	th := startHub(t, trust, mercure.WithAnonymousSubscribers(), mercure.WithHistory(100))
+	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "before"})
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := th.Link(w.Header(), mercure.LinkLastEventID(), mercure.LinkType("book"), mercure.LinkContentType("application/merge-patch+json")); err != nil {
+			t.Error(err)
+		}
+		mercure.SelfLink(w.Header(), "https://example.com/books/1")
+		w.Write([]byte(`{"@id":"/books/1"}`))
+	}))
+	defer app.Close()
+
+	ctx := testContext(t, 10*time.Second)
+	d, err := fastClient().Discover(ctx, app.URL+"/books/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &client.Discovery{
+		Hubs:  []client.HubLink{{URL: testHubURL, LastEventID: "before", Type: "book", ContentType: "application/merge-patch+json"}},
+		Topic: "https://example.com/books/1",
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("got %+v, want %+v", d, want)
+	}
+	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "between"})
+	_, sub := d.Subscription()
+	// The advertised URL is the hub's public one; the test reaches it at the server's address.
+	got := collect(t, fastClient().Subscribe(ctx, th.endpoint(), sub), func([]client.Event) bool { return true })
+	if got[0].ID != "between" {
+		t.Fatalf("first event %q, want the one published between fetch and subscription", got[0].ID)
+	}
+
+	// The metadata the hub serves describes it (DIS-5, DIS-6).
+	mu, _ := client.MetadataURL(testHubURL)
+	if mu != th.MetadataURL() {
+		t.Fatalf("MetadataURL = %q, want %q", mu, th.MetadataURL())
+	}
+	local := th.srv.URL + "/.well-known/oauth-protected-resource/.well-known/mercure"
+	m, err := fastClient().Metadata(ctx, testHubURL, local)
+	if err != nil || m.Resource != testHubURL {
+		t.Fatalf("Metadata = %+v, %v", m, err)
+	}
+	if _, err := fastClient().Metadata(ctx, "https://other.example/hub", local); !errors.Is(err, client.ErrMetadataMismatch) {
+		t.Fatalf("Metadata of another hub: %v", err)
+	}
+}
+
+func TestParseLinks(t *testing.T) {
+	base, _ := url.Parse("https://example.com/books/1")
+	got := client.ParseLinks([]string{
+		`<https://hub.example/.well-known/mercure>; rel="mercure"; last-event-id="a\"b\\c, d"; type=book, </self>; REL="Self Alternate"`,
+		`<../hub2>;rel=mercure;rel=other;Content-Type="application/json", garbage, <x>; rel="next"`,
+	}, base)
+	want := []client.Link{
+		{URL: "https://hub.example/.well-known/mercure", Rel: []string{"mercure"}, Params: map[string]string{"last-event-id": `a"b\c, d`, "type": "book"}},
+		{URL: "https://example.com/self", Rel: []string{"self", "alternate"}, Params: map[string]string{}},
+		{URL: "https://example.com/hub2", Rel: []string{"mercure"}, Params: map[string]string{"content-type": "application/json"}},
+		{URL: "https://example.com/books/x", Rel: []string{"next"}, Params: map[string]string{}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+// The Link parser never panics and keeps its invariants on any input.
+func FuzzParseLinks(f *testing.F) {
+	for _, s := range []string{
+		`<https://h/.well-known/mercure>; rel="mercure"; last-event-id="x"`,
+		`<a>;rel=self, <b>; rel="mercure"; type="t\"", <`,
+		`<>; ;; rel=; "`, `,,,<x>;rel="a b"`,
+	} {
+		f.Add(s)
+	}
+	base, _ := url.Parse("https://example.com/r")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, l := range client.ParseLinks([]string{s}, base) {
+			for _, r := range l.Rel {
+				if r == "" {
+					t.Fatalf("empty rel in %+v", l)
+				}
+			}
+			if _, err := url.Parse(l.URL); err != nil {
+				t.Fatalf("unparsable target %q", l.URL)
+			}
+		}
+		client.ParseChallenges([]string{s})
+	})
+}

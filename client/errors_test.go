@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -248,4 +250,77 @@ func TestPublish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A hub that reads the token from its cookie (AUTH-12): the client's
+// HTTPClient carries a cookie jar that the application filled, and the
+// subscription gets the private updates the cookie's token grants;
+// without the jar it is refused.
+func TestSubscribe_CookieJar(t *testing.T) {
+	signer, trust := newSigner(t)
+	h, err := mercure.New(mercure.WithURL(testHubURL), trust, mercure.WithInsecurePublishing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	mux.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+		tok, err := signer.Token(mercure.Grant{Subject: "reader", Subscribe: []mercure.Match{{Pattern: "https://example.com/inbox"}}})
+		if err == nil {
+			err = h.SetCookie(w, tok)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	srv := httptest.NewTLSServer(mux) // the cookie is Secure
+	t.Cleanup(func() {
+		h.Shutdown(context.Background())
+		srv.Close()
+	})
+	hubURL := srv.URL + h.Path()
+	sub := client.Subscription{Matchers: []client.Matcher{client.Exact("https://example.com/inbox")}, LastEventID: client.Earliest}
+
+	noJar := fastClient()
+	noJar.HTTPClient = srv.Client()
+	if err := firstError(t, noJar, hubURL, sub); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("without the cookie: %v, want ErrUnauthorized", err)
+	}
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := srv.Client()
+	hc.Jar = jar
+	res, err := hc.Get(srv.URL + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(jar.Cookies(mustParseURL(t, hubURL))) != 1 {
+		t.Fatal("the jar holds no cookie for the hub")
+	}
+	c := fastClient()
+	c.HTTPClient = hc
+	for i := range 3 {
+		if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/inbox"}, ID: "m" + strconv.Itoa(i), Private: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := collect(t, c.Subscribe(testContext(t, 10*time.Second), hubURL, sub), func(evs []client.Event) bool { return len(evs) == 3 })
+	for i, ev := range got {
+		if ev.ID != "m"+strconv.Itoa(i) {
+			t.Fatalf("event %d: %q, want m%d", i, ev.ID, i)
+		}
+	}
+}
+
+func mustParseURL(t testing.TB, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -462,3 +462,37 @@ func TestHandler(t *testing.T) {
 		t.Errorf("%d series", n)
 	}
 }
+
+// The low-memory mode's detached streams end for the same reasons.
+func TestCollector_LowMemoryCloseReasons(t *testing.T) {
+	signer, set := signer(t)
+	e := newEnv(t, mercure.WithLowMemoryStreams(), mercure.WithAnonymousSubscribers(),
+		mercure.WithIssuer(mercure.Issuer{ID: issuer, SubscriberKeys: set}))
+	q := "match=" + url.QueryEscape(topic)
+	leaver := e.subscribe(q)
+	reader := e.subscribe(q)
+	tok := token(t, signer, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}, TTL: 1500 * time.Millisecond})
+	expiring := e.subscribe(q, "Authorization", "Bearer "+tok)
+	if _, err := e.hub.Publish(context.Background(), mercure.Update{Topics: []string{topic}, Data: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*sub{leaver, reader, expiring} {
+		if got := s.next(t); got != "a" {
+			t.Fatalf("event %q", got)
+		}
+	}
+	e.want(3, "mercure_deliveries_total")
+	e.eventually(3, "mercure_delivery_delay_seconds")
+	leaver.close()
+	e.eventually(1, "mercure_streams_closed_total", "reason", "client_gone")
+	expiring.ended(t)
+	e.eventually(1, "mercure_streams_closed_total", "reason", "token_expired")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.hub.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.want(1, "mercure_streams_closed_total", "reason", "shutdown")
+	e.want(3, "mercure_streams_opened_total")
+	e.want(0, "mercure_streams")
+}

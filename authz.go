@@ -176,6 +176,7 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 	raw, fromCookie, err := h.credential(r)
 	switch {
 	case err != nil:
+		h.metrics.tokenFailure(TokenMalformed)
 		h.challenge(w, http.StatusBadRequest, "invalid_request")
 		return nil, false
 	case raw == "":
@@ -185,6 +186,7 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 	if err != nil {
 		// The reason goes to the log, never to the client (AUTH-14); the
 		// error names the failed check, not the token (SEC-9).
+		h.metrics.tokenFailure(token.Reason(err))
 		h.log.Debug("mercure: invalid access token", "role", role.String(), "error", err)
 		h.challenge(w, http.StatusUnauthorized, "invalid_token")
 		return nil, false

@@ -3,6 +3,7 @@ package mercure
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -210,6 +211,9 @@ type dispatcher struct {
 	// once at its end: one atomic add per dispatch, not per delivery;
 	// room is what Limits.MaxQueuedBytes left when it began.
 	queued, room int64
+	// delivered counts this dispatch's deliveries, added to the hub's
+	// metrics once at its end, with queued.
+	delivered uint64
 
 	testHookDispatch func() // tests: called once the index is looked up
 	testHookEvaluate func() // tests: called before patterns are evaluated
@@ -230,6 +234,7 @@ type dispatcher struct {
 // misses e without harm, for the same reason: e was recorded before.
 func (h *Hub) dispatch(e *Event) {
 	h.dispatched.Add(1) // before any stream has it: Stats never lags a client
+	start := time.Now()
 	d := &h.dispatcher
 	e.encoded() // outside the lock, for events from other instances
 	d.event = e
@@ -281,7 +286,11 @@ func (h *Hub) dispatch(e *Event) {
 	// Writers subtract what they take: until this add, the count may dip
 	// below what is queued, by this one dispatch at most.
 	h.queued.Add(d.queued)
-	d.queued = 0
+	if d.delivered > 0 {
+		h.metrics.deliveries.Add(d.delivered)
+		h.metrics.deliveredBytes.Add(uint64(d.queued))
+	}
+	d.queued, d.delivered = 0, 0
 	for _, s := range d.kicked {
 		s.abort()
 	}
@@ -291,6 +300,7 @@ func (h *Hub) dispatch(e *Event) {
 	clear(d.topics)
 	clear(d.kicked)
 	d.lists, d.cands, d.matched, d.topics, d.ends, d.kicked, d.event = d.lists[:0], d.cands[:0], d.matched[:0], d.topics[:0], d.ends[:0], d.kicked[:0], nil
+	h.metrics.dispatchDuration.observe(time.Since(start))
 }
 
 // evaluate sets d.matched to the subscribers of the candidate groups
@@ -341,6 +351,9 @@ func (h *Hub) deliver(s *stream) {
 	}
 	n, ok := s.enqueue(e, d.room-d.queued)
 	d.queued += int64(n)
+	if n > 0 {
+		d.delivered++
+	}
 	switch {
 	case !ok:
 		h.overflows.Add(1)

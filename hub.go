@@ -79,6 +79,8 @@ type Hub struct {
 	warnedReadDeadlines atomic.Bool // see limitBodyTime
 
 	lm lowMem // detached streams (WithLowMemoryStreams)
+
+	metrics counters // see Metrics
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.

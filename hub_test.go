@@ -30,7 +30,6 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		"URL with fragment":      {mercure.WithURL("https://example.com/hub#x")},
 		"URL with trailing /":    {mercure.WithURL("https://example.com/hub/")},
 		"unparsable URL":         {mercure.WithURL("https://exa mple.com/%zz")},
-		"nil logger":             {mercure.WithURL(testHubURL), mercure.WithLogger(nil)},
 		"negative history":       {mercure.WithURL(testHubURL), mercure.WithHistory(-1)},
 		"nil store":              {mercure.WithURL(testHubURL), mercure.WithStore(nil)},
 		"history with store":     {mercure.WithURL(testHubURL), mercure.WithStore(mercure.NewMemoryStore(1)), mercure.WithHistory(5)},

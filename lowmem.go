@@ -129,7 +129,9 @@ type detached struct {
 	stall    *time.Timer // fires when pending may have made no progress for the write timeout
 	retry    *time.Timer // with no poller: tries pending again
 	backoff  time.Duration
-	outArmed bool // the poller reports when conn can take more
+	// expiryWhy is why the stream ends when d.expiry fires.
+	expiryWhy endReason
+	outArmed  bool // the poller reports when conn can take more
 
 	// Writes without sock: while inFlight, a goroutine writes pending
 	// and alone touches it and writeErr; clearing inFlight hands them
@@ -265,7 +267,8 @@ func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-
 	lm.mu.Unlock()
 
 	d.keepAlive = time.AfterFunc(h.cfg.keepAlive, func() { lm.schedule(d, flagKeepAlive) })
-	if end := s.end(); !end.IsZero() {
+	if end, why := s.end(); !end.IsZero() {
+		d.expiryWhy = why
 		d.expiry = time.AfterFunc(time.Until(end), func() { lm.schedule(d, flagExpired) })
 	}
 	if p == nil || p.add(d) != nil {
@@ -287,16 +290,25 @@ func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-
 }
 
 // end is when a stream must end at the latest (AUTH-37): when its token
-// expires, or at the end of the maximum lifetime; zero for never.
-func (s *stream) end() time.Time {
-	var end time.Time
+// expires, or at the end of the maximum lifetime; zero for never. why
+// says which.
+func (s *stream) end() (end time.Time, why endReason) {
 	if s.principal != nil {
-		end = s.principal.expiry
+		end, why = s.principal.expiry, endTokenExpired
 	}
 	if d := s.hub.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
-		end = time.Now().Add(d)
+		end, why = time.Now().Add(d), endLifetime
 	}
-	return end
+	return end, why
+}
+
+// expiryReason is why a stream whose deadline passed ended: its token
+// expired, or else def.
+func (s *stream) expiryReason(def endReason) endReason {
+	if s.principal != nil && !time.Now().Before(s.principal.expiry) {
+		return endTokenExpired
+	}
+	return def
 }
 
 // wakeDetached schedules s, if detached, to see why it was woken (an
@@ -474,6 +486,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	s := d.s
 	h := s.hub
 	if flags&flagGone != 0 {
+		s.setEnd(endClientGone)
 		d.end()
 		return buf
 	}
@@ -493,6 +506,11 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if h.ctx.Err() != nil || flags&flagExpired != 0 {
 		// A clean end: the client resumes with Last-Event-ID.
 		d.closing = true
+		if h.ctx.Err() != nil {
+			s.setEnd(endShutdown)
+		} else {
+			s.setEnd(d.expiryWhy)
+		}
 	}
 	// The timers' flags are taken in, whatever happens next: each timer
 	// fires once per arming.
@@ -594,6 +612,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		for _, e := range batch {
 			if e.Seq > d.minSeq {
 				buf = append(buf, e.encoded()...)
+				s.sampleDelay(e)
 			}
 		}
 		buf = append(buf, "\r\n"...)
@@ -603,6 +622,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if d.ending {
 		buf = append(buf, lastChunk...)
 		d.final = true
+		s.setEnd(endHistoryGap)
 	}
 	if len(buf) > 0 {
 		var err error

@@ -64,7 +64,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		logger:       slog.New(slog.DiscardHandler),
+		logger:       slog.Default(),
 		history:      DefaultHistory,
 		historyBytes: DefaultHistoryBytes,
 		limits:       defaultLimits,
@@ -313,12 +313,14 @@ func WithURL(hubURL string) Option {
 	}
 }
 
-// WithLogger sets the logger; by default the hub logs nothing. The hub never
-// logs tokens, cookies or Authorization headers (SEC-9).
+// WithLogger sets the logger; by default the hub logs to [slog.Default]
+// as it is when [New] is called. WithLogger(nil) discards the hub's logs.
+// The hub never logs tokens, cookies, Authorization headers (SEC-9) or
+// the data of updates.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+			l = slog.New(slog.DiscardHandler)
 		}
 		c.logger = l
 		return nil

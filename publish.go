@@ -68,9 +68,28 @@ func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
 		u.Retry = new(*u.Retry)
 	}
 	if err := h.validate(&u); err != nil {
+		h.metrics.refused[refusalIndex(publishStatus(err))].Add(1)
 		return "", err
 	}
-	return h.publish(ctx, u)
+	id, err = h.publish(ctx, u)
+	switch {
+	case err == nil:
+		h.metrics.publishedGo.Add(1)
+	case ctx.Err() == nil:
+		h.metrics.refused[refusalIndex(publishStatus(err))].Add(1)
+	}
+	return id, err
+}
+
+// publishStatus is the status the publish endpoint answers err with.
+func publishStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrHubClosed), errors.Is(err, ErrStore), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
 }
 
 // validate enforces PUB-2 to PUB-12 and the size limits on an update from
@@ -134,8 +153,12 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 		return "", err
 	}
 	if err := h.store.Append(ctx, e); err != nil {
+		if ctx.Err() == nil {
+			h.metrics.storeErrors.Add(1)
+		}
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
+	h.metrics.publishDuration.observe(time.Since(e.Time))
 	return u.ID, nil
 }
 
@@ -148,6 +171,41 @@ var publishWait = 5 * time.Second
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
+	rw := &refusalWriter{ResponseWriter: w}
+	h.servePublishCounted(rw, r)
+	switch {
+	case rw.status == http.StatusOK:
+		h.metrics.publishedHTTP.Add(1)
+	case rw.status != 0:
+		h.metrics.refused[refusalIndex(rw.status)].Add(1)
+	}
+}
+
+// refusalWriter remembers the status of a publish response, for metrics.
+type refusalWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *refusalWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *refusalWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer
+// (read deadlines: see limitBodyTime).
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	h.limitBodyTime(w, r)
 	var p *principal
 	if !h.cfg.insecurePublish {
@@ -156,6 +214,7 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if p == nil {
+			h.metrics.tokenFailure(TokenMissing)
 			// AUTH-1, AUTH-13: publishing needs a token.
 			h.challenge(w, http.StatusUnauthorized, "")
 			return
@@ -184,6 +243,7 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.cfg.insecurePublish && !p.mayPublish(u.Topics) {
+		h.metrics.tokenFailure(TokenGrants)
 		// AUTH-34: publish on every topic, or nothing is dispatched.
 		h.challenge(w, http.StatusForbidden, "insufficient_scope")
 		return

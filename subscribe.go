@@ -112,6 +112,12 @@ type stream struct {
 	lm       atomic.Pointer[detached]
 	deadline time.Time // the write deadline set last, by the writer
 
+	// endedBy is why the stream ended, set once by the goroutine serving
+	// it (see failed); delaySample counts the events written, for
+	// sampling the delivery delay (the writer alone touches both).
+	endedBy     endReason
+	delaySample uint32
+
 	// lastSeq is the last event offered to this stream (SUB-13: at most
 	// once per stream), or recorded before it opened: the dispatcher alone
 	// touches it once the stream is registered.
@@ -254,12 +260,14 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p == nil && h.verifier != nil && !h.cfg.anonymous {
+		h.metrics.tokenFailure(TokenMissing)
 		h.challenge(w, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
 		return
 	}
 	if p != nil && !time.Now().Before(p.expiry) {
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
+		h.metrics.tokenFailure(TokenExpired)
 		h.challenge(w, http.StatusUnauthorized, "invalid_token")
 		return
 	}
@@ -290,10 +298,16 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, status, msg)
 		return
 	}
+	h.metrics.streamsOpened.Add(1)
 	detached := false // then the stream cleans up after itself when it ends
 	defer func() {
 		if !detached {
 			h.close(s)
+		}
+	}()
+	defer func() {
+		if !detached {
+			s.failed(r)
 		}
 	}()
 	var started <-chan struct{}
@@ -355,8 +369,10 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts the replay
 	// Replays read and filter history: only so many at once, each for a
 	// bounded time, a slow client's included.
+	h.metrics.replays.Add(1)
 	if !h.acquireReplay(ctx) {
 		if r.Context().Err() == nil {
+			s.setEnd(endReplayError)
 			writeProblem(w, http.StatusServiceUnavailable, "too many replays in progress")
 		}
 		return 0, false
@@ -373,6 +389,8 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	case r.Context().Err() != nil:
 		return 0, false // the client left
 	default:
+		h.metrics.storeErrors.Add(1)
+		s.setEnd(endReplayError)
 		h.log.Warn("mercure: reading history failed", "error", err)
 		writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
 		return 0, false
@@ -391,9 +409,16 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 			case errors.Is(err, ErrHistoryGap):
 				// Retention outran this replay, as a slow subscriber is
 				// outrun: no failure of the store.
+				s.setEnd(endHistoryGap)
 				h.log.Info("mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "client", s.client, "error", err)
 			default:
+				h.metrics.storeErrors.Add(1)
+				s.setEnd(endReplayError)
 				h.log.Warn("mercure: reading history failed", "error", err)
+			}
+			if ctx.Err() != nil && r.Context().Err() == nil && h.ctx.Err() == nil {
+				// The token expired, or the replay took too long.
+				s.setEnd(s.expiryReason(endReplayError))
 			}
 			return 0, false // the client resumes from the last event it got
 		}
@@ -405,6 +430,7 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 		if err := s.write(w, b); err != nil {
 			return 0, false
 		}
+		h.metrics.replayed.Add(1)
 		// Flush in large batches: a long replay costs few system calls, and
 		// a slow store still lets the client make progress.
 		if unflushed += len(b); unflushed >= replayFlushBytes {
@@ -453,13 +479,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 	defer keepAlive.Stop()
 	// AUTH-37: a stream ends no later than its token, and no later than
 	// the maximum lifetime.
-	var end time.Time
-	if s.principal != nil {
-		end = s.principal.expiry
-	}
-	if d := h.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
-		end = time.Now().Add(d)
-	}
+	end, endWhy := s.end()
 	var expired <-chan time.Time
 	if !end.IsZero() {
 		t := time.NewTimer(time.Until(end))
@@ -517,6 +537,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 				return
 			}
 		case <-expired:
+			s.setEnd(endWhy)
 			return
 		case <-r.Context().Done():
 			return
@@ -532,6 +553,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			if err := s.write(w, e.encoded()); err != nil {
 				return
 			}
+			s.sampleDelay(e)
 			wrote = true
 		}
 		spare = batch
@@ -542,9 +564,47 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			lastWrite = time.Now()
 		}
 		if ending {
+			s.setEnd(endHistoryGap)
 			return
 		}
 	}
+}
+
+// setEnd records why s ended, unless that is known already.
+func (s *stream) setEnd(why endReason) {
+	if s.endedBy == endUnset {
+		s.endedBy = why
+	}
+}
+
+// failed records why s ended when its writes failed, unless that is
+// known already; r is nil for a detached stream.
+func (s *stream) failed(r *http.Request) {
+	if s.endedBy != endUnset {
+		return
+	}
+	s.mu.Lock()
+	overflow := s.overflowed && !s.gap
+	s.mu.Unlock()
+	switch {
+	case s.hub.ctx.Err() != nil:
+		s.endedBy = endShutdown
+	case overflow:
+		s.endedBy = endQueueOverflow
+	case r != nil && r.Context().Err() != nil:
+		s.endedBy = endClientGone
+	default:
+		s.endedBy = endWriteError
+	}
+}
+
+// sampleDelay samples the delivery delay of e, just written to s: the
+// first event written to s, then one in delaySampleEvery.
+func (s *stream) sampleDelay(e *Event) {
+	if s.delaySample%delaySampleEvery == 0 && !e.Time.IsZero() {
+		s.hub.metrics.deliveryDelay.observe(time.Since(e.Time))
+	}
+	s.delaySample++
 }
 
 // write writes b under a write deadline, so that a peer that stopped
@@ -715,6 +775,8 @@ func (h *Hub) unregister(s *stream) {
 
 // close unregisters s once its handler is done.
 func (h *Hub) close(s *stream) {
+	s.failed(nil)
+	h.metrics.streamsClosed[s.endedBy].Add(1)
 	h.unregister(s)
 	s.mu.Lock()
 	s.finished = true

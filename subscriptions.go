@@ -190,7 +190,11 @@ func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) er
 		Type:    "mercure",
 	}, Time: time.Now()}
 	e.encoded()
-	return h.store.Append(ctx, e)
+	err = h.store.Append(ctx, e)
+	if err != nil && ctx.Err() == nil {
+		h.metrics.storeErrors.Add(1)
+	}
+	return err
 }
 
 // grantMatchesTopic tells whether a token's grant matcher selects topic,

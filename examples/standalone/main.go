@@ -37,6 +37,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/promhub"
 	"github.com/mercurekit/mercure/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -46,8 +47,11 @@ var indexHTML string
 
 var page = template.Must(template.New("index").Parse(indexHTML))
 
+// logLevel is the level of main's logger, which -log-level sets.
+var logLevel = new(slog.LevelVar)
+
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
 	if err := run(os.Args[1:], log); err != nil {
 		fmt.Fprintln(os.Stderr, "standalone:", err)
 		os.Exit(1)
@@ -61,6 +65,11 @@ type server struct {
 	handler    http.Handler
 	cpuProfile string
 	closeStore func() error // nil for the in-memory store
+	// metricsAddr is -metrics-addr, where metrics serves /metrics,
+	// /healthz and /readyz; metricsLn is its listener, once open.
+	metricsAddr string
+	metrics     http.Handler
+	metricsLn   net.Listener
 	// idleTimeout closes keep-alive connections idle that long;
 	// shutdownTimeout is how long a shutdown waits for requests in flight.
 	idleTimeout, shutdownTimeout time.Duration
@@ -77,6 +86,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile      = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
+		metricsAddr     = fs.String("metrics-addr", "", "a second listener, for operators only, serving /metrics (Prometheus), /healthz (liveness) and /readyz (readiness); never on -addr")
+		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		lowMemory       = fs.Bool("low-memory", false, "take HTTP/1.1 streams over from net/http after their headers: an idle stream then holds no goroutine (a few KB instead of about 25)")
 		// Flags of the launch contract whose features later versions bring.
 		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
@@ -103,6 +114,12 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if err := setLogLevel(*logLevel); err != nil {
+		return nil, err
+	}
+	if *metricsAddr != "" && *metricsAddr == *addr && !strings.HasSuffix(*addr, ":0") {
+		return nil, errors.New("-metrics-addr must differ from -addr: metrics and health are for operators, not the hub's clients")
 	}
 
 	if *hubURL == "" {
@@ -209,8 +226,26 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore,
-		idleTimeout: time.Minute, shutdownTimeout: 5 * time.Second}, nil
+	s := &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore,
+		idleTimeout: time.Minute, shutdownTimeout: 5 * time.Second, metricsAddr: *metricsAddr}
+	if *metricsAddr != "" {
+		ops := http.NewServeMux()
+		ops.Handle("GET /metrics", promhub.Handler(hub))
+		ops.Handle("GET /healthz", hub.LiveHandler())
+		ops.Handle("GET /readyz", hub.ReadyHandler())
+		s.metrics = ops
+	}
+	return s, nil
+}
+
+// setLogLevel sets the level of main's logger from -log-level.
+func setLogLevel(name string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(name)); err != nil {
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", name)
+	}
+	logLevel.Set(l)
+	return nil
 }
 
 // openRedis opens a store on the Redis stream of a redis:// or rediss://
@@ -287,6 +322,12 @@ func run(args []string, log *slog.Logger) error {
 	if err != nil {
 		return errors.Join(err, s.shutdown(nil, log))
 	}
+	if s.metricsAddr != "" {
+		if s.metricsLn, err = net.Listen("tcp", s.metricsAddr); err != nil {
+			ln.Close()
+			return errors.Join(err, s.shutdown(nil, log))
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return s.serve(ctx, ln, log)
@@ -306,16 +347,27 @@ func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) e
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       s.idleTimeout,
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("hub listening", "addr", ln.Addr().String(), "hub_url", s.hub.URL())
+	var ops *http.Server
+	if s.metricsLn != nil {
+		ops = &http.Server{Handler: s.metrics, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: s.idleTimeout}
+		go func() { errc <- ops.Serve(s.metricsLn) }()
+		log.Info("metrics and health listening", "addr", s.metricsLn.Addr().String())
+	}
 	var err error
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
 		log.Info("shutting down")
 	}
-	return errors.Join(err, s.shutdown(srv, log))
+	err = errors.Join(err, s.shutdown(srv, log))
+	if ops != nil {
+		// Last: /readyz says 503 while the hub shuts down.
+		_ = ops.Close()
+	}
+	return err
 }
 
 // shutdown stops the hub, then the server (when there is one), then

@@ -552,7 +552,7 @@ func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*T
 		return nil, invalid("unknown role %d", int(role))
 	}
 	if len(raw) > v.maxTokenBytes {
-		return nil, invalid("token of %d bytes exceeds %d", len(raw), v.maxTokenBytes)
+		return nil, withKind(KindMalformed, invalid("token of %d bytes exceeds %d", len(raw), v.maxTokenBytes))
 	}
 	if v.cache == nil {
 		tok, _, err := v.verify(ctx, raw, role)
@@ -592,7 +592,7 @@ func (v *Verifier) stillValid(ctx context.Context, e *cacheEntry) bool {
 // fetched.
 func (v *Verifier) verify(ctx context.Context, raw string, role Role) (_ *Token, st *verifyState, _ error) {
 	if !isCompact(raw) {
-		return nil, nil, invalid("not a compact JWS")
+		return nil, nil, withKind(KindMalformed, invalid("not a compact JWS"))
 	}
 	v.verifies.Add(1)
 	st = &verifyState{role: role}
@@ -603,44 +603,44 @@ func (v *Verifier) verify(ctx context.Context, raw string, role Role) (_ *Token,
 	})))
 	tok, err := jwt.ParseString(raw, opts...)
 	if err != nil {
-		return nil, nil, invalid("%v", err)
+		return nil, nil, invalid("%w", err) // Reason classifies it
 	}
 	// Checked once the signature holds, so that a forged token costs no
 	// more than before; and on the very text that jwx verified and
 	// decoded, which the key provider kept.
 	if err := checkClaims(st.payload); err != nil {
-		return nil, nil, invalid("claims: %v", err)
+		return nil, nil, withKind(KindMalformed, invalid("claims: %v", err))
 	}
 	// The key set was chosen from our own reading of "iss", by
 	// encoding/json, which matches member names case-insensitively; make
 	// sure jwx, which does not, read the same value.
 	iss, _ := tok.Issuer()
 	if st.issuer == "" || iss != st.issuer {
-		return nil, nil, invalid("iss %q differs from the key issuer %q", iss, st.issuer)
+		return nil, nil, withKind(KindAudienceIssuer, invalid("iss %q differs from the key issuer %q", iss, st.issuer))
 	}
 	exp, ok := tok.Expiration()
 	if !ok {
-		return nil, nil, invalid("missing exp")
+		return nil, nil, withKind(KindOther, invalid("missing exp"))
 	}
 	// jwx ignores exp when it equals the Unix epoch; check it ourselves.
 	if !v.now().Before(exp.Add(v.leeway)) {
-		return nil, nil, invalid("expired at %v", exp)
+		return nil, nil, withKind(KindExpired, invalid("expired at %v", exp))
 	}
 	t := &Token{Issuer: iss, Expiry: exp}
 	t.Subject, _ = tok.Subject()
 	t.JTI, _ = tok.JwtID()
 	if tok.Has("client_id") {
 		if err := tok.Get("client_id", &t.ClientID); err != nil {
-			return nil, nil, invalid("client_id: %v", err)
+			return nil, nil, withKind(KindOther, invalid("client_id: %v", err))
 		}
 	}
 	if tok.Has(claimDetails) {
 		var rawDetails json.RawMessage
 		if err := tok.Get(claimDetails, &rawDetails); err != nil {
-			return nil, nil, invalid("%s: %v", claimDetails, err)
+			return nil, nil, withKind(KindGrants, invalid("%s: %v", claimDetails, err))
 		}
 		if t.Details, err = v.ParseDetails(rawDetails); err != nil {
-			return nil, nil, err
+			return nil, nil, withKind(KindGrants, err)
 		}
 	}
 	st.nbf, _ = tok.NotBefore()
@@ -936,4 +936,43 @@ func (v *Verifier) check(m Matcher) (err error) {
 		}
 	}()
 	return v.checkMatcher(m.Type, m.Match)
+}
+
+// Kinds of verification failures, stable names for metrics (see Reason).
+const (
+	KindMalformed      = "malformed"
+	KindSignature      = "signature"
+	KindExpired        = "expired"
+	KindAudienceIssuer = "audience_issuer"
+	KindGrants         = "grants"
+	KindOther          = "other"
+)
+
+// kindError tags a verification error with its kind, its message unchanged.
+type kindError struct {
+	error
+	kind string
+}
+
+func (e kindError) Unwrap() error { return e.error }
+
+func withKind(kind string, err error) error { return kindError{err, kind} }
+
+// Reason classifies an error of VerifyContext, for metrics: one of the
+// Kind constants. It never looks at the token.
+func Reason(err error) string {
+	var k kindError
+	switch {
+	case errors.As(err, &k):
+		return k.kind
+	case errors.Is(err, jwt.TokenExpiredError()), errors.Is(err, jwt.TokenNotYetValidError()), errors.Is(err, jwt.InvalidIssuedAtError()):
+		return KindExpired
+	case errors.Is(err, jwt.InvalidAudienceError()), errors.Is(err, jwt.InvalidIssuerError()):
+		return KindAudienceIssuer
+	case errors.Is(err, jwt.MissingRequiredClaimError()), errors.Is(err, jwt.ValidateError()):
+		return KindOther
+	}
+	// jwx found no key to verify the signature with, the signature does
+	// not verify, or the header or payload are not what they should be.
+	return KindSignature
 }

@@ -1,0 +1,101 @@
+package mercure_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// Readiness follows the store's feed and shutdown; liveness only shutdown.
+func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
+	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(store), mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(handler http.Handler) (int, string) {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		return rec.Code, rec.Body.String()
+	}
+	check := func(step string, live, ready int, readyBody string) {
+		t.Helper()
+		if code, _ := probe(h.LiveHandler()); code != live {
+			t.Errorf("%s: live %d, want %d", step, code, live)
+		}
+		code, body := probe(h.ReadyHandler())
+		if code != ready || !strings.Contains(body, readyBody) {
+			t.Errorf("%s: ready %d %q, want %d %q", step, code, body, ready, readyBody)
+		}
+	}
+	check("up", 200, 200, "ok")
+	if h.Live() != nil || h.Ready() != nil {
+		t.Fatal("not live and ready")
+	}
+	outage := errors.New("redis: connection refused")
+	store.status(outage)
+	check("feed down", 200, 503, "feed is failing")
+	if err := h.Ready(); !errors.Is(err, outage) {
+		t.Errorf("Ready = %v, want it to wrap %v", err, outage)
+	}
+	store.status(nil)
+	check("feed back", 200, 200, "ok")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("shut down", 503, 503, "shutting down")
+	if !errors.Is(h.Ready(), mercure.ErrShuttingDown) || !errors.Is(h.Live(), mercure.ErrShuttingDown) {
+		t.Errorf("after Shutdown: Live %v, Ready %v", h.Live(), h.Ready())
+	}
+}
+
+// The hub logs to slog.Default unless told otherwise; WithLogger(nil)
+// discards. No log line carries the token of a refused request.
+func TestLogger_DefaultAndNil(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(prev)
+
+	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(store), withAuthIssuer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHubServer(t, h, h)
+	store.status(errors.New("feed outage"))
+	if !strings.Contains(buf.String(), "feed outage") {
+		t.Errorf("the default logger got nothing: %q", buf.String())
+	}
+	store.status(nil)
+	secret := pubToken(t)
+	req, _ := http.NewRequest(http.MethodPost, th.endpoint(), strings.NewReader("topic=urn%3Ax&data=private-payload"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+secret[:len(secret)-4]+"AAAA") // a bad signature
+	do(t, req)
+	if strings.Contains(buf.String(), secret[:len(secret)-4]) || strings.Contains(buf.String(), "private-payload") {
+		t.Errorf("a log line carries the token or the payload: %q", buf.String())
+	}
+
+	buf.Reset()
+	store2 := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	h2, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(store2), mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Shutdown(context.Background())
+	store2.status(errors.New("feed outage"))
+	if buf.Len() > 0 {
+		t.Errorf("WithLogger(nil) logged %q", buf.String())
+	}
+}

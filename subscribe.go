@@ -96,11 +96,33 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 
 // stream is one subscriber connection.
 type stream struct {
+	// The fields dispatch touches for every delivery come first, so that
+	// a fan-out to many streams reads few cache lines of each.
 	hub       *Hub
-	matchers  []matcher
 	principal *principal
-	entries   []*index.Entry[*stream]
-	client    string // connection-limit key
+	// lastSeq is the last event offered to this stream (SUB-13: at most
+	// once per stream), or recorded before it opened: the dispatcher alone
+	// touches it once the stream is registered.
+	lastSeq uint64
+	// wakePending is whether the dispatcher is to wake the writer (the
+	// dispatcher alone touches it).
+	wakePending bool
+	lm          atomic.Pointer[detached]
+
+	mu         sync.Mutex
+	queue      []*Event
+	queueBytes int
+	overflowed bool          // the queue takes no more events: it overflowed, or gap
+	gap        bool          // the feed skipped events: write the queue, then end
+	aborted    bool          // writes are cut: the deadline stays in the past
+	finished   bool          // the handler has returned: no more aborts
+	ready      chan struct{} // signalled when queue becomes non-empty
+	urgent     chan struct{} // with a write delay: signalled when the queue is half full
+	kicked     chan struct{} // closed when overflowed is set
+
+	matchers []matcher
+	entries  []*index.Entry[*stream]
+	client   string // connection-limit key
 	// subscriber is the connection's random id and subscriptions its
 	// active subscriptions, with WithSubscriptions (ACT).
 	subscriber    string
@@ -109,7 +131,6 @@ type stream struct {
 	// conn is the connection of a detached stream, which lm runs
 	// (WithLowMemoryStreams); rc is then nil. Both under mu.
 	conn     net.Conn
-	lm       atomic.Pointer[detached]
 	deadline time.Time // the write deadline set last, by the writer
 
 	// endedBy is why the stream ended, set once by the goroutine serving
@@ -117,25 +138,6 @@ type stream struct {
 	// sampling the delivery delay (the writer alone touches both).
 	endedBy     endReason
 	delaySample uint32
-
-	// lastSeq is the last event offered to this stream (SUB-13: at most
-	// once per stream), or recorded before it opened: the dispatcher alone
-	// touches it once the stream is registered.
-	lastSeq uint64
-	// wakePending is whether the dispatcher is to wake the writer (the
-	// dispatcher alone touches it).
-	wakePending bool
-
-	mu         sync.Mutex
-	queue      []*Event
-	queueBytes int
-	overflowed bool          // the queue takes no more events: it overflowed, or gap
-	gap        bool          // the feed skipped events: write the queue, then end
-	ready      chan struct{} // signalled when queue becomes non-empty
-	urgent     chan struct{} // with a write delay: signalled when the queue is half full
-	kicked     chan struct{} // closed when overflowed is set
-	aborted    bool          // writes are cut: the deadline stays in the past
-	finished   bool          // the handler has returned: no more aborts
 }
 
 // enqueue queues e for the stream's writer without blocking, unless the

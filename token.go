@@ -14,7 +14,9 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwt"
 
 	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // DefaultTokenTTL is the lifetime of a minted token when [Grant.TTL] is 0.
@@ -59,6 +61,7 @@ type Signer struct {
 	issuer   string
 	audience string
 	now      func() time.Time
+	patterns *index.Cache // the grants' URL patterns, compiled against audience
 }
 
 // NewSigner returns a signer that signs with the private key key (EC,
@@ -72,7 +75,12 @@ func NewSigner(key jwk.Key, issuer, audience string) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Signer{key: key, alg: alg, issuer: issuer, audience: audience, now: time.Now}, nil
+	resolver, err := topicurl.New(audience)
+	if err != nil {
+		return nil, fmt.Errorf("mercure: NewSigner: the audience must be the hub URL: %w", err)
+	}
+	return &Signer{key: key, alg: alg, issuer: issuer, audience: audience, now: time.Now,
+		patterns: index.NewCache(audience, resolver, patternCacheSize)}, nil
 }
 
 // signingAlgorithm is the key's own alg, or the usual one for its type.
@@ -115,7 +123,7 @@ func (s *Signer) Token(g Grant) (string, error) {
 	if ttl < 0 {
 		return "", fmt.Errorf("mercure: negative token TTL %v", ttl)
 	}
-	details, err := grantDetails(g)
+	details, err := s.grantDetails(g)
 	if err != nil {
 		return "", err
 	}
@@ -149,12 +157,18 @@ func (s *Signer) Token(g Grant) (string, error) {
 }
 
 // grantDetails turns a grant into Mercure authorization details: one per
-// action, so that the payload goes with subscribe only.
-func grantDetails(g Grant) ([]any, error) {
-	var details []any
+// action, so that the payload goes with subscribe only. A grant of
+// nothing is an empty list, which a hub accepts (an identity without
+// rights), never null, which it refuses.
+func (s *Signer) grantDetails(g Grant) ([]any, error) {
+	details := []any{}
 	add := func(action string, ms []Match, payload any) error {
 		if len(ms) == 0 {
 			return nil
+		}
+		// The limits a hub with the defaults applies to a token's grants.
+		if len(ms) > defaultLimits.MaxMatchers {
+			return fmt.Errorf("mercure: more than %d %s matches in a grant", defaultLimits.MaxMatchers, action)
 		}
 		topics := make([]map[string]string, len(ms))
 		for i, m := range ms {
@@ -167,6 +181,16 @@ func grantDetails(g Grant) ([]any, error) {
 			}
 			if m.Pattern == "" || !chars.Valid(m.Pattern) {
 				return fmt.Errorf("mercure: invalid match %q in a grant", m.Pattern)
+			}
+			if len(m.Pattern) > defaultLimits.MaxMatcherBytes {
+				return fmt.Errorf("mercure: a match of %d bytes in a grant, more than %d", len(m.Pattern), defaultLimits.MaxMatcherBytes)
+			}
+			if typ == MatchURLPattern {
+				// A hub with the default limits refuses a token whose
+				// pattern does not compile or costs too much: say so now.
+				if _, err := s.patterns.Get(m.Pattern, defaultLimits.Patterns.limit()); err != nil {
+					return fmt.Errorf("mercure: URL pattern %q in a grant: %w", m.Pattern, err)
+				}
 			}
 			topics[i] = map[string]string{"match": m.Pattern, "match_type": typ}
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -145,5 +146,55 @@ func TestAUTH12_SetCookie(t *testing.T) {
 	}
 	if ev := s.next(t); ev.ID != id {
 		t.Fatalf("got %+v, want the private update", ev)
+	}
+}
+
+// Every token a Signer mints is one the hub it is minted for accepts, or
+// the Signer says why not: whatever the Grant, never a token that fails at
+// first use. Grants are drawn from valid and invalid parts, combined at
+// random.
+func TestSigner_MintsOnlyAcceptedTokens(t *testing.T) {
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	signer, set := signerFor(t, ec)
+	th := startHub(t, nil, mercure.WithURL(testHubURL), mercure.WithAnonymousSubscribers(),
+		mercure.WithIssuer(mercure.Issuer{ID: "https://app.example.com", PublisherKeys: set, SubscriberKeys: set}))
+	matches := []mercure.Match{
+		{Pattern: "*"},
+		{Pattern: "https://example.com/books/1"},
+		{Pattern: "urn:example:x"},
+		{Pattern: "https://example.com/books/:id", Type: mercure.MatchURLPattern},
+		{Pattern: "/users/{*}?", Type: mercure.MatchURLPattern},
+		{Pattern: "https://example.com/(a+)+", Type: mercure.MatchURLPattern},
+		{Pattern: "https://example.com/" + strings.Repeat(":a", 40), Type: mercure.MatchURLPattern},
+		{Pattern: "https://example.com/" + strings.Repeat("x", 3000)},
+		{Pattern: "[", Type: mercure.MatchURLPattern},
+		{},
+		{Pattern: "x", Type: "regex"},
+	}
+	payloads := []any{nil, map[string]any{"name": "alice"}, []int{1}, "text"}
+	pick := func(r *mrand.Rand) []mercure.Match {
+		var ms []mercure.Match
+		for range r.IntN(3) {
+			ms = append(ms, matches[r.IntN(len(matches))])
+		}
+		return ms
+	}
+	r := mrand.New(mrand.NewPCG(1, 2))
+	minted, empty := 0, false
+	for i := range 300 {
+		g := mercure.Grant{Subject: "s", Publish: pick(r), Subscribe: pick(r), Payload: payloads[r.IntN(len(payloads))]}
+		tok, err := signer.Token(g)
+		if err != nil {
+			continue // refused when minted: what the property allows
+		}
+		minted++
+		empty = empty || len(g.Publish)+len(g.Subscribe) == 0
+		status := subStatus(th, http.MethodGet, "match=x", "", "Authorization", "Bearer "+tok)
+		if status != http.StatusOK {
+			t.Fatalf("grant %d %+v: minted, then refused by the hub with %d", i, g, status)
+		}
+	}
+	if minted < 50 || !empty {
+		t.Fatalf("%d tokens minted (a grant of nothing among them: %v): the draw tests too little", minted, empty)
 	}
 }

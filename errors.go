@@ -49,4 +49,10 @@ var (
 
 	// ErrHubClosed is returned once [Hub.Shutdown] has started.
 	ErrHubClosed = errors.New("mercure: hub is shut down")
+
+	// ErrInsecureCookie is returned by [Hub.SetCookie] when the hub URL
+	// is plain http:// on a host other than localhost: browsers drop the
+	// Secure cookie it would set, silently, and the streams it was meant
+	// for would be refused.
+	ErrInsecureCookie = errors.New("mercure: browsers drop a Secure cookie on http:// except on localhost")
 )

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -156,6 +158,18 @@ func (s *Signer) Token(g Grant) (string, error) {
 	return string(signed), nil
 }
 
+// isLocalhost reports whether host is one that browsers treat as a
+// secure context over plain http: localhost, its subdomains, and the
+// loopback addresses.
+func isLocalhost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // grantDetails turns a grant into Mercure authorization details: one per
 // action, so that the payload goes with subscribe only. A grant of
 // nothing is an empty list, which a hub accepts (an identity without
@@ -218,7 +232,16 @@ func (s *Signer) grantDetails(g Grant) ([]any, error) {
 // hub's EventSource streams (AUTH-12): Secure, HttpOnly, SameSite=Strict,
 // Path the hub path, expiring with the token. The hub and the application
 // must share a registrable domain.
+//
+// Browsers keep a Secure cookie only from https:// origins and from
+// http://localhost: on a hub URL that is plain http:// on any other host
+// (http://app.internal in development, say), SetCookie returns
+// [ErrInsecureCookie] rather than set a cookie that would be dropped
+// without a word. Serve such a hub over https, or develop on localhost.
 func (h *Hub) SetCookie(w http.ResponseWriter, tok string) error {
+	if u := h.cfg.url; u.Scheme == "http" && !isLocalhost(u.Hostname()) {
+		return fmt.Errorf("%w: the hub URL is %s; serve it over https, or use localhost in development", ErrInsecureCookie, h.url)
+	}
 	// Only exp is read here: the hub verifies the token when it is used.
 	parsed, err := jwt.ParseInsecure([]byte(tok))
 	if err != nil {

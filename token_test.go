@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"errors"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -196,5 +197,48 @@ func TestSigner_MintsOnlyAcceptedTokens(t *testing.T) {
 	}
 	if minted < 50 || !empty {
 		t.Fatalf("%d tokens minted (a grant of nothing among them: %v): the draw tests too little", minted, empty)
+	}
+}
+
+// A cookie browsers would drop is refused loudly: a hub URL that is
+// plain http:// on a host other than localhost gets ErrInsecureCookie,
+// and no Set-Cookie; localhost and https hubs get their cookie.
+func TestSetCookie_RefusesWhatBrowsersDrop(t *testing.T) {
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for hubURL, ok := range map[string]bool{
+		"http://app.internal/.well-known/mercure":      false,
+		"http://192.168.1.10:8080/.well-known/mercure": false,
+		"http://localhost:8080/.well-known/mercure":    true,
+		"http://app.localhost/.well-known/mercure":     true,
+		"http://127.0.0.1:3000/.well-known/mercure":    true,
+		"http://[::1]:3000/.well-known/mercure":        true,
+		"https://app.internal/.well-known/mercure":     true,
+	} {
+		h, err := mercure.New(mercure.WithURL(hubURL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := jwk.Import(ec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, err := mercure.NewSigner(key, "https://app.example.com", hubURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := signer.Token(mercure.Grant{Subject: "a", Subscribe: []mercure.Match{{Pattern: "*"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		err = h.SetCookie(rec, tok)
+		set := rec.Header().Get("Set-Cookie") != ""
+		switch {
+		case ok && (err != nil || !set):
+			t.Errorf("%s: %v, cookie set: %v", hubURL, err, set)
+		case !ok && (!errors.Is(err, mercure.ErrInsecureCookie) || set):
+			t.Errorf("%s: %v, cookie set: %v; want ErrInsecureCookie and no cookie", hubURL, err, set)
+		}
+		h.Shutdown(context.Background())
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/uritemplate"
 )
 
 // Earliest is the cursor that asks for the hub's whole retained history.
@@ -264,9 +266,9 @@ func (st *stream) request(ctx context.Context) (*http.Request, error) {
 			q.WriteByte('&')
 		}
 		// & = + ; and % are always encoded, as URLSearchParams does.
-		q.WriteString(formEscape(m.param()))
+		q.WriteString(uritemplate.Escape(m.param()))
 		q.WriteByte('=')
-		q.WriteString(formEscape(m.Value))
+		q.WriteString(uritemplate.Escape(m.Value))
 	}
 	method := st.sub.Method
 	if method == "" {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/uritemplate"
 )
 
 // Update is what a publisher sends to a hub (the spec's "Publication"
@@ -41,7 +43,7 @@ func (u *Update) encode() string {
 		}
 		b.WriteString(name)
 		b.WriteByte('=')
-		b.WriteString(formEscape(value))
+		b.WriteString(uritemplate.Escape(value))
 	}
 	for _, t := range u.Topics {
 		field("topic", t)
@@ -96,33 +98,4 @@ func (c *Client) Publish(ctx context.Context, hubURL string, u Update) (string, 
 		return "", fmt.Errorf("mercure: publish: reading the id: %w", err)
 	}
 	return string(b), nil
-}
-
-// formEscape percent-encodes s for a form body: everything but the
-// unreserved characters, so & = + ; and % never split or change a value.
-func formEscape(s string) string {
-	const hex = "0123456789ABCDEF"
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if !unreserved(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	b := make([]byte, 0, len(s)+2*n)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if unreserved(c) {
-			b = append(b, c)
-			continue
-		}
-		b = append(b, '%', hex[c>>4], hex[c&15])
-	}
-	return string(b)
-}
-
-func unreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }

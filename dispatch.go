@@ -17,16 +17,11 @@ import (
 // when it is empty dispatches the queued items one at a time, in the
 // store's order: per-stream order is store order.
 
-// feedItem is what the store's feed passes on: an event, or a gap.
-type feedItem struct {
-	event *Event // nil: a gap
-}
-
 // feed is the queue between the store's listener and the dispatcher.
 type feed struct {
 	mu      sync.Mutex
-	items   []feedItem
-	spare   []feedItem
+	items   []*Event // in the store's order; nil marks a gap
+	spare   []*Event
 	running bool // a dispatcher goroutine is draining items
 	done    chan struct{}
 	// pending counts the events queued or being dispatched, and
@@ -45,24 +40,24 @@ func (h *Hub) listener() Listener {
 			// on does not get it live (see register).
 			h.lastEventID.Store(&e.ID)
 			h.lastSeq.Store(e.Seq)
-			h.push(feedItem{event: e})
+			h.push(e)
 		},
 		// Only reported: it needs no order with the events.
 		Status: h.feedStatus,
 		// Ordered with the events: the streams must get those before it.
-		Gap: func() { h.push(feedItem{}) },
+		Gap: func() { h.push(nil) },
 	}
 }
 
-// push queues it for dispatch, starting the dispatcher if it is not
+// push queues e for dispatch (nil: a gap), starting the dispatcher if it is not
 // running. It never blocks on the dispatcher.
-func (h *Hub) push(it feedItem) {
+func (h *Hub) push(e *Event) {
 	f := &h.feed
 	f.mu.Lock()
-	f.items = append(f.items, it)
-	if it.event != nil {
+	f.items = append(f.items, e)
+	if e != nil {
 		f.pending++
-		f.pendingBytes += int64(len(it.event.encoded()))
+		f.pendingBytes += int64(len(e.encoded()))
 	}
 	start := !f.running
 	if start {
@@ -93,18 +88,18 @@ func (h *Hub) drain() {
 		f.mu.Unlock()
 		var n, size int64
 		for i := range batch {
-			it := &batch[i]
-			if it.event == nil {
+			e := batch[i]
+			if e == nil {
 				h.wake()
 				h.feedGap()
 				continue
 			}
 			if h.ctx.Err() == nil {
-				h.dispatch(it.event)
+				h.dispatch(e)
 			}
 			n++
-			size += int64(len(it.event.encoded()))
-			*it = feedItem{}
+			size += int64(len(e.encoded()))
+			batch[i] = nil
 			if n%wakeEvery == 0 {
 				h.wake()
 			}

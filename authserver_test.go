@@ -112,7 +112,6 @@ func (as *fakeAS) token(t *testing.T, key *ecdsa.PrivateKey, kid string) string 
 // refresh limit.
 func (as *fakeAS) options(refresh time.Duration, extra ...mercure.Option) []mercure.Option {
 	return append([]mercure.Option{
-		mercure.WithURL(testHubURL),
 		mercure.WithIssuer(mercure.Issuer{ID: as.id, AuthorizationServer: true}),
 		mercure.WithHTTPClient(as.srv.Client()),
 		mercure.WithKeyRefreshLimit(refresh),
@@ -334,7 +333,7 @@ func TestAUTH21_AuthorizationServerOptions(t *testing.T) {
 		{"relative id", []mercure.Option{mercure.WithIssuer(mercure.Issuer{ID: "as.example", AuthorizationServer: true})}},
 		{"nil client", []mercure.Option{mercure.WithHTTPClient(nil)}},
 	} {
-		_, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL)}, c.opts...)...)
+		_, err := mercure.New(testHubURL, c.opts...)
 		if !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("%s: err = %v, want ErrInvalidOption", c.name, err)
 		}
@@ -342,7 +341,7 @@ func TestAUTH21_AuthorizationServerOptions(t *testing.T) {
 }
 
 func TestDIS7_AuthorizationServersListed(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t),
+	h, err := mercure.New(testHubURL, withAuthIssuer(t),
 		mercure.WithIssuer(mercure.Issuer{ID: "https://as.example/tenant1", AuthorizationServer: true}),
 		mercure.WithIssuer(mercure.Issuer{ID: "https://as2.example", AuthorizationServer: true}))
 	if err != nil {

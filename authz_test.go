@@ -78,7 +78,7 @@ func withAuthIssuer(t testing.TB) mercure.Option {
 // startAuthHub starts a hub that validates tokens (no insecure publishing).
 func startAuthHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	return startHub(t, nil, append([]mercure.Option{mercure.WithURL(testHubURL), withAuthIssuer(t)}, opts...)...)
+	return startHub(t, nil, append([]mercure.Option{withAuthIssuer(t)}, opts...)...)
 }
 
 func exactTopic(m string) map[string]any { return map[string]any{"match": m} }
@@ -581,7 +581,7 @@ func TestDIS5_MetadataURL(t *testing.T) {
 		{"https://example.com/.well-known/mercure", "https://example.com/.well-known/oauth-protected-resource/.well-known/mercure", "/.well-known/oauth-protected-resource/.well-known/mercure"},
 		{"https://example.com/app/hub", "https://example.com/.well-known/oauth-protected-resource/app/hub", "/.well-known/oauth-protected-resource/app/hub"},
 	} {
-		h, err := mercure.New(mercure.WithURL(c.hub), withAuthIssuer(t))
+		h, err := mercure.New(c.hub, withAuthIssuer(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -600,7 +600,7 @@ func TestDIS5_MetadataURL(t *testing.T) {
 // TestDIS8_ChallengeNamesMetadataURL: the challenge of a hub with a path
 // prefix points to its own metadata document.
 func TestDIS8_ChallengeNamesMetadataURL(t *testing.T) {
-	th := startHub(t, nil, mercure.WithURL("https://example.com/app/hub"), withAuthIssuer(t))
+	th := startHubAt(t, "https://example.com/app/hub", nil, withAuthIssuer(t))
 	status, _, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/a", "data", "x"))
 	want := `Bearer resource_metadata="https://example.com/.well-known/oauth-protected-resource/app/hub"`
 	if status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != want {
@@ -617,7 +617,7 @@ func TestDIS6_7_MetadataDocument(t *testing.T) {
 		{"https://example.com/.well-known/mercure", mercure.DefaultCookieName, nil},
 		{"https://example.com/app/hub", "hub_a_token", []mercure.Option{mercure.WithCookieName("hub_a_token")}},
 	} {
-		h, err := mercure.New(append([]mercure.Option{mercure.WithURL(c.hub), withAuthIssuer(t)}, c.opts...)...)
+		h, err := mercure.New(c.hub, append([]mercure.Option{withAuthIssuer(t)}, c.opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -658,7 +658,7 @@ func TestDIS6_7_MetadataDocument(t *testing.T) {
 // TestDIS5_NoMetadataWithoutIssuers: a hub that validates no token serves
 // no metadata.
 func TestDIS5_NoMetadataWithoutIssuers(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL))
+	h, err := mercure.New(testHubURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -708,7 +708,7 @@ func TestAUTH35_FanOutSharedGrants(t *testing.T) {
 // default port, so a hub configured as https://example.com:443/... must
 // still accept a cookie publish with Origin https://example.com.
 func TestSEC4_HubURLWithDefaultPort(t *testing.T) {
-	th := startHub(t, nil, mercure.WithURL("https://example.com:443/.well-known/mercure"), withAuthIssuer(t))
+	th := startHubAt(t, "https://example.com:443/.well-known/mercure", nil, withAuthIssuer(t))
 	c := authClaims(detail("publish", exactTopic("*")))
 	c["aud"] = "https://example.com:443/.well-known/mercure"
 	tok := mintToken(t, authPubKey, nil, c)

@@ -24,7 +24,7 @@ type benchHub struct {
 
 func newBenchHub(b *testing.B, opts ...Option) *benchHub {
 	b.Helper()
-	h, err := New(append([]Option{WithURL("https://example.com/.well-known/mercure"), WithHistory(0)}, opts...)...)
+	h, err := New("https://example.com/.well-known/mercure", append([]Option{WithHistory(0)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func TestSEC6_BodyTimeoutFreesHungRequests(t *testing.T) {
 func TestSEC6_BodyTimeoutSparesStreams(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HTTP/2=%v", h2), func(t *testing.T) {
-			h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{BodyTimeout: bodyTimeout}))
+			h, err := mercure.New(testHubURL, mercure.WithLimits(mercure.Limits{BodyTimeout: bodyTimeout}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestSEC6_BodyTimeoutUnsupportedWarnsOnce(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithLogger(log))
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

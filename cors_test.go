@@ -69,7 +69,7 @@ func TestSUB18_CORS(t *testing.T) {
 
 func TestSUB18_CORSOriginsAreValidated(t *testing.T) {
 	for _, o := range []string{"*", "https://*.example.com", "example.com", "https://example.com/path", "ftp://example.com"} {
-		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithCORS(o)); !errors.Is(err, mercure.ErrInvalidOption) {
+		if _, err := mercure.New(testHubURL, mercure.WithCORS(o)); !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("origin %q: %v", o, err)
 		}
 	}

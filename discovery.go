@@ -2,7 +2,6 @@ package mercure
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,45 +11,50 @@ import (
 )
 
 // A LinkOption adds a target attribute to the Link header written by
-// [Hub.Link] (DIS-3).
-type LinkOption struct {
-	apply func(h *Hub, attrs *[]string) error
+// [Hub.Link] (DIS-3). Like an [Option], it validates its argument: a bad
+// value makes Link fail.
+type LinkOption func(*link) error
+
+// link is the Link header value that LinkOptions add attributes to.
+type link struct {
+	hub   *Hub
+	attrs []string
 }
 
 // LinkLastEventID adds last-event-id with the id of the last update the hub
 // dispatched (or earliest): a client that forwards it as last_event_id
 // misses no update published between the response and its subscription.
 func LinkLastEventID() LinkOption {
-	return LinkOption{func(h *Hub, attrs *[]string) error {
-		*attrs = append(*attrs, "last-event-id="+quote(h.LastEventID()))
+	return func(l *link) error {
+		l.attrs = append(l.attrs, "last-event-id="+quote(l.hub.LastEventID()))
 		return nil
-	}}
+	}
 }
 
 // LinkType adds type, the SSE event type of the updates about the
 // resource; leave it out when they mix types. It follows the rules of the
 // publish type field, and an application's resource may not use "mercure".
 func LinkType(eventType string) LinkOption {
-	return LinkOption{func(_ *Hub, attrs *[]string) error {
+	return func(l *link) error {
 		if eventType == "" || !chars.Valid(eventType) || eventType == "mercure" {
 			return fmt.Errorf("%w: Link type %q", ErrInvalidType, eventType)
 		}
-		*attrs = append(*attrs, "type="+quote(eventType))
+		l.attrs = append(l.attrs, "type="+quote(eventType))
 		return nil
-	}}
+	}
 }
 
 // LinkContentType adds content-type, the media type of the updates'
 // data (e.g. application/merge-patch+json), when it differs from the
 // resource's own; leave it out when updates mix media types.
 func LinkContentType(mediaType string) LinkOption {
-	return LinkOption{func(_ *Hub, attrs *[]string) error {
+	return func(l *link) error {
 		if mediaType == "" || !chars.Valid(mediaType) {
-			return fmt.Errorf("mercure: invalid Link content-type %q", mediaType)
+			return fmt.Errorf("%w: Link content-type %q", ErrInvalidOption, mediaType)
 		}
-		*attrs = append(*attrs, "content-type="+quote(mediaType))
+		l.attrs = append(l.attrs, "content-type="+quote(mediaType))
 		return nil
-	}}
+	}
 }
 
 // Link adds to header the discovery link of the hub (DIS-2):
@@ -61,16 +65,16 @@ func LinkContentType(mediaType string) LinkOption {
 // it on the responses of resources whose updates the hub pushes. Nothing
 // is added when an option is invalid.
 func (h *Hub) Link(header http.Header, opts ...LinkOption) error {
-	attrs := []string{`rel="mercure"`}
+	l := link{hub: h, attrs: []string{`rel="mercure"`}}
 	for _, o := range opts {
-		if o.apply == nil {
-			return errors.New("mercure: zero LinkOption")
+		if o == nil {
+			return fmt.Errorf("%w: nil LinkOption", ErrInvalidOption)
 		}
-		if err := o.apply(h, &attrs); err != nil {
+		if err := o(&l); err != nil {
 			return err
 		}
 	}
-	header.Add("Link", "<"+h.url+">; "+strings.Join(attrs, "; "))
+	header.Add("Link", "<"+h.url+">; "+strings.Join(l.attrs, "; "))
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 
 // DIS-2, DIS-3, DIS-4: the hub's discovery link, with quoted attributes.
 func TestDIS_Link(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL))
+	h, err := mercure.New(testHubURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDIS_Link(t *testing.T) {
 // DIS-3: an application's resource may not advertise the type mercure,
 // nor a type the publish endpoint would refuse; nothing is written then.
 func TestDIS3_LinkTypeRules(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL))
+	h, err := mercure.New(testHubURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,11 @@ func TestDIS3_LinkTypeRules(t *testing.T) {
 			t.Errorf("type %q: header written: %v", typ, hdr)
 		}
 	}
-	if err := h.Link(http.Header{}, mercure.LinkContentType("a\rb")); err == nil {
-		t.Error("content-type with CR accepted")
+	if err := h.Link(http.Header{}, mercure.LinkContentType("a\rb")); !errors.Is(err, mercure.ErrInvalidOption) {
+		t.Errorf("content-type with CR: %v, want ErrInvalidOption", err)
+	}
+	if err := h.Link(http.Header{}, nil); !errors.Is(err, mercure.ErrInvalidOption) {
+		t.Errorf("nil LinkOption: %v, want ErrInvalidOption", err)
 	}
 }
 
@@ -94,7 +97,7 @@ func TestDIS9_SelfLink(t *testing.T) {
 // any path prefix.
 func TestDIS5_Mount(t *testing.T) {
 	for _, hubURL := range []string{testHubURL, "https://example.com/app/hub"} {
-		h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithInsecurePublishing(),
+		h, err := mercure.New(hubURL, mercure.WithInsecurePublishing(),
 			withAuthIssuer(t), mercure.WithAnonymousSubscribers())
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // dispatch evaluates them, streams open, and the exact subscribers of the
 // update being dispatched already have it.
 func TestDispatchEvaluatesPatternsWithoutTheLock(t *testing.T) {
-	h, err := New(WithURL("https://example.com/.well-known/mercure"))
+	h, err := New("https://example.com/.well-known/mercure")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDispatchEvaluatesPatternsWithoutTheLock(t *testing.T) {
 func TestAbortsHappenOutsideHubLocks(t *testing.T) {
 	for _, via := range []string{"overflow", "shutdown"} {
 		t.Run(via, func(t *testing.T) {
-			h, err := New(WithURL("https://example.com/.well-known/mercure"), WithLimits(Limits{QueueEvents: 1}))
+			h, err := New("https://example.com/.well-known/mercure", WithLimits(Limits{QueueEvents: 1}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 // events already waiting is dropped rather than given more; a stream with
 // none still gets one.
 func TestMaxQueuedBytes(t *testing.T) {
-	h, err := New(WithURL("https://example.com/.well-known/mercure"),
+	h, err := New("https://example.com/.well-known/mercure",
 		WithLimits(Limits{MaxBodyBytes: 1000, QueueBytes: 1000, MaxQueuedBytes: 1000}))
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +202,12 @@ func (s *heldReplayStore) Replay(ctx context.Context, id string) (Backlog, error
 func TestReplaySlotsAndTimeout(t *testing.T) {
 	defer func(d time.Duration) { replayWait = d }(replayWait)
 	replayWait = 50 * time.Millisecond
-	store := &heldReplayStore{MemoryStore: NewMemoryStore(10)}
-	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithStore(store),
+	ms, err := NewMemoryStore(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &heldReplayStore{MemoryStore: ms}
+	h, err := New("https://example.com/.well-known/mercure", WithStore(store),
 		WithLimits(Limits{MaxReplays: 1, ReplayTimeout: time.Second}))
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +300,7 @@ func publishSoon(t *testing.T, h *Hub, u Update) string {
 // (recorded before it opened, the held update is not live for it), and
 // nothing queued for the one that closed.
 func TestPublishDoesNotWaitForFanOut(t *testing.T) {
-	h, err := New(WithURL("https://example.com/.well-known/mercure"))
+	h, err := New("https://example.com/.well-known/mercure")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +350,7 @@ func TestPublishDoesNotWaitForFanOut(t *testing.T) {
 // nothing; the others go through once the dispatcher catches up. A POST
 // gets 503 after publishWait.
 func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
-	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}))
+	h, err := New("https://example.com/.well-known/mercure", WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 //
 // # Example
 //
-//	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+//	hub, err := mercure.New("https://example.com/.well-known/mercure")
 //	if err != nil {
 //		log.Fatal(err)
 //	}

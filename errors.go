@@ -35,9 +35,10 @@ var (
 
 	// ErrStore is wrapped, with the store's own error, by errors from
 	// [Hub.Publish] when the store did not acknowledge the update (the
-	// HTTP endpoint then answers 503). A store on the network may have
-	// recorded it nonetheless, when only its reply was lost.
-	ErrStore = errors.New("mercure: the store did not record the update")
+	// HTTP endpoint then answers 503; a store on the network may have
+	// recorded it nonetheless, when only its reply was lost), and from
+	// [Hub.Subscriptions] when the store could not list them.
+	ErrStore = errors.New("mercure: store failed")
 
 	// ErrHistoryGap is wrapped by the error that a [Backlog]'s Events
 	// yields when the store cannot go on contiguously: events it should

@@ -21,7 +21,7 @@ import (
 // application's routes.
 func ExampleNew() {
 	hub, err := mercure.New(
-		mercure.WithURL("https://example.com/.well-known/mercure"),
+		"https://example.com/.well-known/mercure",
 		mercure.WithHistory(10_000),
 		mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 32}),
 	)
@@ -42,7 +42,7 @@ func ExampleNew() {
 // ExampleHub_Publish publishes from application code, right where the
 // state changes, and shows a subscriber receiving the update.
 func ExampleHub_Publish() {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	hub, err := mercure.New("https://example.com/.well-known/mercure")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func ExampleHub_Publish() {
 // ExampleHub_Publish_errors shows that invalid updates are refused with
 // errors that can be inspected.
 func ExampleHub_Publish_errors() {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	hub, err := mercure.New("https://example.com/.well-known/mercure")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func ExampleHub_Publish_errors() {
 // a pattern over them is refused with 400 before it is compiled.
 func ExampleWithLimits() {
 	hub, err := mercure.New(
-		mercure.WithURL("https://example.com/.well-known/mercure"),
+		"https://example.com/.well-known/mercure",
 		mercure.WithLimits(mercure.Limits{
 			MaxConnections:    50_000,
 			AnonymousPatterns: mercure.PatternLimits{MaxGroups: 4},
@@ -129,7 +129,7 @@ func ExampleWithLimits() {
 // ExampleHub_Shutdown stops a server that serves a hub: the hub first, so
 // that its streams end, then the server.
 func ExampleHub_Shutdown() {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	hub, err := mercure.New("https://example.com/.well-known/mercure")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func ExampleHub_Shutdown() {
 // ExampleHub_Link advertises the hub on an application's own response, with
 // the cursor that lets the client subscribe without missing an update.
 func ExampleHub_Link() {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	hub, err := mercure.New("https://example.com/.well-known/mercure")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func ExampleSigner() {
 	keys := jwk.NewSet()
 	_ = keys.AddKey(secret)
 	hub, err := mercure.New(
-		mercure.WithURL("https://example.com/.well-known/mercure"),
+		"https://example.com/.well-known/mercure",
 		mercure.WithIssuer(mercure.Issuer{ID: "https://example.com", SubscriberKeys: keys}),
 	)
 	if err != nil {

@@ -22,7 +22,7 @@ func FuzzPublishForm(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithHistory(1))
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithHistory(1))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func FuzzSubscribeQuery(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	h, err := mercure.New(mercure.WithURL(testHubURL))
+	h, err := mercure.New(testHubURL)
 	if err != nil {
 		f.Fatal(err)
 	}

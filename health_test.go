@@ -16,8 +16,8 @@ import (
 
 // Readiness follows the store's feed and shutdown; liveness only shutdown.
 func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
-	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(store), mercure.WithLogger(nil))
+	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
+	h, err := mercure.New(testHubURL, mercure.WithStore(store), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestLogger_DefaultAndNil(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(prev)
 
-	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(store), withAuthIssuer(t))
+	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
+	h, err := mercure.New(testHubURL, mercure.WithStore(store), withAuthIssuer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func TestLogger_DefaultAndNil(t *testing.T) {
 	}
 
 	buf.Reset()
-	store2 := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
-	h2, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(store2), mercure.WithLogger(nil))
+	store2 := &feedStore{MemoryStore: newMemoryStore(t, 10)}
+	h2, err := mercure.New(testHubURL, mercure.WithStore(store2), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

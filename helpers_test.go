@@ -29,15 +29,27 @@ type testHub struct {
 // without tokens, which this issue does not validate yet) plus opts.
 func newTestHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	return startHub(t, nil, append([]mercure.Option{mercure.WithURL(testHubURL), mercure.WithInsecurePublishing()}, opts...)...)
+	return newTestHubAt(t, testHubURL, opts...)
 }
 
-// startHub builds a hub from opts, mounts it at its path and serves it;
-// setup, when not nil, adjusts the server before it starts. The hub and
-// the server stop when the test ends.
+// newTestHubAt is newTestHub with the hub URL hubURL.
+func newTestHubAt(t testing.TB, hubURL string, opts ...mercure.Option) *testHub {
+	t.Helper()
+	return startHubAt(t, hubURL, nil, append([]mercure.Option{mercure.WithInsecurePublishing()}, opts...)...)
+}
+
+// startHub builds a hub at testHubURL from opts, mounts it at its path
+// and serves it; setup, when not nil, adjusts the server before it
+// starts. The hub and the server stop when the test ends.
 func startHub(t testing.TB, setup func(*http.Server), opts ...mercure.Option) *testHub {
 	t.Helper()
-	h, err := mercure.New(opts...)
+	return startHubAt(t, testHubURL, setup, opts...)
+}
+
+// startHubAt is startHub with the hub URL hubURL.
+func startHubAt(t testing.TB, hubURL string, setup func(*http.Server), opts ...mercure.Option) *testHub {
+	t.Helper()
+	h, err := mercure.New(hubURL, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -259,7 +271,7 @@ func (s *subscription) header(name string) string { return s.res.Header.Get(name
 // subscriptions API, the metadata), stopped when the test ends.
 func startMountedHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	h, err := mercure.New(opts...)
+	h, err := mercure.New(testHubURL, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -290,4 +302,14 @@ func eventually(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// newMemoryStore returns a memory store keeping size events.
+func newMemoryStore(t testing.TB, size int, opts ...mercure.MemoryOption) *mercure.MemoryStore {
+	t.Helper()
+	s, err := mercure.NewMemoryStore(size, opts...)
+	if err != nil {
+		t.Fatalf("NewMemoryStore: %v", err)
+	}
+	return s
 }

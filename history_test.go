@@ -246,7 +246,7 @@ func replayIDs(t *testing.T, s mercure.Store, lastEventID string) (string, []str
 }
 
 func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
-	s := mercure.NewMemoryStore(600)
+	s := newMemoryStore(t, 600)
 	for i := range 1000 {
 		if err := s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}}); err != nil {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
 // Appends during a replay, evicting what the replay has not reached yet,
 // must not open a gap in it (REC-4).
 func TestMemoryStore_ReplayHasNoGapUnderEviction(t *testing.T) {
-	s := mercure.NewMemoryStore(300)
+	s := newMemoryStore(t, 300)
 	ctx := context.Background()
 	for i := range 300 {
 		_ = s.Append(ctx, &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}})
@@ -290,7 +290,7 @@ func TestMemoryStore_ReplayHasNoGapUnderEviction(t *testing.T) {
 }
 
 func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
-	s := mercure.NewMemoryStore(3)
+	s := newMemoryStore(t, 3)
 	for _, id := range []string{"x", "a", "x", "b"} { // the first x is evicted
 		_ = s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: id}})
 	}
@@ -317,7 +317,7 @@ func (c copyingStore) Replay(ctx context.Context, id string) (mercure.Backlog, e
 }
 
 func TestREC4_ReplayFromAnotherStore(t *testing.T) {
-	th := newTestHub(t, mercure.WithStore(copyingStore{mercure.NewMemoryStore(100)}))
+	th := newTestHub(t, mercure.WithStore(copyingStore{newMemoryStore(t, 100)}))
 	th.mustPost("topic=x&data=hello")
 	s := th.subscribe("match=x&last_event_id=earliest")
 	th.mustPost("topic=x&data=live")
@@ -358,7 +358,7 @@ func (l laggingStore) Listen(ls mercure.Listener) func() {
 // or what precedes the cursor (REC-4): the store's Head marks what the
 // replay covered.
 func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
-	store := laggingStore{mercure.NewMemoryStore(100), make(chan struct{})}
+	store := laggingStore{newMemoryStore(t, 100), make(chan struct{})}
 	th := newTestHub(t, mercure.WithStore(store))
 	for _, id := range []string{"e1", "e2"} {
 		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: id}); err != nil {
@@ -383,7 +383,7 @@ func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
 // and the latest stays whatever its size. WithHistoryBytes sizes the
 // default store, so it conflicts with WithStore.
 func TestMemoryStore_MaxBytes(t *testing.T) {
-	s := mercure.NewMemoryStore(100, mercure.MemoryMaxBytes(2000))
+	s := newMemoryStore(t, 100, mercure.MemoryMaxBytes(2000))
 	ctx := context.Background()
 	for i := range 10 {
 		if err := s.Append(ctx, &mercure.Event{Update: mercure.Update{Topics: []string{"t"}, ID: fmt.Sprint(i), Data: strings.Repeat("d", 300)}}); err != nil {
@@ -400,7 +400,7 @@ func TestMemoryStore_MaxBytes(t *testing.T) {
 	if _, got := replayIDs(t, s, mercure.Earliest); len(got) != 1 || got[0] != "big" {
 		t.Fatalf("after an event over the bound: %v, want it alone", got)
 	}
-	if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithHistoryBytes(1<<20), mercure.WithStore(s)); !errors.Is(err, mercure.ErrInvalidOption) {
+	if _, err := mercure.New(testHubURL, mercure.WithHistoryBytes(1<<20), mercure.WithStore(s)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("WithHistoryBytes with WithStore: %v", err)
 	}
 }
@@ -488,5 +488,23 @@ func TestStreamsSeeStoreOrderUnderConcurrentPublishers(t *testing.T) {
 	}
 	if n := th.Stats().Overflows; n != 0 {
 		t.Errorf("%d streams overflowed", n)
+	}
+}
+
+// The memory store refuses what it cannot honour, like every option.
+func TestNewMemoryStore_RejectsBadOptions(t *testing.T) {
+	for name, c := range map[string]struct {
+		size int
+		opts []mercure.MemoryOption
+	}{
+		"negative size":      {-1, nil},
+		"negative max bytes": {10, []mercure.MemoryOption{mercure.MemoryMaxBytes(-1)}},
+		"nil option":         {10, []mercure.MemoryOption{nil}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if s, err := mercure.NewMemoryStore(c.size, c.opts...); !errors.Is(err, mercure.ErrInvalidOption) {
+				t.Fatalf("NewMemoryStore: store %v, err %v; want ErrInvalidOption", s, err)
+			}
+		})
 	}
 }

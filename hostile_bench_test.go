@@ -53,7 +53,7 @@ func BenchmarkHostilePatterns(b *testing.B) {
 				continue
 			}
 			b.Run(shape.name+"/"+scope, func(b *testing.B) {
-				h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithAnonymousSubscribers(), mercure.WithHistory(history))
+				h, err := mercure.New(testHubURL, mercure.WithAnonymousSubscribers(), mercure.WithHistory(history))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,9 +120,23 @@ func (h *Hub) Stats() Stats {
 	return st
 }
 
-// New returns a hub configured by opts. [WithURL] is required.
-func New(opts ...Option) (*Hub, error) {
+// New returns a hub whose absolute public URL is hubURL, for example
+// "https://example.com/.well-known/mercure" (a URL without a path gets
+// [DefaultHubPath]), configured by opts.
+//
+// The hub URL is authoritative (spec section "Discovery"): its path
+// decides the hub's reserved topic namespace, it is the base URL of
+// relative topics and URL patterns, and it is the resource identifier
+// that access tokens must name in aud. The hub never infers it from the
+// Host header; where the hub is reached in the application's routes is
+// a separate matter (see [Hub.Mount]).
+func New(hubURL string, opts ...Option) (*Hub, error) {
 	cfg := defaultConfig()
+	u, err := parseHubURL(hubURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.url = u
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -130,16 +145,13 @@ func New(opts ...Option) (*Hub, error) {
 			return nil, err
 		}
 	}
-	if cfg.url == nil {
-		return nil, fmt.Errorf("%w: WithURL is required", ErrInvalidOption)
-	}
 	if err := cfg.limits.check(); err != nil {
 		return nil, err
 	}
 	if cfg.store != nil && cfg.historySet {
 		return nil, fmt.Errorf("%w: WithHistory and WithHistoryBytes size the default store; configure retention on the store given to WithStore", ErrInvalidOption)
 	}
-	hubURL := cfg.url.String()
+	hubURL = cfg.url.String()
 	resolver, err := topicurl.New(hubURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
@@ -184,7 +196,12 @@ func New(opts ...Option) (*Hub, error) {
 	}
 	h.subscriptions.active = make(map[*Subscription]struct{})
 	if h.store == nil {
-		h.store = NewMemoryStore(cfg.history, MemoryMaxBytes(cfg.historyBytes))
+		ms, err := NewMemoryStore(cfg.history, MemoryMaxBytes(cfg.historyBytes))
+		if err != nil { // WithHistory and WithHistoryBytes checked both
+			h.stop()
+			return nil, err
+		}
+		h.store = ms
 	}
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
@@ -195,6 +212,27 @@ func New(opts ...Option) (*Hub, error) {
 		h.lastEventID.CompareAndSwap(&earliest, &latest)
 	}
 	return h, nil
+}
+
+// parseHubURL checks the hub URL given to [New]: absolute http(s), no
+// query, fragment or user info, no trailing slash.
+func parseHubURL(hubURL string) (*url.URL, error) {
+	u, err := url.Parse(hubURL)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
+	case !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return nil, fmt.Errorf("%w: hub URL %q is not an absolute http(s) URL", ErrInvalidOption, hubURL)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return nil, fmt.Errorf("%w: hub URL %q has a query, fragment or user info", ErrInvalidOption, hubURL)
+	}
+	if u.Path == "" {
+		u.Path = DefaultHubPath
+	}
+	if u.Path != "/" && strings.HasSuffix(u.Path, "/") {
+		return nil, fmt.Errorf("%w: hub URL %q ends with a slash", ErrInvalidOption, hubURL)
+	}
+	return u, nil
 }
 
 // patternCacheSize bounds the compiled URL patterns that a hub keeps

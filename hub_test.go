@@ -22,29 +22,33 @@ import (
 )
 
 func TestNew_RejectsBadOptions(t *testing.T) {
-	cases := map[string][]mercure.Option{
-		"no URL":                 {},
-		"relative URL":           {mercure.WithURL("/.well-known/mercure")},
-		"not http":               {mercure.WithURL("ftp://example.com/hub")},
-		"URL with query":         {mercure.WithURL("https://example.com/hub?x=1")},
-		"URL with fragment":      {mercure.WithURL("https://example.com/hub#x")},
-		"URL with trailing /":    {mercure.WithURL("https://example.com/hub/")},
-		"unparsable URL":         {mercure.WithURL("https://exa mple.com/%zz")},
-		"negative history":       {mercure.WithURL(testHubURL), mercure.WithHistory(-1)},
-		"nil store":              {mercure.WithURL(testHubURL), mercure.WithStore(nil)},
-		"history with store":     {mercure.WithURL(testHubURL), mercure.WithStore(mercure.NewMemoryStore(1)), mercure.WithHistory(5)},
-		"negative limit":         {mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{MaxTopics: -1})},
-		"negative body timeout":  {mercure.WithURL(testHubURL), mercure.WithLimits(mercure.Limits{BodyTimeout: -time.Second})},
-		"zero keep-alive":        {mercure.WithURL(testHubURL), mercure.WithKeepAlive(0)},
-		"negative write timeout": {mercure.WithURL(testHubURL), mercure.WithWriteTimeout(-time.Second)},
-		"negative write delay":   {mercure.WithURL(testHubURL), mercure.WithWriteDelay(-time.Millisecond)},
-		"write delay over 1s":    {mercure.WithURL(testHubURL), mercure.WithWriteDelay(2 * time.Second)},
-		"nil client key":         {mercure.WithURL(testHubURL), mercure.WithClientKey(nil)},
-		"nil option":             {mercure.WithURL(testHubURL), nil},
+	type options struct {
+		url  string
+		opts []mercure.Option
 	}
-	for name, opts := range cases {
+	cases := map[string]options{
+		"no URL":                 {"", nil},
+		"relative URL":           {"/.well-known/mercure", nil},
+		"not http":               {"ftp://example.com/hub", nil},
+		"URL with query":         {"https://example.com/hub?x=1", nil},
+		"URL with fragment":      {"https://example.com/hub#x", nil},
+		"URL with trailing /":    {"https://example.com/hub/", nil},
+		"unparsable URL":         {"https://exa mple.com/%zz", nil},
+		"negative history":       {testHubURL, []mercure.Option{mercure.WithHistory(-1)}},
+		"nil store":              {testHubURL, []mercure.Option{mercure.WithStore(nil)}},
+		"history with store":     {testHubURL, []mercure.Option{mercure.WithStore(newMemoryStore(t, 1)), mercure.WithHistory(5)}},
+		"negative limit":         {testHubURL, []mercure.Option{mercure.WithLimits(mercure.Limits{MaxTopics: -1})}},
+		"negative body timeout":  {testHubURL, []mercure.Option{mercure.WithLimits(mercure.Limits{BodyTimeout: -time.Second})}},
+		"zero keep-alive":        {testHubURL, []mercure.Option{mercure.WithKeepAlive(0)}},
+		"negative write timeout": {testHubURL, []mercure.Option{mercure.WithWriteTimeout(-time.Second)}},
+		"negative write delay":   {testHubURL, []mercure.Option{mercure.WithWriteDelay(-time.Millisecond)}},
+		"write delay over 1s":    {testHubURL, []mercure.Option{mercure.WithWriteDelay(2 * time.Second)}},
+		"nil client key":         {testHubURL, []mercure.Option{mercure.WithClientKey(nil)}},
+		"nil option":             {testHubURL, []mercure.Option{nil}},
+	}
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			h, err := mercure.New(opts...)
+			h, err := mercure.New(c.url, c.opts...)
 			if !errors.Is(err, mercure.ErrInvalidOption) {
 				t.Fatalf("New: hub %v, err %v; want ErrInvalidOption", h, err)
 			}
@@ -53,7 +57,7 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 }
 
 func TestNew_DefaultPath(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL("https://example.com"))
+	h, err := mercure.New("https://example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +70,7 @@ func TestNew_DefaultPath(t *testing.T) {
 // application's own routes; the URL, not the mount point, decides the
 // reserved namespace (DIS-1, PUB-6).
 func TestHub_MountedUnderPrefix(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL("https://example.com/app/hub"), mercure.WithInsecurePublishing())
+	h, err := mercure.New("https://example.com/app/hub", mercure.WithInsecurePublishing())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +96,7 @@ func TestHub_MountedUnderPrefix(t *testing.T) {
 }
 
 func TestHub_StrippedPrefix(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,7 @@ func TestHub_Methods(t *testing.T) {
 }
 
 func TestHub_SeparateHandlers(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +216,7 @@ func TestFanout_SlowSubscriberIsDisconnected(t *testing.T) {
 
 func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +300,7 @@ func mustRequest(t testing.TB, method, u, body string) *http.Request {
 // A stream whose writer is stuck on a peer that stopped reading does not
 // hold Shutdown: after a grace period its write is cut.
 func TestShutdown_CutsStuckWriters(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithWriteTimeout(time.Hour),
+	h, err := mercure.New(testHubURL, mercure.WithWriteTimeout(time.Hour),
 		mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueBytes: 1 << 30}))
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +352,7 @@ func (s stallingStore) Replay(ctx context.Context, id string) (mercure.Backlog, 
 // Shutdown interrupts a replay in progress, and the stream still ends
 // cleanly rather than being cut.
 func TestShutdown_InterruptsReplay(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithStore(stallingStore{mercure.NewMemoryStore(10)}))
+	h, err := mercure.New(testHubURL, mercure.WithStore(stallingStore{newMemoryStore(t, 10)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +395,7 @@ func TestAUTH37_MaxStreamLifetime(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream outlived its maximum lifetime")
 	}
-	if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithMaxStreamLifetime(0)); !errors.Is(err, mercure.ErrInvalidOption) {
+	if _, err := mercure.New(testHubURL, mercure.WithMaxStreamLifetime(0)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("zero lifetime: %v", err)
 	}
 }

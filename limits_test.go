@@ -67,13 +67,13 @@ func TestNewChecksLimitsTogether(t *testing.T) {
 		"negative pattern groups":  {Patterns: mercure.PatternLimits{MaxGroups: -1}},
 		"negative patterns/topic":  {MaxPatternsPerTopic: -1},
 	} {
-		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLimits(l)); !errors.Is(err, mercure.ErrInvalidOption) {
+		if _, err := mercure.New(testHubURL, mercure.WithLimits(l)); !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
 		}
 	}
 	// Limits left at their default follow those they must hold.
 	for _, l := range []mercure.Limits{{MaxBodyBytes: 16 << 20}, {QueueBytes: 1 << 30}, {MaxBodyBytes: 1 << 30}} {
-		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLimits(l)); err != nil {
+		if _, err := mercure.New(testHubURL, mercure.WithLimits(l)); err != nil {
 			t.Errorf("%+v: %v", l, err)
 		}
 	}

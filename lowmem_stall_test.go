@@ -174,7 +174,7 @@ func TestLowMemory_StalledClientsAreCut(t *testing.T) {
 // clients cost only their streams too: each stuck write holds a goroutine
 // of its own, not a writer.
 func TestLowMemory_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams(),
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams(),
 		mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits)
 	if err != nil {
 		t.Fatal(err)

@@ -280,7 +280,7 @@ func TestLowMemory_PipelinedRequest(t *testing.T) {
 // the chunked body, without error, and no goroutine is left.
 func TestLowMemory_Shutdown(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams())
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func (l *logBuffer) count(s string) int {
 // once.
 func TestLowMemory_HTTP2FallsBack(t *testing.T) {
 	var logs logBuffer
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLowMemoryStreams(), mercure.WithLogger(logs.logger()))
+	h, err := mercure.New(testHubURL, mercure.WithLowMemoryStreams(), mercure.WithLogger(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func (p plainWriter) Flush()                      { p.w.(http.Flusher).Flush() }
 // served as without low-memory mode; the hub says so once.
 func TestLowMemory_MiddlewareFallsBack(t *testing.T) {
 	var logs logBuffer
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(),
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(),
 		mercure.WithLowMemoryStreams(), mercure.WithLogger(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestLowMemory_ChurnLeaksNothing(t *testing.T) {
 		t.Skip("run by the pass in the default mode: the same test, and 20 000 more ports in TIME_WAIT")
 	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams(),
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams(),
 		mercure.WithLimits(mercure.Limits{MaxConnections: 1000}))
 	if err != nil {
 		t.Fatal(err)
@@ -481,7 +481,7 @@ func TestLowMemory_ChurnLeaksNothing(t *testing.T) {
 // HTTP/1.1 over TLS is detached too: the stream writes through the TLS
 // connection, and the poller watches the socket under it.
 func TestLowMemory_TLS(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithLowMemoryStreams())
+	h, err := mercure.New(testHubURL, mercure.WithLowMemoryStreams())
 	if err != nil {
 		t.Fatal(err)
 	}

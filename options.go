@@ -20,7 +20,7 @@ import (
 // value makes [New] return an error, never panic.
 type Option func(*config) error
 
-// DefaultHubPath is the path of the hub URL unless [WithURL] says otherwise.
+// DefaultHubPath is the path of a hub URL given to [New] without one.
 const DefaultHubPath = "/.well-known/mercure"
 
 // Default values of the options.
@@ -283,34 +283,6 @@ func validCookieName(name string) bool {
 		}
 	}
 	return true
-}
-
-// WithURL sets the hub's absolute public URL, for example
-// "https://example.com/.well-known/mercure". It is authoritative (DIS-1):
-// its path decides the reserved topic namespace (PUB-6), it is the base
-// URL of relative topics and URL patterns (MAT-6), and it is the resource
-// identifier that access tokens must name in aud. The hub never infers it
-// from the Host header or from where it is mounted. Required.
-func WithURL(hubURL string) Option {
-	return func(c *config) error {
-		u, err := url.Parse(hubURL)
-		switch {
-		case err != nil:
-			return fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
-		case !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
-			return fmt.Errorf("%w: hub URL %q is not an absolute http(s) URL", ErrInvalidOption, hubURL)
-		case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-			return fmt.Errorf("%w: hub URL %q has a query, fragment or user info", ErrInvalidOption, hubURL)
-		}
-		if u.Path == "" {
-			u.Path = DefaultHubPath
-		}
-		if u.Path != "/" && strings.HasSuffix(u.Path, "/") {
-			return fmt.Errorf("%w: hub URL %q ends with a slash", ErrInvalidOption, hubURL)
-		}
-		c.url = u
-		return nil
-	}
 }
 
 // WithLogger sets the logger; by default the hub logs to [slog.Default]

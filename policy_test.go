@@ -33,7 +33,7 @@ func TestAUTH20_32_TokenPolicy(t *testing.T) {
 		t.Errorf("one detail with MaxDetails 1: %d", status)
 	}
 	for _, p := range []mercure.TokenPolicy{{Algorithms: []string{"none"}}, {Algorithms: []string{"XX256"}}, {MaxTopics: -1}} {
-		if _, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithTokenPolicy(p)); !errors.Is(err, mercure.ErrInvalidOption) {
+		if _, err := mercure.New(testHubURL, mercure.WithTokenPolicy(p)); !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("policy %+v: %v", p, err)
 		}
 	}

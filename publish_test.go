@@ -196,7 +196,7 @@ func pubFieldLines(ev sseEvent, name string) []string {
 // publishing needs a token there (AUTH-1).
 func newPubSecureHub(t testing.TB) *testHub {
 	t.Helper()
-	return startHub(t, nil, mercure.WithURL(testHubURL))
+	return startHub(t, nil)
 }
 
 // ---------------------------------------------------------------------
@@ -587,7 +587,7 @@ func TestPUB6_ReservedNamespace(t *testing.T) {
 	}}
 	for _, hub := range tests {
 		t.Run(hub.hubURL, func(t *testing.T) {
-			th := newTestHub(t, mercure.WithURL(hub.hubURL))
+			th := newTestHubAt(t, hub.hubURL)
 			s := th.subscribe("match=*")
 			for _, topic := range hub.reserved {
 				t.Run("reserved "+topic, func(t *testing.T) {

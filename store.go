@@ -2,6 +2,7 @@ package mercure
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -195,22 +196,32 @@ type idRef struct {
 	count int // retained events sharing the id
 }
 
-// A MemoryOption configures a [MemoryStore].
-type MemoryOption func(*MemoryStore)
+// A MemoryOption configures a [MemoryStore]. Like an [Option], it
+// validates its argument: a bad value makes [NewMemoryStore] fail.
+type MemoryOption func(*MemoryStore) error
 
 // MemoryMaxBytes bounds the memory that a [MemoryStore]'s history takes,
 // as estimated from its events' data, topics and encoding: the oldest
 // events are dropped to stay within n bytes, the latest one is always
-// kept. By default the count of events is the only bound.
+// kept. 0, the default, leaves the count of events as the only bound;
+// a negative n is an error.
 func MemoryMaxBytes(n int64) MemoryOption {
-	return func(s *MemoryStore) { s.maxBytes = max(n, 0) }
+	return func(s *MemoryStore) error {
+		if n < 0 {
+			return fmt.Errorf("%w: MemoryMaxBytes(%d) is negative", ErrInvalidOption, n)
+		}
+		s.maxBytes = n
+		return nil
+	}
 }
 
 // NewMemoryStore returns a store that retains the last size events; with
-// size 0 it keeps none and only feeds live updates.
-func NewMemoryStore(size int, opts ...MemoryOption) *MemoryStore {
+// size 0 it keeps none and only feeds live updates. It fails with an
+// error wrapping [ErrInvalidOption] when size is negative or an option
+// is invalid.
+func NewMemoryStore(size int, opts ...MemoryOption) (*MemoryStore, error) {
 	if size < 0 {
-		size = 0
+		return nil, fmt.Errorf("%w: memory store size %d is negative", ErrInvalidOption, size)
 	}
 	s := &MemoryStore{
 		ring:      make([]*Event, size),
@@ -219,9 +230,14 @@ func NewMemoryStore(size int, opts ...MemoryOption) *MemoryStore {
 		listeners: make(map[*Listener]struct{}),
 	}
 	for _, o := range opts {
-		o(s)
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil MemoryOption", ErrInvalidOption)
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
 	}
-	return s
+	return s, nil
 }
 
 // retainedBytes estimates what e keeps of the heap: its data, its topics

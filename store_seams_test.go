@@ -94,7 +94,7 @@ func TestFeedStatus(t *testing.T) {
 		return buf.String()
 	}
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
-	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
 	th := newTestHub(t, mercure.WithStore(store), mercure.WithLogger(log))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "before"})
@@ -167,7 +167,7 @@ func (f failingStore) Append(ctx context.Context, e *mercure.Event) error {
 // nothing is dispatched.
 func TestPublishStoreFailure(t *testing.T) {
 	errDown := errors.New("store down")
-	th := newTestHub(t, mercure.WithStore(failingStore{mercure.NewMemoryStore(10), errDown}))
+	th := newTestHub(t, mercure.WithStore(failingStore{newMemoryStore(t, 10), errDown}))
 	s := th.subscribe("match=x")
 
 	id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: "fail-go"})
@@ -228,7 +228,7 @@ func (l latestStore) Listen(ls mercure.Listener) func() {
 // dispatched update moves it. A hub on a plain MemoryStore starts at
 // earliest.
 func TestREC13_LatestStore(t *testing.T) {
-	th := newTestHub(t, mercure.WithStore(latestStore{MemoryStore: mercure.NewMemoryStore(10), latest: "urn:example:last"}))
+	th := newTestHub(t, mercure.WithStore(latestStore{MemoryStore: newMemoryStore(t, 10), latest: "urn:example:last"}))
 	if got := th.LastEventID(); got != "urn:example:last" {
 		t.Fatalf("LastEventID %q after New, want the store's latest urn:example:last", got)
 	}
@@ -242,14 +242,14 @@ func TestREC13_LatestStore(t *testing.T) {
 
 	t.Run("event dispatched meanwhile", func(t *testing.T) {
 		early := &mercure.Event{Update: mercure.Update{Topics: []string{"x"}, ID: "urn:example:newer"}, Seq: 1, Time: time.Now()}
-		th := newTestHub(t, mercure.WithStore(latestStore{mercure.NewMemoryStore(10), "urn:example:last", early}))
+		th := newTestHub(t, mercure.WithStore(latestStore{newMemoryStore(t, 10), "urn:example:last", early}))
 		if got := th.LastEventID(); got != "urn:example:newer" {
 			t.Fatalf("LastEventID %q, want urn:example:newer, dispatched after the store's latest was recorded", got)
 		}
 	})
 
 	t.Run("MemoryStore", func(t *testing.T) {
-		th := newTestHub(t, mercure.WithStore(mercure.NewMemoryStore(10)))
+		th := newTestHub(t, mercure.WithStore(newMemoryStore(t, 10)))
 		if got := th.LastEventID(); got != mercure.Earliest {
 			t.Fatalf("LastEventID %q, want %q", got, mercure.Earliest)
 		}
@@ -348,11 +348,11 @@ func TestSubscriptionStore(t *testing.T) {
 		}
 	}
 	store := &sharedSubsStore{
-		MemoryStore: mercure.NewMemoryStore(100),
+		MemoryStore: newMemoryStore(t, 100),
 		active:      make(map[string]mercure.Subscription),
 		others:      []mercure.Subscription{other("zz"), other("aa"), other("mm")},
 	}
-	th := startMountedHub(t, mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
+	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
 		mercure.WithSubscriptions(), mercure.WithStore(store))
 	h := th.Hub
 
@@ -482,8 +482,8 @@ func TestSubscriptionStore(t *testing.T) {
 	// The store's listing fails: so do Hub.Subscriptions and the API.
 	errDown := errors.New("store down")
 	store.setErr(errDown)
-	if subs, err := h.Subscriptions(context.Background()); !errors.Is(err, errDown) || subs != nil {
-		t.Fatalf("Subscriptions: %v, %v, want the store's error", subs, err)
+	if subs, err := h.Subscriptions(context.Background()); !errors.Is(err, errDown) || !errors.Is(err, mercure.ErrStore) || subs != nil {
+		t.Fatalf("Subscriptions: %v, %v, want ErrStore wrapping the store's error", subs, err)
 	}
 	status, body, hdr := get(base)
 	if status != http.StatusServiceUnavailable || hdr.Get("Content-Type") != "application/problem+json" {
@@ -505,10 +505,10 @@ func (emptySubsStore) Subscriptions(context.Context) ([]mercure.Subscription, er
 func TestACT16_EmptyCollectionFromStore(t *testing.T) {
 	for name, opts := range map[string][]mercure.Option{
 		"MemoryStore":       nil,
-		"SubscriptionStore": {mercure.WithStore(emptySubsStore{mercure.NewMemoryStore(10)})},
+		"SubscriptionStore": {mercure.WithStore(emptySubsStore{newMemoryStore(t, 10)})},
 	} {
 		t.Run(name, func(t *testing.T) {
-			th := startMountedHub(t, append([]mercure.Option{mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithSubscriptions()}, opts...)...)
+			th := startMountedHub(t, append([]mercure.Option{withAuthIssuer(t), mercure.WithSubscriptions()}, opts...)...)
 			req := mustRequest(t, http.MethodGet, th.srv.URL+"/.well-known/mercure/subscriptions", "")
 			req.Header.Set("Authorization", "Bearer "+subToken(t, detail("subscribe", exactTopic("*"))))
 			status, body, _ := do(t, req)
@@ -556,7 +556,7 @@ func (f *feedStore) gap(next ...*mercure.Event) {
 // next event: the client resumes from its Last-Event-ID and gets what it
 // missed from history, never an event from after the gap first.
 func TestFeedGap(t *testing.T) {
-	store := &feedStore{MemoryStore: mercure.NewMemoryStore(10)}
+	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
 	th := newTestHub(t, mercure.WithStore(store))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
@@ -600,7 +600,7 @@ func TestFeedGap(t *testing.T) {
 // After a gap, a stream still writes what it had queued before it (those
 // events may be gone from history already), then ends.
 func TestFeedGapDrainsQueue(t *testing.T) {
-	store := &feedStore{MemoryStore: mercure.NewMemoryStore(2)}
+	store := &feedStore{MemoryStore: newMemoryStore(t, 2)}
 	th := newTestHub(t, mercure.WithStore(store), mercure.WithWriteDelay(time.Second))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
@@ -657,7 +657,7 @@ func TestReplayGap(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
-	th := newTestHub(t, mercure.WithStore(gapStore{mercure.NewMemoryStore(10)}), mercure.WithLogger(log))
+	th := newTestHub(t, mercure.WithStore(gapStore{newMemoryStore(t, 10)}), mercure.WithLogger(log))
 	th.mustPost("topic=x&data=a")
 	s := th.subscribe("match=x&last_event_id=earliest")
 	expectData(t, s, "a")

@@ -72,7 +72,7 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 // WithWriteDelay: updates that arrive within the delay of the last write go
 // out together, in one write and one flush; a first update goes out at once.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
-	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithWriteDelay(time.Second))
+	h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 // A write delay never lets the queue overflow: once it is half full the
 // writer stops waiting.
 func TestWriteDelayDoesNotOverflow(t *testing.T) {
-	h, err := New(WithURL("https://example.com/.well-known/mercure"), WithWriteDelay(time.Second),
+	h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
 		WithLimits(Limits{QueueEvents: 8}))
 	if err != nil {
 		t.Fatal(err)

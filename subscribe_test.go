@@ -812,7 +812,7 @@ func TestSUB17_KeepAliveComment(t *testing.T) {
 
 func TestSUB17_ServerWriteTimeoutDoesNotCutStreams(t *testing.T) {
 	th := startHub(t, func(srv *http.Server) { srv.WriteTimeout = 200 * time.Millisecond },
-		mercure.WithURL(testHubURL), mercure.WithInsecurePublishing())
+		mercure.WithInsecurePublishing())
 
 	s := th.subscribe("match=urn%3Aw")
 	time.Sleep(600 * time.Millisecond) // three times the server's WriteTimeout
@@ -953,7 +953,7 @@ func TestMAT6_NonSpecialSchemes(t *testing.T) {
 }
 
 func TestMAT6_HubURLWithPathPrefix(t *testing.T) {
-	th := newTestHub(t, mercure.WithURL("https://example.com/app/hub"))
+	th := newTestHubAt(t, "https://example.com/app/hub")
 	runMatCases(t, th, []matCase{
 		{"books/:id", "https://example.com/app/books/1", true},
 		{"books/:id", "books/1", true},

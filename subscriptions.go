@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -43,7 +44,8 @@ type subscriptionRegistry struct {
 }
 
 // Subscriptions returns the hub's active subscriptions, sorted by id. With
-// a [SubscriptionStore] they are those of every hub sharing the store.
+// a [SubscriptionStore] they are those of every hub sharing the store;
+// when the store cannot list them, the error wraps [ErrStore].
 func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -51,7 +53,7 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	if ss, ok := h.store.(SubscriptionStore); ok {
 		list, err := ss.Subscriptions(ctx)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: listing subscriptions: %w", ErrStore, err)
 		}
 		// A copy, never nil: sorting must not touch the store's slice, and
 		// the API's collection is an array (ACT-16).

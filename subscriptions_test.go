@@ -128,8 +128,8 @@ func TestACT10_EventsArePrivate(t *testing.T) {
 // The Go API lists the active subscriptions; the metadata advertises the
 // feature (DIS-7); ending streams at shutdown publishes their end events.
 func TestACT_GoAPIAndShutdown(t *testing.T) {
-	store := mercure.NewMemoryStore(100)
-	th := startMountedHub(t, mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
+	store := newMemoryStore(t, 100)
+	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
 		mercure.WithSubscriptions(), mercure.WithStore(store))
 	h := th.Hub
 	th.subscribe("match=a&match_urlpattern=" + url.QueryEscape("/books/:id"))
@@ -167,7 +167,7 @@ func TestACT_GoAPIAndShutdown(t *testing.T) {
 
 // ACT-12 to ACT-19: the web API, authorized as subscribe on its own path.
 func TestACT_WebAPI(t *testing.T) {
-	th := startMountedHub(t, mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
 	h := th.Hub
 	const match = "https://example.com/books/:id"
 	th.subscribe("match_urlpattern=" + url.QueryEscape(match))
@@ -248,7 +248,7 @@ func sameSub(a, b mercure.Subscription) bool {
 // Dot segments in the API path are not resources: the grant check resolves
 // them away, so serving them would check one path and serve another.
 func TestACT13_DotSegments(t *testing.T) {
-	h, err := mercure.New(mercure.WithURL(testHubURL), withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+	h, err := mercure.New(testHubURL, withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,8 +292,8 @@ func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
 // byte; and Shutdown does not wait for a store that does not answer past
 // its own deadline, however many subscriptions the streams hold.
 func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
-	store := &heldStore{MemoryStore: mercure.NewMemoryStore(100), release: make(chan struct{})}
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(), mercure.WithStore(store))
+	store := &heldStore{MemoryStore: newMemoryStore(t, 100), release: make(chan struct{})}
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithSubscriptions(), mercure.WithStore(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,8 +335,8 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 // ACT-2: a subscription's end event never precedes its start event, even
 // when the stream ends while its start is still being announced.
 func TestACT2_EndFollowsStart(t *testing.T) {
-	store := &heldStore{MemoryStore: mercure.NewMemoryStore(100), release: make(chan struct{}), startOnly: true}
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithSubscriptions(), mercure.WithStore(store))
+	store := &heldStore{MemoryStore: newMemoryStore(t, 100), release: make(chan struct{}), startOnly: true}
+	h, err := mercure.New(testHubURL, mercure.WithSubscriptions(), mercure.WithStore(store))
 	if err != nil {
 		t.Fatal(err)
 	}

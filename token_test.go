@@ -59,8 +59,7 @@ func TestSigner_RoundTrip(t *testing.T) {
 	for name, raw := range map[string]any{"ES256": ec256, "ES384": ec384, "RS256": rsaKey, "EdDSA": edKey, "HS256": secret} {
 		t.Run(name, func(t *testing.T) {
 			signer, set := signerFor(t, raw)
-			th := startHub(t, nil, mercure.WithURL(testHubURL),
-				mercure.WithIssuer(mercure.Issuer{ID: "https://app.example.com", PublisherKeys: set, SubscriberKeys: set}))
+			th := startHub(t, nil, mercure.WithIssuer(mercure.Issuer{ID: "https://app.example.com", PublisherKeys: set, SubscriberKeys: set}))
 			sub, err := signer.Token(mercure.Grant{Subject: "alice",
 				Subscribe: []mercure.Match{{Pattern: "https://example.com/users/alice/{*}?", Type: mercure.MatchURLPattern}}})
 			if err != nil {
@@ -120,7 +119,7 @@ func TestSigner_RejectsBadGrants(t *testing.T) {
 func TestAUTH12_SetCookie(t *testing.T) {
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	signer, set := signerFor(t, ec)
-	th := startHub(t, nil, mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(),
+	th := startHub(t, nil, mercure.WithInsecurePublishing(),
 		mercure.WithIssuer(mercure.Issuer{ID: "https://app.example.com", SubscriberKeys: set}))
 	tok, err := signer.Token(mercure.Grant{Subject: "alice", Subscribe: []mercure.Match{{Pattern: "https://example.com/secret"}}, TTL: time.Hour})
 	if err != nil {
@@ -157,7 +156,7 @@ func TestAUTH12_SetCookie(t *testing.T) {
 func TestSigner_MintsOnlyAcceptedTokens(t *testing.T) {
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	signer, set := signerFor(t, ec)
-	th := startHub(t, nil, mercure.WithURL(testHubURL), mercure.WithAnonymousSubscribers(),
+	th := startHub(t, nil, mercure.WithAnonymousSubscribers(),
 		mercure.WithIssuer(mercure.Issuer{ID: "https://app.example.com", PublisherKeys: set, SubscriberKeys: set}))
 	matches := []mercure.Match{
 		{Pattern: "*"},
@@ -214,7 +213,7 @@ func TestSetCookie_RefusesWhatBrowsersDrop(t *testing.T) {
 		"http://[::1]:3000/.well-known/mercure":        true,
 		"https://app.internal/.well-known/mercure":     true,
 	} {
-		h, err := mercure.New(mercure.WithURL(hubURL))
+		h, err := mercure.New(hubURL)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,8 +39,9 @@ const maxBatch = 1024
 // replayPage is how many events Replay reads per read transaction.
 const replayPage = 512
 
-// Option configures [Open].
-type Option func(*config)
+// Option configures [Open]. Options validate their arguments: a bad
+// value makes Open fail with an error wrapping [mercure.ErrInvalidOption].
+type Option func(*config) error
 
 type config struct {
 	maxEvents int
@@ -54,21 +55,53 @@ type config struct {
 // Last-Event-ID: earliest) must have a bound.
 const DefaultMaxEvents = 100_000
 
-// WithMaxEvents keeps at most n events, dropping the oldest; n <= 0 means
-// no limit. The default is [DefaultMaxEvents].
-func WithMaxEvents(n int) Option { return func(c *config) { c.maxEvents = n } }
+// WithMaxEvents keeps at most n events, dropping the oldest; 0 means no
+// limit. The default is [DefaultMaxEvents].
+func WithMaxEvents(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: boltstore.WithMaxEvents(%d) is negative", mercure.ErrInvalidOption, n)
+		}
+		c.maxEvents = n
+		return nil
+	}
+}
 
-// WithMaxAge drops events older than d (by Event.Time); d <= 0 means no
-// limit (the default). Old events are pruned on append and periodically.
-func WithMaxAge(d time.Duration) Option { return func(c *config) { c.maxAge = d } }
+// WithMaxAge drops events older than d (by Event.Time); 0 means no limit
+// (the default). Old events are pruned on append and periodically.
+func WithMaxAge(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: boltstore.WithMaxAge(%v) is negative", mercure.ErrInvalidOption, d)
+		}
+		c.maxAge = d
+		return nil
+	}
+}
 
 // WithClock sets the clock used for retention by age and for the Time of
 // events appended without one. The default is time.Now.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return fmt.Errorf("%w: boltstore.WithClock(nil)", mercure.ErrInvalidOption)
+		}
+		c.now = now
+		return nil
+	}
+}
 
 // WithLockTimeout sets how long Open waits for the file lock held by
-// another process; the default is 5s.
-func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+// another process; 0 waits for ever. The default is 5s.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: boltstore.WithLockTimeout(%v) is negative", mercure.ErrInvalidOption, d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
 
 // Store is a [mercure.Store] on a bbolt file. Appends are group-committed:
 // concurrent appends share one transaction and one fsync, and each returns
@@ -99,7 +132,12 @@ type appendReq struct {
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := config{maxEvents: DefaultMaxEvents, now: time.Now, timeout: 5 * time.Second}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil boltstore.Option", mercure.ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.timeout})
 	if err != nil {

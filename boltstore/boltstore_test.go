@@ -122,7 +122,7 @@ func TestLatestID(t *testing.T) {
 	}
 	s = open(t, path)
 	defer s.Close()
-	h, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"), mercure.WithStore(s))
+	h, err := mercure.New("https://example.com/.well-known/mercure", mercure.WithStore(s))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func ExampleOpen() {
 	}
 	defer store.Close() // after the hub's Shutdown: defers run last first
 	hub, err := mercure.New(
-		mercure.WithURL("https://example.com/.well-known/mercure"),
+		"https://example.com/.well-known/mercure",
 		mercure.WithStore(store),
 	)
 	if err != nil {

@@ -258,7 +258,7 @@ func TestPublish(t *testing.T) {
 // without the jar it is refused.
 func TestSubscribe_CookieJar(t *testing.T) {
 	signer, trust := newSigner(t)
-	h, err := mercure.New(mercure.WithURL(testHubURL), trust, mercure.WithInsecurePublishing())
+	h, err := mercure.New(testHubURL, trust, mercure.WithInsecurePublishing())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // exampleHub serves a hub with history and insecure publishing, for the
 // examples; stop it with the returned function.
 func exampleHub() (hub *mercure.Hub, hubURL string, stop func()) {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"), mercure.WithInsecurePublishing())
+	hub, err := mercure.New("https://example.com/.well-known/mercure", mercure.WithInsecurePublishing())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func ExampleClient_Subscribe() {
 // ExampleClient_Subscribe_resume shows a subscriber surviving a stream the
 // hub ends: it reconnects and resumes after the last event it delivered.
 func ExampleClient_Subscribe_resume() {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	hub, err := mercure.New("https://example.com/.well-known/mercure")
 	if err != nil {
 		log.Fatal(err)
 	}

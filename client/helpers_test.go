@@ -41,7 +41,7 @@ func startHub(t testing.TB, opts ...mercure.Option) *testHub {
 // startSecureHub is startHub without insecure publishing.
 func startSecureHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	h, err := mercure.New(append([]mercure.Option{mercure.WithURL(testHubURL)}, opts...)...)
+	h, err := mercure.New(testHubURL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,7 +160,7 @@ type restartableHub struct {
 
 func (r *restartableHub) start() {
 	r.t.Helper()
-	h, err := mercure.New(mercure.WithURL(testHubURL), mercure.WithInsecurePublishing(), mercure.WithStore(r.store))
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithStore(r.store))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -192,7 +192,11 @@ func (r *restartableHub) stop() {
 // the client nothing: it reconnects once the new hub listens and resumes
 // where it was. The test also reports the reconnection time.
 func TestSubscribe_ResumeAcrossHubRestart(t *testing.T) {
-	r := &restartableHub{t: t, addr: "127.0.0.1:0", store: mercure.NewMemoryStore(10_000)}
+	store, err := mercure.NewMemoryStore(10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &restartableHub{t: t, addr: "127.0.0.1:0", store: store}
 	r.start()
 	defer func() { r.stop() }()
 	ctx := testContext(t, 30*time.Second)

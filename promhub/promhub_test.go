@@ -197,8 +197,12 @@ func (s *sub) close() {
 
 func newEnv(t *testing.T, opts ...mercure.Option) *env {
 	t.Helper()
-	store := &feedStore{MemoryStore: mercure.NewMemoryStore(100)}
-	h, err := mercure.New(append([]mercure.Option{mercure.WithURL(hubURL), mercure.WithStore(store), mercure.WithLogger(nil)}, opts...)...)
+	ms, err := mercure.NewMemoryStore(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &feedStore{MemoryStore: ms}
+	h, err := mercure.New(hubURL, append([]mercure.Option{mercure.WithStore(store), mercure.WithLogger(nil)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

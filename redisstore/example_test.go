@@ -25,7 +25,7 @@ func ExampleNew() {
 	}
 	defer store.Close() // after the hub's Shutdown: defers run last first
 	hub, err := mercure.New(
-		mercure.WithURL("https://example.com/.well-known/mercure"),
+		"https://example.com/.well-known/mercure",
 		mercure.WithStore(store),
 		mercure.WithSubscriptions(),
 	)

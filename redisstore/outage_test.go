@@ -180,7 +180,7 @@ func TestLatestID(t *testing.T) {
 	}
 	b := open(t, rdb, key)
 	defer b.Close()
-	h, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"), mercure.WithStore(b))
+	h, err := mercure.New("https://example.com/.well-known/mercure", mercure.WithStore(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func newInstance(t *testing.T, addr, key string, opts ...redisstore.Option) *ins
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	st := open(t, rdb, key, opts...)
-	h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithStore(st),
+	h, err := mercure.New(hubURL, mercure.WithStore(st),
 		mercure.WithAnonymousSubscribers(), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(),
 		mercure.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -562,7 +562,7 @@ func TestGapDuringShutdown(t *testing.T) {
 	a, b := open(t, rdb, key), open(t, rdb, key)
 	defer a.Close()
 	defer b.Close()
-	h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithStore(slowUnlisten{a}), mercure.WithLogger(slog.New(slog.DiscardHandler)))
+	h, err := mercure.New(hubURL, mercure.WithStore(slowUnlisten{a}), mercure.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,9 @@ const (
 // XREAD per block.
 const block = 200 * time.Millisecond
 
-// Option configures [New].
-type Option func(*config)
+// Option configures [New]. Options validate their arguments: a bad value
+// makes New fail with an error wrapping [mercure.ErrInvalidOption].
+type Option func(*config) error
 
 type config struct {
 	maxLen  int64
@@ -106,20 +107,30 @@ type config struct {
 const DefaultMaxLen = 100_000
 
 // WithMaxLen keeps about n entries in the stream, at least n (see the
-// package documentation); n <= 0 means no limit. The default is
+// package documentation); 0 means no limit. The default is
 // [DefaultMaxLen].
-func WithMaxLen(n int64) Option { return func(c *config) { c.maxLen = n } }
+func WithMaxLen(n int64) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: redisstore.WithMaxLen(%d) is negative", mercure.ErrInvalidOption, n)
+		}
+		c.maxLen = n
+		return nil
+	}
+}
 
 // WithTimeout bounds each call the store makes to Redis (an append, the
 // start of a replay, one page of a replay, a write of the shared
 // subscriptions) and how long a read of the feed may outlast its block
-// before the feed is reported failing; d <= 0 keeps the default,
-// [DefaultTimeout]. The client's own retries happen within it.
+// before the feed is reported failing; it must be positive. The default
+// is [DefaultTimeout]. The client's own retries happen within it.
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.timeout = d
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: redisstore.WithTimeout(%v) is not positive", mercure.ErrInvalidOption, d)
 		}
+		c.timeout = d
+		return nil
 	}
 }
 
@@ -305,11 +316,16 @@ return {last[1][1], first[1][1], cursor, n}
 // should not start without its history.
 func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, error) {
 	if client == nil || stream == "" {
-		return nil, errors.New("redisstore: client and stream are required")
+		return nil, fmt.Errorf("%w: redisstore.New needs a client and a stream key", mercure.ErrInvalidOption)
 	}
 	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil redisstore.Option", mercure.ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{

@@ -205,7 +205,7 @@ func TestTwoHubs(t *testing.T) {
 	newHub := func() *mercure.Hub {
 		s := open(t, rdb, key)
 		t.Cleanup(func() { s.Close() })
-		h, err := mercure.New(mercure.WithURL(hubURL), mercure.WithStore(s), mercure.WithAnonymousSubscribers())
+		h, err := mercure.New(hubURL, mercure.WithStore(s), mercure.WithAnonymousSubscribers())
 		if err != nil {
 			t.Fatal(err)
 		}

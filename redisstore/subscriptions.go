@@ -22,13 +22,15 @@ const DefaultSubscriptionTTL = 15 * time.Second
 
 // WithSubscriptionTTL sets how long the subscriptions shared by a store
 // outlive it when its process dies without [Store.Close]: the store
-// refreshes them every third of d. d <= 0 keeps the default,
-// [DefaultSubscriptionTTL].
+// refreshes them every third of d, which must be positive. The default
+// is [DefaultSubscriptionTTL].
 func WithSubscriptionTTL(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.subTTL = d
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: redisstore.WithSubscriptionTTL(%v) is not positive", mercure.ErrInvalidOption, d)
 		}
+		c.subTTL = d
+		return nil
 	}
 }
 

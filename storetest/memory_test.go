@@ -7,9 +7,18 @@ import (
 )
 
 func TestMemoryStore(t *testing.T) {
-	Run(t, func(*testing.T) mercure.Store { return mercure.NewMemoryStore(100000) })
+	Run(t, func(t *testing.T) mercure.Store { return memoryStore(t, 100000) })
 }
 
 func TestMemoryStoreRetention(t *testing.T) {
-	RunRetention(t, func(_ *testing.T, keep int) mercure.Store { return mercure.NewMemoryStore(keep) })
+	RunRetention(t, func(t *testing.T, keep int) mercure.Store { return memoryStore(t, keep) })
+}
+
+func memoryStore(t *testing.T, size int) *mercure.MemoryStore {
+	t.Helper()
+	s, err := mercure.NewMemoryStore(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

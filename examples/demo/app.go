@@ -74,7 +74,7 @@ func newApp(origin string) (*app, error) {
 		return nil, err
 	}
 	hub, err := mercure.New(
-		mercure.WithURL(origin+mercure.DefaultHubPath),
+		origin+mercure.DefaultHubPath,
 		// Subscriber keys only: nobody publishes over HTTP, the app
 		// publishes from Go.
 		mercure.WithIssuer(mercure.Issuer{ID: origin, SubscriberKeys: keys}),

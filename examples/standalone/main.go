@@ -126,7 +126,6 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		*hubURL = "http://" + *addr + mercure.DefaultHubPath
 	}
 	opts := []mercure.Option{
-		mercure.WithURL(*hubURL),
 		mercure.WithLogger(log),
 		mercure.WithWriteDelay(*writeDelay),
 		mercure.WithLimits(mercure.Limits{
@@ -201,7 +200,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	default:
 		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH or redis://HOST:PORT/DB", *storeSpec)
 	}
-	hub, err := mercure.New(opts...)
+	hub, err := mercure.New(*hubURL, opts...)
 	if err != nil {
 		if closeStore != nil {
 			_ = closeStore()

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The command prints one JSON object a line, in order, from the cursor
 // given, and stops cleanly when interrupted.
 func TestRun(t *testing.T) {
-	hub, err := mercure.New(mercure.WithURL("https://example.com/.well-known/mercure"))
+	hub, err := mercure.New("https://example.com/.well-known/mercure")
 	if err != nil {
 		t.Fatal(err)
 	}

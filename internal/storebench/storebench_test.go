@@ -119,7 +119,6 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 	out := make([]instance, n)
 	for i, st := range stores {
 		opts := []mercure.Option{
-			mercure.WithURL(hubURL),
 			mercure.WithInsecurePublishing(),
 			mercure.WithLogger(slog.New(slog.DiscardHandler)),
 		}
@@ -128,7 +127,7 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 		} else {
 			opts = append(opts, mercure.WithStore(st))
 		}
-		h, err := mercure.New(opts...)
+		h, err := mercure.New(hubURL, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -164,6 +164,10 @@ func (h *Hub) credential(r *http.Request) (raw string, fromCookie bool, err erro
 	return "", false, nil
 }
 
+// authorizesSubscribers reports whether any stream can be authorized
+// to receive private updates.
+func (h *Hub) authorizesSubscribers() bool { return h.verifier != nil }
+
 // authenticate returns the principal of the request's access token, or nil
 // when it presents none. When ok is false it has answered the request: 400
 // invalid_request for a malformed header, 401 invalid_token for a token
@@ -187,7 +191,7 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 		// The reason goes to the log, never to the client (AUTH-14); the
 		// error names the failed check, not the token (SEC-9).
 		h.metrics.tokenFailure(token.Reason(err))
-		h.log.Debug("mercure: invalid access token", "role", role.String(), "error", err)
+		h.log.DebugContext(r.Context(), "mercure: invalid access token", "role", role.String(), "error", err)
 		h.challenge(w, http.StatusUnauthorized, "invalid_token")
 		return nil, false
 	}

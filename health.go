@@ -14,7 +14,7 @@ var ErrShuttingDown = errors.New("mercure: the hub is shutting down")
 // begins, [ErrShuttingDown] after. A failing store does not make a hub
 // dead (restarting it would not help): see [Hub.Ready].
 func (h *Hub) Live() error {
-	if h.isClosed() {
+	if h.shutting.Load() || h.isClosed() {
 		return ErrShuttingDown
 	}
 	return nil

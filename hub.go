@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/cors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
@@ -33,6 +34,7 @@ type Hub struct {
 	url      string // hub URL, serialized
 	path     string // hub path (DIS-1)
 	log      *slog.Logger
+	tracer   trace.Tracer
 	resolver *topicurl.Resolver
 	verifier *token.Verifier // nil when no issuer is configured
 	patterns *index.Cache    // compiled URL patterns of matchers and grants
@@ -71,6 +73,11 @@ type Hub struct {
 	lastEventID     atomic.Pointer[string]
 	lastSeq         atomic.Uint64 // of the latest event the store passed on
 	warnedDeadlines atomic.Bool
+	shutting        atomic.Bool // Shutdown has begun (a drain, then the end)
+	appends         transition  // the store refusing updates, logged once per transition
+	reads           transition  // the store failing replays, likewise
+	presence        transition  // the store failing to share subscriptions
+	listing         transition  // the store failing to list them
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64
 	queued          atomic.Int64          // bytes in the streams' queues
@@ -160,7 +167,8 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		cfg:       cfg,
 		url:       hubURL,
 		path:      cfg.url.EscapedPath(),
-		log:       cfg.logger,
+		log:       slog.New(traceHandler{cfg.logger.Handler()}),
+		tracer:    newTracer(cfg.tracerProvider),
 		resolver:  resolver,
 		store:     cfg.store,
 		index:     index.New[*stream](resolver),
@@ -360,10 +368,18 @@ const shutdownGrace = time.Second
 // every open stream (each ends its response properly, so clients see a
 // clean end of stream and reconnect), stops listening to the store, and
 // returns once all the goroutines serving the hub's streams have returned.
+// With [WithDrain], it first ends the streams gradually over the drain
+// window; a second, concurrent call skips what remains of the drain.
 // When ctx ends first, it cuts the remaining streams' connections and
-// returns ctx's error. Call it before [http.Server.Shutdown], which does
-// not wait for streams to end.
+// returns ctx's error.
+//
+// Call it before [http.Server.Shutdown], which neither waits for streams
+// nor ends them (it would wait its whole deadline for them), or register
+// it with [http.Server.RegisterOnShutdown] (see the README).
 func (h *Hub) Shutdown(ctx context.Context) error {
+	if h.shutting.CompareAndSwap(false, true) && h.cfg.drain > 0 {
+		h.drainStreams(ctx)
+	}
 	h.life.Lock()
 	first := !h.closed
 	if first {

@@ -124,7 +124,9 @@ type detached struct {
 	pending  []byte
 	final    bool        // pending ends the body: the stream ends once it is written
 	closing  bool        // the stream ends cleanly, once pending is written
-	ending   bool        // after a feed gap: write what is queued, then end
+	ending   bool        // after a feed gap or in a drain: write what is queued, then end
+	endWhy   endReason   // with ending: why the stream ends
+	farewell []byte      // with ending: written last (a drain's retry field)
 	progress time.Time   // when the connection last took some of pending
 	stall    *time.Timer // fires when pending may have made no progress for the write timeout
 	retry    *time.Timer // with no poller: tries pending again
@@ -494,9 +496,10 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	case <-s.kicked:
 		s.mu.Lock()
 		gap := s.gap
+		d.endWhy, d.farewell = s.gapWhy, s.farewell
 		s.mu.Unlock()
 		if !gap {
-			h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+			h.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
 			d.end()
 			return buf
 		}
@@ -594,6 +597,9 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 			n += len(e.encoded())
 		}
 	}
+	if d.ending {
+		n += len(d.farewell)
+	}
 	comment := n == 0 && keepAlive // events keep the stream alive as well
 	if comment {
 		n = len(keepAliveComment)
@@ -615,6 +621,9 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 				s.sampleDelay(e)
 			}
 		}
+		if d.ending {
+			buf = append(buf, d.farewell...)
+		}
 		buf = append(buf, "\r\n"...)
 	}
 	clear(batch) // an idle stream pins no event
@@ -622,7 +631,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if d.ending {
 		buf = append(buf, lastChunk...)
 		d.final = true
-		s.setEnd(endHistoryGap)
+		s.setEnd(d.endWhy)
 	}
 	if len(buf) > 0 {
 		var err error

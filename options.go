@@ -12,6 +12,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure/internal/index"
 )
@@ -60,6 +61,8 @@ type config struct {
 	keyRefreshLimit time.Duration // tests only; see defaultKeyRefreshLimit
 	subscriptions   bool
 	lowMemory       bool // see WithLowMemoryStreams
+	tracerProvider  trace.TracerProvider
+	drain           time.Duration // see WithDrain
 }
 
 func defaultConfig() config {

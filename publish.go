@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure/internal/chars"
 	"github.com/mercurekit/mercure/internal/form"
@@ -57,10 +59,20 @@ type Update struct {
 // it and returns its id; the hub then delivers it to the matching
 // subscribers, in the store's order, without the caller waiting for them.
 // Once Publish returns, a stream that opens without Last-Event-ID does not
-// get u. Publish waits only when the hub receives updates faster than it
-// can deliver them (see [Limits.MaxPendingUpdates]), at most as long as
-// ctx allows. It needs no token: application code is trusted (PUB-18).
+// get u. It needs no token: application code is trusted (PUB-18).
+//
+// The context bounds only how long Publish may wait, which it does when
+// the hub receives updates faster than it can deliver them (see
+// [Limits.MaxPendingUpdates]): then, if ctx ends first, Publish returns
+// ctx's error and nothing is recorded. It never cancels an update once
+// the store has it, so a request's context is fine to pass (an update the
+// application decided to publish is not lost because its HTTP client went
+// away): every store bounds its own time, and a store that fails or times
+// out makes Publish return an error wrapping [ErrStore]. The context also
+// carries the caller's trace: Publish's span is a child of its span.
 func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
+	ctx, span := h.tracer.Start(ctx, spanPublish, trace.WithAttributes(attrSource.String("go")))
+	defer func() { endPublishSpan(span, &u, id, err) }()
 	// Own the caller's slices and pointers before checking them: the
 	// caller may change them while the update is validated or retained.
 	u.Topics = slices.Clone(u.Topics)
@@ -124,6 +136,9 @@ func (h *Hub) validate(u *Update) error {
 	if !utf8.ValidString(u.Data) {
 		return ErrInvalidData
 	}
+	if u.Private && !h.authorizesSubscribers() {
+		return ErrPrivateUnreadable
+	}
 	if u.ID != "" && (!chars.Valid(u.ID) || u.ID[0] == '#' || u.ID == Earliest) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, u.ID)
 	}
@@ -152,14 +167,29 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	if err := h.waitRoom(ctx); err != nil {
 		return "", err
 	}
-	if err := h.store.Append(ctx, e); err != nil {
-		if ctx.Err() == nil {
-			h.metrics.storeErrors.Add(1)
-		}
+	// Past this point the update is the store's: the caller's context
+	// no longer cancels it (see Hub.Publish), the store bounds its time.
+	if err := h.appendEvent(context.WithoutCancel(ctx), e); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	h.metrics.publishDuration.observe(time.Since(e.Time))
 	return u.ID, nil
+}
+
+// appendEvent appends e to the store, in a span; it counts and logs a
+// failure (once per outage) unless ctx ended.
+func (h *Hub) appendEvent(ctx context.Context, e *Event) error {
+	actx, span := h.tracer.Start(ctx, spanStoreAppend)
+	err := h.store.Append(actx, e)
+	endSpan(span, err)
+	switch {
+	case err == nil:
+		h.appends.recovered(ctx, h.log, "mercure: the store records updates again")
+	case ctx.Err() == nil:
+		h.metrics.storeErrors.Add(1)
+		h.appends.failed(ctx, h.log, slog.LevelError, "mercure: the store refuses updates; publishing fails until it recovers", err)
+	}
+	return err
 }
 
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
@@ -171,6 +201,10 @@ var publishWait = 5 * time.Second
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
+	ctx, span := h.tracer.Start(requestContext(r), spanPublish, trace.WithAttributes(attrSource.String("http")))
+	if span.SpanContext().IsValid() {
+		r = r.WithContext(ctx) // a copy of the request only when traced
+	}
 	rw := &refusalWriter{ResponseWriter: w}
 	h.servePublishCounted(rw, r)
 	switch {
@@ -179,6 +213,7 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 	case rw.status != 0:
 		h.metrics.refused[refusalIndex(rw.status)].Add(1)
 	}
+	endSpanStatus(span, rw.status)
 }
 
 // refusalWriter remembers the status of a publish response, for metrics.
@@ -242,6 +277,9 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span.SetAttributes(attrTopics.Int(len(u.Topics)), attrPrivate.Bool(u.Private))
+	}
 	if !h.cfg.insecurePublish && !p.mayPublish(u.Topics) {
 		h.metrics.tokenFailure(TokenGrants)
 		// AUTH-34: publish on every topic, or nothing is dispatched.
@@ -268,10 +306,12 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrHubClosed):
 		writeProblem(w, http.StatusServiceUnavailable, "the hub is shutting down")
 		return
-	case err != nil:
-		h.log.Error("mercure: publish failed", "error", err)
+	case err != nil: // logged by publish, once per outage
 		writeProblem(w, http.StatusServiceUnavailable, "the update could not be stored")
 		return
+	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span.SetAttributes(attrUpdateID.String(id))
 	}
 	// PUB-14: exactly 200, text/plain, the id as the whole body.
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -383,7 +423,7 @@ func (h *Hub) limitBodyTime(w http.ResponseWriter, r *http.Request) {
 	}
 	err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.limits.BodyTimeout))
 	if errors.Is(err, http.ErrNotSupported) && h.warnedReadDeadlines.CompareAndSwap(false, true) {
-		h.log.Warn("mercure: the response writer cannot set read deadlines (middleware without Unwrap?): a client that never finishes a request body holds its connection until the server's own timeouts")
+		h.log.WarnContext(r.Context(), "mercure: the response writer cannot set read deadlines (middleware without Unwrap?): a client that never finishes a request body holds its connection until the server's own timeouts")
 	}
 }
 

@@ -664,7 +664,7 @@ func TestPUB7_Data(t *testing.T) {
 // TestPUB8_Private: the presence of a private field alone makes the update
 // private, whatever its value; anonymous streams never get private updates.
 func TestPUB8_Private(t *testing.T) {
-	th := newTestHub(t)
+	th := newTestHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers())
 	s := th.subscribe(pubMatch(pubTopic))
 	topic := "topic=" + pubTopic
 
@@ -1102,7 +1102,8 @@ func TestPUB19_GoPublishValidates(t *testing.T) {
 // WithInsecurePublishing (PUB-18), returns the id (a generated urn:uuid
 // when none is given) and delivers every field.
 func TestPUB19_GoPublishDelivers(t *testing.T) {
-	th := newPubSecureHub(t)
+	// An issuer, so that private updates have readers; anonymous streams.
+	th := startHub(t, nil, withAuthIssuer(t), mercure.WithAnonymousSubscribers())
 	s := th.subscribe(pubMatch(pubTopic))
 	ctx := context.Background()
 
@@ -1214,4 +1215,55 @@ func TestSEC3_TypeMercureRefused(t *testing.T) {
 		t.Errorf("Go Publish with type mercure: error %v, want ErrInvalidType", err)
 	}
 	pubWantNothing(t, th, pubTopic, s)
+}
+
+// A private update on a hub that validates no subscriber's token could
+// reach no stream: it is refused, from Go and over HTTP, and nothing is
+// recorded.
+func TestPrivateUpdateWithoutReaders(t *testing.T) {
+	th := newTestHub(t)
+	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{pubTopic}, Private: true}); !errors.Is(err, mercure.ErrPrivateUnreadable) {
+		t.Fatalf("Publish: %v, want ErrPrivateUnreadable", err)
+	}
+	status, body, _ := th.post("topic=" + url.QueryEscape(pubTopic) + "&private=on")
+	if status != http.StatusBadRequest || !strings.Contains(body, "authorizes no subscriber") {
+		t.Fatalf("POST: %d %q, want 400 saying why", status, body)
+	}
+	if id := th.LastEventID(); id != mercure.Earliest {
+		t.Fatalf("LastEventID %q: a refused update was recorded", id)
+	}
+	if got := th.Metrics().UpdatesRefused["400"]; got != 2 {
+		t.Fatalf("UpdatesRefused[400] = %d, want 2", got)
+	}
+}
+
+// cancelCheckingStore fails an append whose context is already done, as a
+// store on the network would.
+type cancelCheckingStore struct{ *mercure.MemoryStore }
+
+func (s cancelCheckingStore) Append(ctx context.Context, e *mercure.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.MemoryStore.Append(ctx, e)
+}
+
+// Publish's context bounds only its wait for room: an update the
+// application decided to publish is recorded and delivered even when the
+// context is already cancelled (its HTTP client went away), whatever the
+// store does with a done context, and its trace values still reach the
+// store.
+func TestPublishOutlivesItsContext(t *testing.T) {
+	th := newTestHub(t, mercure.WithStore(cancelCheckingStore{newMemoryStore(t, 10)}))
+	s := th.subscribe(pubMatch(pubTopic))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	id, err := th.Publish(ctx, mercure.Update{Topics: []string{pubTopic}, Data: "x"})
+	if err != nil {
+		t.Fatalf("Publish with a cancelled context: %v", err)
+	}
+	pubNext(t, s, id)
+	if got := th.LastEventID(); got != id {
+		t.Fatalf("LastEventID %q, want %q", got, id)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -113,7 +114,9 @@ type stream struct {
 	queue      []*Event
 	queueBytes int
 	overflowed bool          // the queue takes no more events: it overflowed, or gap
-	gap        bool          // the feed skipped events: write the queue, then end
+	gap        bool          // write the queue, then end (a feed gap, a drain)
+	gapWhy     endReason     // with gap: why the stream ends
+	farewell   []byte        // with gap: written last (a drain's retry field)
 	aborted    bool          // writes are cut: the deadline stays in the past
 	finished   bool          // the handler has returned: no more aborts
 	ready      chan struct{} // signalled when queue becomes non-empty
@@ -247,36 +250,60 @@ func (s *stream) matches(e *Event) bool {
 
 // serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
 func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
+	// The span covers the request until its stream is open, not the
+	// stream's life: a trace of hours helps no one, and a span held per
+	// stream would cost memory per connection.
+	ctx, span := h.tracer.Start(requestContext(r), spanSubscribe)
+	rw := &refusalWriter{ResponseWriter: w} // for the refusals' status
+	setup := true
+	endSetup := func(err error) {
+		if setup {
+			setup = false
+			if rw.status != 0 {
+				endSpanStatus(span, rw.status)
+			} else {
+				endSpan(span, err)
+			}
+		}
+	}
+	defer func() { endSetup(errNotOpened) }()
+	if h.shutting.Load() && !h.isClosed() {
+		serveDrained(rw) // a drain: come back soon, elsewhere
+		return
+	}
 	if r.Method == methodQuery {
 		h.limitBodyTime(w, r)
 	}
 	client := h.cfg.clientKey(r)
 	if status, msg := h.refuse(client); status != 0 {
-		writeProblem(w, status, msg)
+		writeProblem(rw, status, msg)
 		return
 	}
 	// Authenticate first: a client the hub would refuse must not make it
 	// parse a body or compile a pattern.
-	p, ok := h.authenticate(w, r, token.Subscriber)
+	p, ok := h.authenticate(rw, r, token.Subscriber)
 	if !ok {
 		return
 	}
 	if p == nil && h.verifier != nil && !h.cfg.anonymous {
 		h.metrics.tokenFailure(TokenMissing)
-		h.challenge(w, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
+		h.challenge(rw, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
 		return
 	}
 	if p != nil && !time.Now().Before(p.expiry) {
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
 		h.metrics.tokenFailure(TokenExpired)
-		h.challenge(w, http.StatusUnauthorized, "invalid_token")
+		h.challenge(rw, http.StatusUnauthorized, "invalid_token")
 		return
 	}
 	req, err := h.parseSubscribe(w, r, p)
 	if err != nil {
-		writeFormError(w, err)
+		writeFormError(rw, err)
 		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attrMatchers.Int(len(req.matchers)), attrAnon.Bool(p == nil))
 	}
 	s := &stream{
 		hub:       h,
@@ -294,10 +321,10 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	// write gets its own deadline instead. Cleared before the stream is
 	// registered, so that it cannot undo an abort.
 	if err := s.rc.SetWriteDeadline(time.Time{}); errors.Is(err, http.ErrNotSupported) && h.warnedDeadlines.CompareAndSwap(false, true) {
-		h.log.Warn("mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")
+		h.log.WarnContext(ctx, "mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")
 	}
 	if status, msg := h.open(s); status != 0 {
-		writeProblem(w, status, msg)
+		writeProblem(rw, status, msg)
 		return
 	}
 	h.metrics.streamsOpened.Add(1)
@@ -331,7 +358,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	var minSeq uint64 // queued events up to here were replayed
 	if req.hasCursor {
-		if minSeq, ok = h.replay(w, r, s, req.cursor); !ok {
+		if minSeq, ok = h.replay(ctx, w, r, s, req.cursor); !ok {
 			return
 		}
 	} else {
@@ -339,10 +366,11 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.flush(); err != nil {
 		if errors.Is(err, http.ErrNotSupported) {
-			h.log.Error("mercure: the response writer cannot flush; streams need http.Flusher")
+			h.log.ErrorContext(ctx, "mercure: the response writer cannot flush; streams need http.Flusher")
 		}
 		return
 	}
+	endSetup(nil)
 	// After the headers and the replay: the store's pace is not the
 	// stream's (ACT-2).
 	started = h.announceStarted(s)
@@ -357,15 +385,26 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 // the highest sequence it covered. The stream is already registered: live
 // events queue up meanwhile, and run drops those the replay covered, so the
 // seam has neither gap nor duplicate. ok is false when the stream must end.
-func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
-	var (
-		ctx    context.Context
-		cancel context.CancelFunc
-	)
+//
+// ctx is the request's, with the subscribe span.
+func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
+	ctx, span := h.tracer.Start(ctx, spanReplay)
+	replayed := 0
+	var failure error
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attrReplayed.Int(replayed))
+		}
+		if !ok && failure == nil {
+			failure = errNotOpened
+		}
+		endSpan(span, failure)
+	}()
+	var cancel context.CancelFunc
 	if s.principal != nil { // AUTH-37: not a replayed event after exp
-		ctx, cancel = context.WithDeadline(r.Context(), s.principal.expiry)
+		ctx, cancel = context.WithDeadline(ctx, s.principal.expiry)
 	} else {
-		ctx, cancel = context.WithCancel(r.Context())
+		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts the replay
@@ -375,6 +414,7 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	if !h.acquireReplay(ctx) {
 		if r.Context().Err() == nil {
 			s.setEnd(endReplayError)
+			failure = errNoReplaySlot
 			writeProblem(w, http.StatusServiceUnavailable, "too many replays in progress")
 		}
 		return 0, false
@@ -382,7 +422,9 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	defer func() { <-h.replays }()
 	ctx, cancelReplay := context.WithTimeout(ctx, h.cfg.limits.ReplayTimeout)
 	defer cancelReplay()
-	backlog, err := h.store.Replay(ctx, cursor)
+	sctx, sspan := h.tracer.Start(ctx, spanStoreReplay)
+	backlog, err := h.store.Replay(sctx, cursor)
+	endSpan(sspan, err)
 	switch {
 	case err == nil:
 	case h.ctx.Err() != nil:
@@ -393,10 +435,12 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 	default:
 		h.metrics.storeErrors.Add(1)
 		s.setEnd(endReplayError)
-		h.log.Warn("mercure: reading history failed", "error", err)
+		failure = err
+		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
 		writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
 		return 0, false
 	}
+	h.reads.recovered(ctx, h.log, "mercure: reading history works again")
 	w.Header().Set("Mercure-Last-Event-ID", backlog.Cursor) // REC-9: before the first byte
 	w.WriteHeader(http.StatusOK)
 	if err := s.flush(); err != nil { // SUB-14: headers at once, however long the replay
@@ -412,11 +456,13 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 				// Retention outran this replay, as a slow subscriber is
 				// outrun: no failure of the store.
 				s.setEnd(endHistoryGap)
-				h.log.Info("mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "client", s.client, "error", err)
+				failure = err
+				h.log.DebugContext(ctx, "mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "error", err)
 			default:
 				h.metrics.storeErrors.Add(1)
 				s.setEnd(endReplayError)
-				h.log.Warn("mercure: reading history failed", "error", err)
+				failure = err
+				h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
 			}
 			if ctx.Err() != nil && r.Context().Err() == nil && h.ctx.Err() == nil {
 				// The token expired, or the replay took too long.
@@ -433,6 +479,7 @@ func (h *Hub) replay(w http.ResponseWriter, r *http.Request, s *stream, cursor s
 			return 0, false
 		}
 		h.metrics.replayed.Add(1)
+		replayed++
 		// Flush in large batches: a long replay costs few system calls, and
 		// a slow store still lets the client make progress.
 		if unflushed += len(b); unflushed >= replayFlushBytes {
@@ -494,7 +541,11 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 		waiting   <-chan time.Time // delay.C while updates wait for the delay
 		spare     []*Event
 	)
-	ending := false // after a feed gap: write what is queued, then end
+	ending := false // after a feed gap or in a drain: write what is queued, then end
+	var (
+		gapWhy   endReason
+		farewell []byte
+	)
 	for {
 		select {
 		case <-s.ready:
@@ -532,10 +583,10 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			continue
 		case <-s.kicked:
 			s.mu.Lock()
-			ending = s.gap
+			ending, gapWhy, farewell = s.gap, s.gapWhy, s.farewell
 			s.mu.Unlock()
 			if !ending {
-				h.log.Info("mercure: subscriber too slow, disconnected", "client", s.client)
+				h.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
 				return
 			}
 		case <-expired:
@@ -559,6 +610,12 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			wrote = true
 		}
 		spare = batch
+		if ending && farewell != nil {
+			if err := s.write(w, farewell); err != nil {
+				return
+			}
+			wrote = true
+		}
 		if wrote {
 			if err := s.flush(); err != nil {
 				return
@@ -566,7 +623,7 @@ func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
 			lastWrite = time.Now()
 		}
 		if ending {
-			s.setEnd(endHistoryGap)
+			s.setEnd(gapWhy)
 			return
 		}
 	}
@@ -652,14 +709,18 @@ func (s *stream) flush() error { return s.rc.Flush() }
 // is queued is from before it: the stream writes it, takes nothing more,
 // and ends. The client resumes from its last event with Last-Event-ID and
 // gets what history still holds.
-func (s *stream) endAfterGap() {
+func (s *stream) endAfterGap() { s.endAfter(endHistoryGap, nil) }
+
+// endAfter makes s write what is queued, then farewell (if not nil), and
+// end for why; it takes no more events.
+func (s *stream) endAfter(why endReason, farewell []byte) {
 	defer s.wakeDetached(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.overflowed {
 		return
 	}
-	s.overflowed, s.gap = true, true
+	s.overflowed, s.gap, s.gapWhy, s.farewell = true, true, why, farewell
 	close(s.kicked)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -161,15 +162,16 @@ func (h *Hub) announce(docs []*Subscription, active bool) {
 			subs[i].Active = active
 		}
 		if err := ss.UpdateSubscriptions(ctx, subs); err != nil {
-			h.log.Warn("mercure: sharing subscriptions", "error", err)
+			h.presence.failed(ctx, h.log, slog.LevelWarn, "mercure: the store fails to share subscriptions; other instances list them late", err)
+		} else {
+			h.presence.recovered(ctx, h.log, "mercure: the store shares subscriptions again")
 		}
 	}
 	for _, doc := range docs {
 		d := *doc
 		d.Active = active
 		if err := h.publishSubscriptionEvent(ctx, d); err != nil {
-			h.log.Warn("mercure: storing subscription events", "error", err, "subscriptions", len(docs))
-			return
+			return // logged once per outage by publishSubscriptionEvent
 		}
 	}
 }
@@ -192,11 +194,7 @@ func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) er
 		Type:    "mercure",
 	}, Time: time.Now()}
 	e.encoded()
-	err = h.store.Append(ctx, e)
-	if err != nil && ctx.Err() == nil {
-		h.metrics.storeErrors.Add(1)
-	}
-	return err
+	return h.appendEvent(ctx, e)
 }
 
 // grantMatchesTopic tells whether a token's grant matcher selects topic,
@@ -238,11 +236,12 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request) {
 	subs, err := h.Subscriptions(r.Context())
 	if err != nil {
 		if r.Context().Err() == nil {
-			h.log.Warn("mercure: listing subscriptions failed", "error", err)
+			h.listing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the store fails to list subscriptions; the subscriptions API answers 503", err)
 			writeProblem(w, http.StatusServiceUnavailable, "subscriptions are unavailable")
 		}
 		return
 	}
+	h.listing.recovered(r.Context(), h.log, "mercure: the store lists subscriptions again")
 	var body any
 	switch len(segs) {
 	case 3: // one subscription (ACT-15)

@@ -88,6 +88,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
 		metricsAddr     = fs.String("metrics-addr", "", "a second listener, for operators only, serving /metrics (Prometheus), /healthz (liveness) and /readyz (readiness); never on -addr")
 		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		drain           = fs.Duration("drain", 0, "on shutdown, end the streams gradually over this window, each told to reconnect in about a second, rather than all at once")
 		lowMemory       = fs.Bool("low-memory", false, "take HTTP/1.1 streams over from net/http after their headers: an idle stream then holds no goroutine (a few KB instead of about 25)")
 		// Flags of the launch contract whose features later versions bring.
 		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
@@ -128,6 +129,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	opts := []mercure.Option{
 		mercure.WithLogger(log),
 		mercure.WithWriteDelay(*writeDelay),
+		mercure.WithDrain(*drain),
 		mercure.WithLimits(mercure.Limits{
 			MaxConnections:          *maxConns,
 			MaxConnectionsPerClient: *maxConnsClient,
@@ -226,7 +228,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	s := &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore,
-		idleTimeout: time.Minute, shutdownTimeout: 5 * time.Second, metricsAddr: *metricsAddr}
+		idleTimeout: time.Minute, shutdownTimeout: 5*time.Second + *drain, metricsAddr: *metricsAddr}
 	if *metricsAddr != "" {
 		ops := http.NewServeMux()
 		ops.Handle("GET /metrics", promhub.Handler(hub))

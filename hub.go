@@ -21,10 +21,10 @@ import (
 
 // Hub is a Mercure hub. It is an [http.Handler] serving the hub URL:
 // GET and QUERY subscribe, POST publishes, OPTIONS lists the methods.
-// Mount it at the path of its URL on any router; [Hub.PublishHandler] and
-// [Hub.SubscribeHandler] serve one side each, for applications that put
-// their own middleware in front. Application code publishes with
-// [Hub.Publish].
+// Mount it on any router, under any prefix (see [Hub.Mount]);
+// [Hub.PublishHandler] and [Hub.SubscribeHandler] serve one side each,
+// for applications that put their own middleware in front. Application
+// code publishes with [Hub.Publish].
 //
 // A Hub is safe for concurrent use. Every Hub is independent: two hubs in
 // one process share nothing.

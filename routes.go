@@ -157,12 +157,22 @@ type Mux interface {
 //	// chi, in r.Route("/api/realtime", fn) or under r.Mount("/api/realtime", sub):
 //	sub.Mount("/.well-known/mercure", hub) // or hub.MountUnder(sub, "/api/realtime")
 //	r.Handle(hub.MetadataPath(), hub.MetadataHandler())
-//	// gorilla/mux, at the root or in r.PathPrefix("/api/realtime").Subrouter():
+//	// gorilla/mux, at the root or in r.PathPrefix("/api/realtime").Subrouter(),
+//	// r being mux.NewRouter().UseEncodedPath(), which keeps the %2F of
+//	// topics inside their segments (without it, gorilla cleans them away):
 //	sub.PathPrefix("/.well-known/mercure").Handler(hub)
 //	r.Handle(hub.MetadataPath(), hub.MetadataHandler())
 //
-// The metadata is always served at the root of the host (RFC 9728 section
-// 3.1): register it on the router that sees full paths.
+// The metadata path is the hub path after
+// /.well-known/oauth-protected-resource, at the root of the host (RFC
+// 9728 section 3.1), outside any prefix: register it on the router that
+// sees full paths.
+//
+// The hub path is matched by its ending (see [Hub.ServeHTTP]): a router
+// that hands the hub more paths than its own (a catch-all, a gorilla
+// PathPrefix) makes it serve there too. That grants nothing: the hub URL,
+// not the request path, decides the audience of tokens, the ids the
+// subscriptions API authorizes against and the path of the hub's cookie.
 func (h *Hub) Mount(mux Mux) {
 	h.mount(mux, "")
 }

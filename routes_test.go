@@ -1,9 +1,13 @@
 package mercure_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,4 +224,127 @@ func TestRouting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Which request paths name which of the hub's routes: the endpoint
+// (OPTIONS answers 204), the subscriptions API (401 without a token: the
+// route is known) or nothing (404), for a hub handed every request.
+func TestRouting_Paths(t *testing.T) {
+	h, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	cases := []struct {
+		method, path string
+		want         int
+	}{
+		// The endpoint: the full path, a leading part stripped, a prefix
+		// in front, all of it stripped.
+		{"OPTIONS", "/api/realtime/.well-known/mercure", 204},
+		{"OPTIONS", "/realtime/.well-known/mercure", 204},
+		{"OPTIONS", "/.well-known/mercure", 204},
+		{"OPTIONS", "/mercure", 204},
+		{"OPTIONS", "/internal/api/realtime/.well-known/mercure", 204},
+		{"OPTIONS", "/api/realtime/.well-known/%6Dercure", 204}, // segments compare decoded
+		{"OPTIONS", "/", 204},
+		// Not the endpoint: another last segment, a trailing slash, an
+		// encoded slash inside a segment, another path.
+		{"OPTIONS", "/api/realtime/.well-known/mercurex", 404},
+		{"OPTIONS", "/api/realtime/.well-known/mercure/", 404},
+		{"OPTIONS", "/api/realtime/.well-known%2Fmercure", 404},
+		{"OPTIONS", "/api/realtime/.well-known/mercure/other", 404},
+		{"OPTIONS", "/other/.well-known/mercure", 404},
+		{"OPTIONS", "/realtime/hub", 404},
+		// The subscriptions API after any of the endpoint's forms.
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions", 401},
+		{"GET", "/.well-known/mercure/subscriptions/exact/x", 401},
+		{"GET", "/subscriptions/urlpattern/a%2Fb/urn%3Ax", 401},
+		{"GET", "/internal/api/realtime/.well-known/mercure/subscriptions/exact/x/y", 401},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/mercure/subscriptions", 401},
+		// Under the API, but none of its resources.
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact", 404},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/other/x", 404},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/x/y/z", 404},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/%2E%2E", 404},
+		{"GET", "/other/subscriptions", 404},
+	}
+	for _, c := range cases {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		if rec.Code != c.want {
+			t.Errorf("%s %s: %d, want %d (%s)", c.method, c.path, rec.Code, c.want, rec.Body)
+		}
+	}
+}
+
+// A request reaching the hub at a path it does not serve gets a 404 whose
+// problem document says what the hub serves and what it got; the hub logs
+// it once at Warn, whatever the number of such requests.
+func TestRouting_Diagnostic(t *testing.T) {
+	var logs logBuffer
+	h, err := mercure.New(prefixedHubURL, mercure.WithInsecurePublishing(), mercure.WithLogger(logs.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := http.NewServeMux()
+	m.Handle("/realtime/", h) // routed to the hub at another path than its own
+	th := startHubServer(t, h, m)
+	for _, p := range []string{"/realtime/hub", "/realtime/other", "/realtime/hub/subscriptions"} {
+		status, body, hdr := do(t, mustRequest(t, http.MethodGet, th.srv.URL+p, ""))
+		if status != http.StatusNotFound || hdr.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("GET %s: %d %s", p, status, hdr.Get("Content-Type"))
+		}
+		var doc struct{ Detail string }
+		if json.Unmarshal([]byte(body), &doc) != nil || !strings.Contains(doc.Detail, "serves /api/realtime/.well-known/mercure") || !strings.Contains(doc.Detail, `got "`+p+`"`) {
+			t.Errorf("GET %s: detail %q", p, body)
+		}
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("%d Warn lines, want 1:\n%s", n, logs.text())
+	}
+	if logs.count("path=/realtime/hub") != 1 || logs.count("stripping a prefix") != 1 {
+		t.Errorf("the log line does not name the path and the likely cause:\n%s", logs.text())
+	}
+
+	// The subscriptions API, asked of a hub that does not serve it: one
+	// line saying which option serves it.
+	for range 3 {
+		if status, body, _ := do(t, mustRequest(t, http.MethodGet, th.srv.URL+"/realtime/.well-known/mercure/subscriptions", "")); status != http.StatusNotFound || !strings.Contains(body, "subscriptions API") {
+			t.Errorf("subscriptions API without WithSubscriptions: %d %s", status, body)
+		}
+	}
+	if n := logs.count("WithSubscriptions"); n != 1 {
+		t.Errorf("%d lines naming WithSubscriptions, want 1:\n%s", n, logs.text())
+	}
+}
+
+// MountUnder takes a leading part of the hub path, ending before one of
+// its slashes, and refuses anything else.
+func TestMountUnder_Prefix(t *testing.T) {
+	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	for _, p := range []string{"/api/real", "/api/realtime/", "/other", "api/realtime", h.Path()} {
+		if err := h.MountUnder(http.NewServeMux(), p); !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("MountUnder(%q): %v, want ErrInvalidOption", p, err)
+		}
+	}
+	var got []string
+	err = h.MountUnder(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }), "/api")
+	if want := []string{"/realtime/.well-known/mercure"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("MountUnder(/api): %v, patterns %q, want %q (the metadata lies outside /api)", err, got, want)
+	}
+}
+
+type muxFunc func(string, http.Handler)
+
+func (f muxFunc) Handle(pattern string, h http.Handler) { f(pattern, h) }
+
+func (l *logBuffer) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -31,17 +31,18 @@ const (
 // holds the escaped segments after "subscriptions" (none, two or three).
 // A path names the hub endpoint when it is empty or "/" (the whole hub
 // path stripped) or when its segments and the hub path's agree up to the
-// shorter of the two ([Hub.endsLikeHubPath]); it names the subscriptions
-// API when it is such a path followed by /subscriptions and up to three
-// segments. Among several readings, the shortest mount path wins.
+// shorter of the two ([Hub.reachedAt]); it names the subscriptions API
+// when it is such a path followed by /subscriptions and up to three
+// segments. Among several readings, the shortest mount path wins. The
+// cost is linear in the number of segments, whatever they are.
 func (h *Hub) route(p string) (kind routeKind, api []string) {
-	if h.endsLikeHubPath(p) {
+	segs := strings.Split(p, "/")
+	if h.reachedAt(segs) {
 		return routeHub, nil
 	}
-	segs := strings.Split(p, "/")
 	kind = routeOther
 	for k, seg := range segs {
-		if seg != "subscriptions" || !h.endsLikeHubPath(strings.Join(segs[:k], "/")) {
+		if seg != "subscriptions" || !h.reachedAt(segs[:k]) {
 			continue
 		}
 		rest := segs[k+1:]
@@ -55,25 +56,29 @@ func (h *Hub) route(p string) (kind routeKind, api []string) {
 	return kind, nil
 }
 
-// endsLikeHubPath tells whether the escaped path p is where the hub
-// endpoint can be reached: "" or "/" (what stripping the whole hub path
-// leaves), or a path whose segments, decoded, agree with the hub path's
-// from the last one back to the first of the shorter of the two. So with
-// the hub path /api/realtime/.well-known/mercure, these do:
+// reachedAt tells whether the escaped path made of segs (split at its
+// slashes) is where the hub endpoint can be reached: "" or "/" (what
+// stripping the whole hub path leaves), or a path whose segments,
+// decoded, agree with the hub path's from the last one back to the first
+// of the shorter of the two. So with the hub path
+// /api/realtime/.well-known/mercure, these do:
 //
-//	/api/realtime/.well-known/mercure         (the full path)
-//	/.well-known/mercure                      (/api/realtime stripped)
+//	/api/realtime/.well-known/mercure          (the full path)
+//	/.well-known/mercure                       (/api/realtime stripped)
 //	/internal/api/realtime/.well-known/mercure (a prefix in front)
 //
-// A hub whose path is "/" is reached at "/" or "" only.
-func (h *Hub) endsLikeHubPath(p string) bool {
-	if p == "" || p == "/" {
+// A hub whose path is "/" is reached at "/" or "" only. It compares at
+// most as many segments as the hub path has.
+func (h *Hub) reachedAt(segs []string) bool {
+	switch {
+	case len(segs) == 0, len(segs) == 1 && segs[0] == "": // ""
 		return true
-	}
-	if p[0] != '/' {
+	case len(segs) == 2 && segs[0] == "" && segs[1] == "": // "/"
+		return true
+	case segs[0] != "": // a relative path
 		return false
 	}
-	segs := strings.Split(p[1:], "/")
+	segs = segs[1:]
 	n := min(len(segs), len(h.segs))
 	if n == 0 {
 		return false

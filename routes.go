@@ -184,8 +184,8 @@ func (h *Hub) Mount(mux Mux) {
 
 // MountUnder is [Hub.Mount] for a router reached under prefix, a leading
 // part of the hub path: a chi router in r.Route(prefix, …) or
-// r.Mount(prefix, …), a gorilla/mux subrouter of PathPrefix(prefix), or
-// an [http.ServeMux] behind http.StripPrefix(prefix, …). It registers the
+// r.Mount(prefix, …), or an [http.ServeMux] behind
+// http.StripPrefix(prefix, …) or a proxy that strips prefix. It registers the
 // hub's routes with prefix removed from their patterns; a route outside
 // prefix, the metadata path usually, is not registered: register it on
 // the root router. The error, when prefix is not a leading part of the

@@ -182,18 +182,3 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "max-age=300")
 	w.Write(b)
 }
-
-// Mux is the part of a router that [Hub.Mount] uses; [http.ServeMux]
-// implements it.
-type Mux interface {
-	Handle(pattern string, handler http.Handler)
-}
-
-// Mount registers on mux, in ServeMux pattern syntax, the hub path, its
-// subtree and the protected resource metadata path (DIS-5), which lies
-// outside the hub path.
-func (h *Hub) Mount(mux Mux) {
-	mux.Handle(h.cfg.url.Path, h)
-	mux.Handle(h.cfg.url.Path+"/", h)
-	mux.Handle(h.MetadataPath(), h.MetadataHandler())
-}

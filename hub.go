@@ -22,17 +22,17 @@ import (
 
 // Hub is a Mercure hub. It is an [http.Handler] serving the hub URL:
 // GET and QUERY subscribe, POST publishes, OPTIONS lists the methods.
-// Mount it at the path of its URL on any router; [Hub.PublishHandler] and
-// [Hub.SubscribeHandler] serve one side each, for applications that put
-// their own middleware in front. Application code publishes with
-// [Hub.Publish].
+// Mount it on any router, under any prefix (see [Hub.Mount]);
+// [Hub.PublishHandler] and [Hub.SubscribeHandler] serve one side each,
+// for applications that put their own middleware in front. Application
+// code publishes with [Hub.Publish].
 //
 // A Hub is safe for concurrent use. Every Hub is independent: two hubs in
 // one process share nothing.
 type Hub struct {
 	cfg      config
 	url      string // hub URL, serialized
-	path     string // hub path (DIS-1)
+	path     string // hub path (DIS-1), escaped
 	log      *slog.Logger
 	tracer   trace.Tracer
 	resolver *topicurl.Resolver
@@ -85,6 +85,10 @@ type Hub struct {
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
 
 	warnedReadDeadlines atomic.Bool // see limitBodyTime
+	warnedRoute         atomic.Bool // see notServed
+	warnedAPIOff        atomic.Bool // see notServed
+
+	segs []string // the hub path's decoded segments, for routing (see route)
 
 	lm lowMem // detached streams (WithLowMemoryStreams)
 
@@ -167,6 +171,7 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		cfg:       cfg,
 		url:       hubURL,
 		path:      cfg.url.EscapedPath(),
+		segs:      hubSegments(cfg.url.EscapedPath()),
 		log:       slog.New(traceHandler{cfg.logger.Handler()}),
 		tracer:    newTracer(cfg.tracerProvider),
 		resolver:  resolver,
@@ -286,9 +291,26 @@ func (h *Hub) Path() string { return h.path }
 // nothing between loading a resource and subscribing to its updates.
 func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 
-// ServeHTTP serves the hub URL. Requests for other paths get 404, except
-// that a request whose path is empty is taken as already stripped of the
-// hub path (as [http.StripPrefix] leaves it).
+// ServeHTTP serves the hub: GET and QUERY subscribe, POST publishes,
+// OPTIONS lists the methods; with [WithSubscriptions], it also serves the
+// subscriptions API under the hub path + "/subscriptions".
+//
+// It serves wherever the application's router routes it: the hub URL
+// given to [New] is the hub's identity, and the path a request reaches
+// it at may differ. A request path names the hub endpoint when it is the
+// hub path, or the hub path with a leading part stripped (by
+// [http.StripPrefix] or a reverse proxy; "" and "/" when all of it is),
+// or the hub path behind a prefix (a router or proxy that adds one); the
+// subscriptions API likewise follows any of these. With the hub path
+// /api/realtime/.well-known/mercure, the endpoint is reached at
+// /api/realtime/.well-known/mercure, /.well-known/mercure or
+// /internal/api/realtime/.well-known/mercure alike. Which paths reach
+// the hub at all is the router's decision: mounted at its exact paths
+// (see [Hub.Mount]), the hub sees no other.
+//
+// A request for any other path gets a 404 whose problem document says
+// what the hub serves; the first one is logged at Warn, naming the likely
+// misconfiguration.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.withCORS(w, r, h.serveHub)
 }
@@ -304,12 +326,16 @@ func (h *Hub) withCORS(w http.ResponseWriter, r *http.Request, next http.Handler
 }
 
 func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != h.cfg.url.Path && r.URL.Path != "" {
-		if h.cfg.subscriptions && strings.HasPrefix(r.URL.Path, h.cfg.url.Path+"/subscriptions") {
-			h.serveSubscriptionsAPI(w, r)
-			return
-		}
-		http.NotFound(w, r)
+	switch kind, api := h.route(r.URL.EscapedPath()); {
+	case kind == routeHub:
+	case kind == routeAPI && h.cfg.subscriptions:
+		h.serveSubscriptionsAPI(w, r, api)
+		return
+	case kind == routeAPIOther && h.cfg.subscriptions:
+		writeProblem(w, http.StatusNotFound, "no such resource in the subscriptions API")
+		return
+	default:
+		h.notServed(w, r, kind)
 		return
 	}
 	switch r.Method {

@@ -207,15 +207,15 @@ func (h *Hub) grantMatchesTopic(m token.Matcher, topic string) bool {
 // serveSubscriptionsAPI serves the subscriptions web API (ACT-12 to
 // ACT-19): the collection, the collection of one matcher, and one
 // subscription, each authorized as a subscribe on its own path.
-func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request) {
+func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request, api []string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
-	path, segs, ok := h.canonicalAPIPath(r)
+	path, segs, ok := h.canonicalAPIPath(api)
 	if !ok {
-		http.NotFound(w, r)
+		writeProblem(w, http.StatusNotFound, "no such resource in the subscriptions API")
 		return
 	}
 	p, ok := h.authenticate(w, r, token.Subscriber)
@@ -285,26 +285,23 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-// canonicalAPIPath returns the API path of r with each segment decoded
-// from the escaped path and re-encoded per ACT-5, so that clients encoding
-// differently reach the same resource and authorization (ACT-13), and the
-// decoded segments after "subscriptions" (type, match, subscriber).
-func (h *Hub) canonicalAPIPath(r *http.Request) (path string, segs []string, ok bool) {
-	rest, found := strings.CutPrefix(r.URL.EscapedPath(), h.path+"/subscriptions")
-	if !found || (rest != "" && rest[0] != '/') {
-		return "", nil, false
-	}
+// canonicalAPIPath returns the API path named by api, the escaped
+// segments after "subscriptions" in the request path (see [Hub.route]),
+// with each segment decoded and re-encoded per ACT-5, so that clients
+// encoding differently reach the same resource and authorization
+// (ACT-13), and the decoded segments (type, match, subscriber). The path
+// is under the hub URL's path, wherever the request reached the hub.
+func (h *Hub) canonicalAPIPath(api []string) (path string, segs []string, ok bool) {
 	path = h.path + "/subscriptions"
-	if rest == "" {
+	if len(api) == 0 {
 		return path, nil, true
 	}
-	parts := strings.Split(rest[1:], "/")
-	if len(parts) < 2 || len(parts) > 3 || (parts[0] != MatchExact && parts[0] != MatchURLPattern) {
+	if len(api) < 2 || len(api) > 3 || (api[0] != MatchExact && api[0] != MatchURLPattern) {
 		return "", nil, false
 	}
-	segs = []string{parts[0]}
-	path += "/" + parts[0]
-	for _, p := range parts[1:] {
+	segs = []string{api[0]}
+	path += "/" + api[0]
+	for _, p := range api[1:] {
 		v, err := url.PathUnescape(p)
 		if err != nil || v == "" || v == "." || v == ".." {
 			// Dot segments would be removed when the path is resolved to

@@ -1,0 +1,350 @@
+package mercure_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/gorilla/mux"
+
+	"github.com/mercurekit/mercure"
+)
+
+// prefixedHubURL is the public URL of a hub that an application serves
+// under /api/realtime.
+const prefixedHubURL = "https://example.com/api/realtime/.well-known/mercure"
+
+// routingCases are the ways applications route requests to a hub: each
+// builds the application's handler for h. Clients always use the public
+// paths: the hub URL's path, its subscriptions API and
+// [mercure.Hub.MetadataPath].
+var routingCases = []struct {
+	name   string
+	hubURL string
+	app    func(t *testing.T, h *mercure.Hub) http.Handler
+}{
+	{"servemux/Mount", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		m := http.NewServeMux()
+		h.Mount(m)
+		return m
+	}},
+	{"servemux/Mount/prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		m := http.NewServeMux()
+		h.Mount(m)
+		m.HandleFunc("/api/realtime/books", func(w http.ResponseWriter, r *http.Request) {}) // the app's own routes beside it
+		return m
+	}},
+	{"servemux/StripPrefix/MountUnder", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		inner := http.NewServeMux()
+		mustMountUnder(t, h, inner, "/api/realtime")
+		m := http.NewServeMux()
+		m.Handle("/api/realtime/", http.StripPrefix("/api/realtime", inner))
+		m.Handle(h.MetadataPath(), h.MetadataHandler())
+		return m
+	}},
+	{"servemux/StripPrefix/whole-hub-path", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		m := http.NewServeMux()
+		m.Handle(h.Path(), http.StripPrefix(h.Path(), h))
+		m.Handle(h.Path()+"/", http.StripPrefix(h.Path(), h))
+		m.Handle(h.MetadataPath(), h.MetadataHandler())
+		return m
+	}},
+	{"servemux/StripPrefix/whole-hub-path/prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		m := http.NewServeMux()
+		m.Handle(h.Path(), http.StripPrefix(h.Path(), h))
+		m.Handle(h.Path()+"/", http.StripPrefix(h.Path(), h))
+		m.Handle(h.MetadataPath(), h.MetadataHandler())
+		return m
+	}},
+	{"chi/Mount", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := chi.NewRouter()
+		h.Mount(r)
+		return r
+	}},
+	{"chi/Mount/prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := chi.NewRouter()
+		h.Mount(r)
+		return r
+	}},
+	{"chi/Route/Mount", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := chi.NewRouter()
+		r.Route("/api/realtime", func(r chi.Router) { r.Mount("/.well-known/mercure", h) })
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"chi/Route/MountUnder", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := chi.NewRouter()
+		r.Route("/api/realtime", func(r chi.Router) { mustMountUnder(t, h, r, "/api/realtime") })
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"chi/subrouter", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		sub := chi.NewRouter()
+		mustMountUnder(t, h, sub, "/api/realtime")
+		r := chi.NewRouter()
+		r.Mount("/api/realtime", sub)
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"chi/StripPrefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := chi.NewRouter()
+		r.Handle("/api/realtime/*", http.StripPrefix("/api/realtime", h))
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"gorilla/PathPrefix", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := mux.NewRouter().UseEncodedPath()
+		r.PathPrefix(h.Path()).Handler(h)
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"gorilla/Subrouter", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := mux.NewRouter().UseEncodedPath()
+		r.PathPrefix("/api/realtime").Subrouter().PathPrefix("/.well-known/mercure").Handler(h)
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"gorilla/StripPrefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		r := mux.NewRouter().UseEncodedPath()
+		r.PathPrefix("/api/realtime/").Handler(http.StripPrefix("/api/realtime", h))
+		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		return r
+	}},
+	{"proxy-strips-prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		// The application behind the proxy knows nothing of /api/realtime.
+		app := http.NewServeMux()
+		mustMountUnder(t, h, app, "/api/realtime")
+		app.Handle(h.MetadataPath(), h.MetadataHandler())
+		return rewritePath(app, func(p string) string {
+			if rest, ok := strings.CutPrefix(p, "/api/realtime/"); ok {
+				return "/" + rest
+			}
+			return p
+		})
+	}},
+	{"proxy-adds-prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+		// The application serves everything under /internal.
+		app := http.NewServeMux()
+		app.Handle("/internal"+h.Path(), h)
+		app.Handle("/internal"+h.Path()+"/", h)
+		app.Handle("/internal"+h.MetadataPath(), h.MetadataHandler())
+		return rewritePath(app, func(p string) string { return "/internal" + p })
+	}},
+}
+
+// rewritePath is a reverse proxy in miniature: it rewrites the path of
+// each request, escaped form included, before the application sees it.
+func rewritePath(next http.Handler, rewrite func(string) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = rewrite(r.URL.Path)
+		if r.URL.RawPath != "" {
+			r2.URL.RawPath = rewrite(r.URL.RawPath)
+		}
+		next.ServeHTTP(w, r2)
+	})
+}
+
+func mustMountUnder(t *testing.T, h *mercure.Hub, m mercure.Mux, prefix string) {
+	t.Helper()
+	if err := h.MountUnder(m, prefix); err != nil {
+		t.Fatalf("MountUnder(%q): %v", prefix, err)
+	}
+}
+
+// The hub serves its stream, publication, subscriptions API and metadata
+// wherever the application routes it: net/http's ServeMux, chi and
+// gorilla/mux, with and without a prefix, behind http.StripPrefix and
+// behind proxies that strip or add a prefix. Identifiers (subscription
+// ids, the metadata's resource) are those of the public URL throughout.
+func TestRouting(t *testing.T) {
+	for _, c := range routingCases {
+		t.Run(c.name, func(t *testing.T) {
+			h, err := mercure.New(c.hubURL, mercure.WithInsecurePublishing(), withAuthIssuer(t),
+				mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			th := startHubServer(t, h, c.app(t, h))
+			claims := authClaims(detail("subscribe", exactTopic("*")))
+			claims["aud"] = c.hubURL
+			tok := mintToken(t, authSubKey, nil, claims)
+			get := func(path string) (int, string) {
+				t.Helper()
+				req := mustRequest(t, http.MethodGet, th.srv.URL+path, "")
+				req.Header.Set("Authorization", "Bearer "+tok)
+				status, body, _ := do(t, req)
+				return status, body
+			}
+
+			// The stream and publication.
+			const topic = "https://example.com/books/1" // its escaped form holds %2F
+			s := th.subscribe("match=" + url.QueryEscape(topic))
+			id := th.mustPost("topic=" + url.QueryEscape(topic))
+			if ev := s.next(t); ev.ID != id {
+				t.Fatalf("stream got %+v, want %s", ev, id)
+			}
+
+			// The subscriptions API: the collection, one matcher's, one.
+			api := h.Path() + "/subscriptions"
+			status, body := get(api)
+			var coll struct {
+				ID            string                 `json:"id"`
+				Subscriptions []mercure.Subscription `json:"subscriptions"`
+			}
+			if status != http.StatusOK || json.Unmarshal([]byte(body), &coll) != nil || coll.ID != api || len(coll.Subscriptions) != 1 {
+				t.Fatalf("GET %s: %d %s", api, status, body)
+			}
+			one := coll.Subscriptions[0]
+			matcher := api + "/exact/https%3A%2F%2Fexample.com%2Fbooks%2F1"
+			if !strings.HasPrefix(one.ID, matcher+"/") {
+				t.Fatalf("subscription id %q, want it under %s", one.ID, matcher)
+			}
+			if status, body := get(matcher); status != http.StatusOK || !strings.Contains(body, `"id":"`+matcher+`"`) {
+				t.Errorf("GET %s: %d %s", matcher, status, body)
+			}
+			if status, body := get(one.ID); status != http.StatusOK || !strings.Contains(body, `"id":"`+one.ID+`"`) {
+				t.Errorf("GET %s: %d %s", one.ID, status, body)
+			}
+
+			// The protected resource metadata, at the root of the host.
+			status, body = get(h.MetadataPath())
+			var meta struct {
+				Resource string `json:"resource"`
+			}
+			if status != http.StatusOK || json.Unmarshal([]byte(body), &meta) != nil || meta.Resource != c.hubURL {
+				t.Errorf("GET %s: %d %s", h.MetadataPath(), status, body)
+			}
+		})
+	}
+}
+
+// Which request paths name which of the hub's routes: the endpoint
+// (OPTIONS answers 204), the subscriptions API (401 without a token: the
+// route is known) or nothing (404), for a hub handed every request.
+func TestRouting_Paths(t *testing.T) {
+	h, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	cases := []struct {
+		method, path string
+		want         int
+	}{
+		// The endpoint: the full path, a leading part stripped, a prefix
+		// in front, all of it stripped.
+		{"OPTIONS", "/api/realtime/.well-known/mercure", 204},
+		{"OPTIONS", "/realtime/.well-known/mercure", 204},
+		{"OPTIONS", "/.well-known/mercure", 204},
+		{"OPTIONS", "/mercure", 204},
+		{"OPTIONS", "/internal/api/realtime/.well-known/mercure", 204},
+		{"OPTIONS", "/api/realtime/.well-known/%6Dercure", 204}, // segments compare decoded
+		{"OPTIONS", "/", 204},
+		// Not the endpoint: another last segment, a trailing slash, an
+		// encoded slash inside a segment, another path.
+		{"OPTIONS", "/api/realtime/.well-known/mercurex", 404},
+		{"OPTIONS", "/api/realtime/.well-known/mercure/", 404},
+		{"OPTIONS", "/api/realtime/.well-known%2Fmercure", 404},
+		{"OPTIONS", "/api/realtime/.well-known/mercure/other", 404},
+		{"OPTIONS", "/other/.well-known/mercure", 404},
+		{"OPTIONS", "/realtime/hub", 404},
+		// The subscriptions API after any of the endpoint's forms.
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions", 401},
+		{"GET", "/.well-known/mercure/subscriptions/exact/x", 401},
+		{"GET", "/subscriptions/urlpattern/a%2Fb/urn%3Ax", 401},
+		{"GET", "/internal/api/realtime/.well-known/mercure/subscriptions/exact/x/y", 401},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/mercure/subscriptions", 401},
+		// Under the API, but none of its resources.
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact", 404},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/other/x", 404},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/x/y/z", 404},
+		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/%2E%2E", 404},
+		{"GET", "/other/subscriptions", 404},
+	}
+	for _, c := range cases {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		if rec.Code != c.want {
+			t.Errorf("%s %s: %d, want %d (%s)", c.method, c.path, rec.Code, c.want, rec.Body)
+		}
+	}
+}
+
+// A request reaching the hub at a path it does not serve gets a 404 whose
+// problem document says what the hub serves and what it got; the hub logs
+// it once at Warn, whatever the number of such requests.
+func TestRouting_Diagnostic(t *testing.T) {
+	var logs logBuffer
+	h, err := mercure.New(prefixedHubURL, mercure.WithInsecurePublishing(), mercure.WithLogger(logs.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := http.NewServeMux()
+	m.Handle("/realtime/", h) // routed to the hub at another path than its own
+	th := startHubServer(t, h, m)
+	for _, p := range []string{"/realtime/hub", "/realtime/other", "/realtime/hub/subscriptions"} {
+		status, body, hdr := do(t, mustRequest(t, http.MethodGet, th.srv.URL+p, ""))
+		if status != http.StatusNotFound || hdr.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("GET %s: %d %s", p, status, hdr.Get("Content-Type"))
+		}
+		var doc struct{ Detail string }
+		if json.Unmarshal([]byte(body), &doc) != nil || !strings.Contains(doc.Detail, "serves /api/realtime/.well-known/mercure") || !strings.Contains(doc.Detail, `got "`+p+`"`) {
+			t.Errorf("GET %s: detail %q", p, body)
+		}
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("%d Warn lines, want 1:\n%s", n, logs.text())
+	}
+	if logs.count("path=/realtime/hub") != 1 || logs.count("stripping a prefix") != 1 {
+		t.Errorf("the log line does not name the path and the likely cause:\n%s", logs.text())
+	}
+
+	// The subscriptions API, asked of a hub that does not serve it: one
+	// line saying which option serves it.
+	for range 3 {
+		if status, body, _ := do(t, mustRequest(t, http.MethodGet, th.srv.URL+"/realtime/.well-known/mercure/subscriptions", "")); status != http.StatusNotFound || !strings.Contains(body, "subscriptions API") {
+			t.Errorf("subscriptions API without WithSubscriptions: %d %s", status, body)
+		}
+	}
+	if n := logs.count("WithSubscriptions"); n != 1 {
+		t.Errorf("%d lines naming WithSubscriptions, want 1:\n%s", n, logs.text())
+	}
+}
+
+// MountUnder takes a leading part of the hub path, ending before one of
+// its slashes, and refuses anything else.
+func TestMountUnder_Prefix(t *testing.T) {
+	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	for _, p := range []string{"/api/real", "/api/realtime/", "/other", "api/realtime", h.Path()} {
+		if err := h.MountUnder(http.NewServeMux(), p); !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("MountUnder(%q): %v, want ErrInvalidOption", p, err)
+		}
+	}
+	var got []string
+	err = h.MountUnder(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }), "/api")
+	if want := []string{"/realtime/.well-known/mercure"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("MountUnder(/api): %v, patterns %q, want %q (the metadata lies outside /api)", err, got, want)
+	}
+}
+
+type muxFunc func(string, http.Handler)
+
+func (f muxFunc) Handle(pattern string, h http.Handler) { f(pattern, h) }
+
+func (l *logBuffer) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

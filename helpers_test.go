@@ -291,3 +291,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 	}
 }
+
+// ptr returns a pointer to v: new(v) needs Go 1.26, and the module
+// supports Go 1.25.
+func ptr[T any](v T) *T { return &v }

@@ -97,7 +97,7 @@ func Keys(keys ...any) (jwk.Set, error) {
 			err = add(key)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("mercure: Keys: key %d: %w", i, err)
+			return nil, fmt.Errorf("%w (argument %d of Keys)", err, i)
 		}
 	}
 	if set.Len() > token.MaxKeysPerSet {

@@ -91,16 +91,16 @@ func NewSigner(key any, issuer, audience string) (*Signer, error) {
 	}
 	k, err := signingKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("mercure: NewSigner: %w", err)
+		return nil, err // says what is wrong with the key
 	}
 	alg, err := signingAlgorithm(k)
 	if err != nil {
-		return nil, fmt.Errorf("mercure: NewSigner: %w: %v", ErrInvalidKey, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
 	}
 	// A key whose own alg does not fit it would fail every token: sign
 	// once now.
 	if _, err := jws.Sign([]byte("{}"), jws.WithKey(alg, k)); err != nil {
-		return nil, fmt.Errorf("mercure: NewSigner: %w: cannot sign %s with this key: %v", ErrInvalidKey, alg, err)
+		return nil, fmt.Errorf("%w: cannot sign %s with this key: %v", ErrInvalidKey, alg, err)
 	}
 	resolver, err := topicurl.New(audience)
 	if err != nil {
@@ -121,7 +121,7 @@ func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
 	case jwa.EC():
 		var crv jwa.EllipticCurveAlgorithm
 		if err := key.Get(jwk.ECDSACrvKey, &crv); err != nil {
-			return jwa.SignatureAlgorithm{}, fmt.Errorf("mercure: EC key without a curve: %w", err)
+			return jwa.SignatureAlgorithm{}, fmt.Errorf("EC key without a curve: %w", err)
 		}
 		switch crv {
 		case jwa.P256():
@@ -138,7 +138,7 @@ func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
 	case jwa.OctetSeq():
 		return jwa.HS256(), nil
 	}
-	return jwa.SignatureAlgorithm{}, fmt.Errorf("mercure: no signature algorithm for key type %v", key.KeyType())
+	return jwa.SignatureAlgorithm{}, fmt.Errorf("no signature algorithm for key type %v", key.KeyType())
 }
 
 // Token mints a token carrying g.

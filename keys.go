@@ -25,8 +25,9 @@ type HMACSecret []byte
 // read: decrypt them first.
 type PEM []byte
 
-// Keys returns the key set that verifies the tokens of an [Issuer], for
-// its PublisherKeys or SubscriberKeys. Each argument is one of:
+// Keys returns the key set that verifies the signatures of an [Issuer]'s
+// access tokens (the spec's "Authorization" section), for its
+// PublisherKeys or SubscriberKeys. Each argument is one of:
 //
 //   - a public key: *ecdsa.PublicKey (P-256, P-384 or P-521),
 //     *rsa.PublicKey (2048 bits or more) or ed25519.PublicKey;
@@ -34,11 +35,15 @@ type PEM []byte
 //     certificate is checked);
 //   - [PEM], for every public key and certificate it holds;
 //   - an [HMACSecret] of at least 32 bytes;
-//   - a jwk.Key, kept as it is.
+//   - a jwk.Key holding a public key or a secret, kept as it is.
+//
+// Plain []byte and strings are refused: convert them to [HMACSecret] or
+// [PEM], so that the contents of a PEM file are never taken for a secret.
 //
 // Give several keys to accept the tokens of each, as while a signing key
-// is being rotated; the hub tries them in turn (at most 16), or only the
-// one whose kid a token names.
+// is being rotated (at most 16); the hub tries each key in turn, skipping
+// those whose kid differs from the token's. Keys read from crypto keys,
+// certificates, PEM or secrets have no kid.
 //
 // A private key, or a PEM block holding one, is refused with an error
 // wrapping [ErrInvalidKey] rather than reduced to its public part: a

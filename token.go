@@ -55,8 +55,9 @@ type Grant struct {
 
 // Signer mints RFC 9068 access tokens for an application that is its own
 // issuer (AUTH-5): typ at+jwt, iss, aud, sub, client_id, iat, exp, jti and
-// authorization_details. Configure the hub with [WithIssuer] and the
-// signer's public key. A Signer is safe for concurrent use.
+// authorization_details. Configure the hub with [WithIssuer] and [Keys] of
+// the signer's public key (or its HMAC secret). A Signer is safe for
+// concurrent use.
 type Signer struct {
 	key      jwk.Key
 	alg      jwa.SignatureAlgorithm
@@ -76,6 +77,9 @@ type Signer struct {
 //   - an [HMACSecret] of at least 32 bytes (HS256);
 //   - a jwk.Key holding one of these; its alg, if set, is used, and its
 //     kid is sent in the tokens.
+//
+// Plain []byte and strings are refused: convert them to [HMACSecret] or
+// [PEM], so that the contents of a PEM file are never taken for a secret.
 //
 // The hub verifies the tokens with the matching public key or the same
 // secret: give it to [Keys] for the [Issuer]. One constructor takes them

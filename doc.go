@@ -119,7 +119,9 @@
 // An [Issuer] is either the application itself, with its keys given, or
 // an OAuth 2.0 authorization server whose keys the hub fetches and keeps
 // fresh. An application that is its own issuer mints tokens with a [Signer] and
-// hands browsers theirs with [Hub.SetCookie]. [WithCORS] lets pages on
+// hands browsers theirs with [Hub.SetCookie]; [Keys] gives the hub the
+// public key (or HMAC secret) and [NewSigner] takes the private one, as
+// crypto keys, [PEM] or an [HMACSecret]. [WithCORS] lets pages on
 // other origins subscribe with credentials.
 // [WithInsecurePublishing] accepts publications without a token, for
 // closed networks only. A hub without any issuer has anonymous subscribers

@@ -5,8 +5,20 @@ import "errors"
 // Errors returned by [New], [Hub.Publish] and the handlers. Errors about an
 // update wrap one of these; test them with [errors.Is].
 var (
-	// ErrInvalidOption is wrapped by errors from [New] about a bad option.
+	// ErrInvalidOption is wrapped by errors from [New] about a bad option,
+	// and by those from [NewSigner] about its issuer or audience.
 	ErrInvalidOption = errors.New("mercure: invalid option")
+
+	// ErrInvalidKey is wrapped by errors from [Keys] and [NewSigner] about
+	// key material that cannot serve: an unsupported or weak key, an HMAC
+	// secret under 32 bytes, a public key given to sign or a private key
+	// given to verify. [New] wraps it too, with [ErrInvalidOption], when an
+	// [Issuer]'s key set holds a private key.
+	ErrInvalidKey = errors.New("mercure: invalid key")
+	// ErrInvalidGrant is wrapped by errors from [Signer.Token] about a
+	// [Grant] that a hub would refuse: a bad match, type, payload or TTL,
+	// or more or longer matches than a hub's default [Limits] allow.
+	ErrInvalidGrant = errors.New("mercure: invalid grant")
 
 	// ErrNoTopic: an update needs at least one topic (PUB-2).
 	ErrNoTopic = errors.New("mercure: update has no topic")

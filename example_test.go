@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lestrrat-go/jwx/v3/jwk"
-
 	"github.com/mercurekit/mercure"
 )
 
@@ -179,12 +177,11 @@ func ExampleHub_Link() {
 // short-lived subscriber token at login and hands it to the browser in the
 // hub's cookie.
 func ExampleSigner() {
-	secret, err := jwk.Import([]byte("an HMAC secret of at least 32 bytes!"))
+	secret := mercure.HMACSecret("an HMAC secret of at least 32 bytes!")
+	keys, err := mercure.Keys(secret)
 	if err != nil {
 		log.Fatal(err)
 	}
-	keys := jwk.NewSet()
-	_ = keys.AddKey(secret)
 	hub, err := mercure.New(
 		"https://example.com/.well-known/mercure",
 		mercure.WithIssuer(mercure.Issuer{ID: "https://example.com", SubscriberKeys: keys}),

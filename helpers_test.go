@@ -313,3 +313,7 @@ func newMemoryStore(t testing.TB, size int, opts ...mercure.MemoryOption) *mercu
 	}
 	return s
 }
+
+// ptr returns a pointer to v: new(v) needs Go 1.26, and the module
+// supports Go 1.25.
+func ptr[T any](v T) *T { return &v }

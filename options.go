@@ -87,7 +87,9 @@ const DefaultCookieName = "__Secure-mercure_access_token"
 // application itself (a self-issuer, see AUTH-5). Its id must equal the
 // tokens' iss. Publisher tokens are verified with PublisherKeys only,
 // subscriber tokens with SubscriberKeys only (AUTH-6, AUTH-22); either may
-// be nil when the issuer mints no token of that kind.
+// be nil when the issuer mints no token of that kind. [Keys] builds a set
+// from PEM, crypto public keys or an HMAC secret; a set holding a private
+// key is refused (see [Keys] for why).
 type Issuer struct {
 	ID             string
 	PublisherKeys  jwk.Set
@@ -134,6 +136,11 @@ func WithIssuer(iss Issuer) Option {
 		}
 		if iss.PublisherKeys == nil && iss.SubscriberKeys == nil {
 			return fmt.Errorf("%w: issuer %q has no keys", ErrInvalidOption, iss.ID)
+		}
+		for _, set := range []jwk.Set{iss.PublisherKeys, iss.SubscriberKeys} {
+			if err := checkIssuerKeys(set); err != nil {
+				return fmt.Errorf("%w: issuer %q: %w", ErrInvalidOption, iss.ID, err)
+			}
 		}
 		c.issuers = append(c.issuers, iss)
 		return nil

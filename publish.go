@@ -51,7 +51,7 @@ type Update struct {
 	// Type is the SSE event type; empty means the default "message".
 	Type string
 	// Retry, when set, is sent as the SSE reconnection delay, in whole
-	// milliseconds: Retry: new(5 * time.Second).
+	// milliseconds. On Go 1.26, write Retry: new(5 * time.Second).
 	Retry *time.Duration
 }
 
@@ -77,7 +77,8 @@ func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
 	// caller may change them while the update is validated or retained.
 	u.Topics = slices.Clone(u.Topics)
 	if u.Retry != nil {
-		u.Retry = new(*u.Retry)
+		retry := *u.Retry
+		u.Retry = &retry
 	}
 	if err := h.validate(&u); err != nil {
 		h.metrics.refused[refusalIndex(publishStatus(err))].Add(1)

@@ -1084,7 +1084,7 @@ func TestPUB19_GoPublishValidates(t *testing.T) {
 		{"earliest id", mercure.Update{Topics: ok, ID: "earliest"}, mercure.ErrInvalidID},
 		{"mercure type", mercure.Update{Topics: ok, Type: "mercure"}, mercure.ErrInvalidType},
 		{"CR in type", mercure.Update{Topics: ok, Type: "a\rb"}, mercure.ErrInvalidType},
-		{"negative retry", mercure.Update{Topics: ok, Retry: new(-time.Second)}, mercure.ErrInvalidRetry},
+		{"negative retry", mercure.Update{Topics: ok, Retry: ptr(-time.Second)}, mercure.ErrInvalidRetry},
 		{"invalid UTF-8 data", mercure.Update{Topics: ok, Data: "a\xffb"}, mercure.ErrInvalidData},
 	}
 	for _, tt := range tests {
@@ -1121,7 +1121,7 @@ func TestPUB19_GoPublishDelivers(t *testing.T) {
 		Data:   "a\r\nb",
 		ID:     "go-1",
 		Type:   "book-updated",
-		Retry:  new(5 * time.Second),
+		Retry:  ptr(5 * time.Second),
 	}
 	id, err = th.Publish(ctx, u)
 	if err != nil || id != "go-1" {

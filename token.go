@@ -55,8 +55,9 @@ type Grant struct {
 
 // Signer mints RFC 9068 access tokens for an application that is its own
 // issuer (AUTH-5): typ at+jwt, iss, aud, sub, client_id, iat, exp, jti and
-// authorization_details. Configure the hub with [WithIssuer] and the
-// signer's public key. A Signer is safe for concurrent use.
+// authorization_details. Configure the hub with [WithIssuer] and [Keys] of
+// the signer's public key (or its HMAC secret). A Signer is safe for
+// concurrent use.
 type Signer struct {
 	key      jwk.Key
 	alg      jwa.SignatureAlgorithm
@@ -66,22 +67,50 @@ type Signer struct {
 	patterns *index.Cache // the grants' URL patterns, compiled against audience
 }
 
-// NewSigner returns a signer that signs with the private key key (EC,
-// RSA, Ed25519, or an HMAC secret of at least 32 bytes) as issuer, for the
-// hub whose URL is audience.
-func NewSigner(key jwk.Key, issuer, audience string) (*Signer, error) {
-	if key == nil || issuer == "" || audience == "" {
-		return nil, errors.New("mercure: NewSigner needs a key, an issuer and an audience")
+// NewSigner returns a signer that signs with key as issuer, for the hub
+// whose URL is audience. The key is one of:
+//
+//   - a private key: *ecdsa.PrivateKey (P-256, P-384 or P-521, signing
+//     ES256, ES384 or ES512), *rsa.PrivateKey (2048 bits or more, RS256)
+//     or ed25519.PrivateKey (EdDSA);
+//   - [PEM] holding one private key (certificates beside it are ignored);
+//   - an [HMACSecret] of at least 32 bytes (HS256);
+//   - a jwk.Key holding one of these; its alg, if set, is used, and its
+//     kid is sent in the tokens.
+//
+// Plain []byte and strings are refused: convert them to [HMACSecret] or
+// [PEM], so that the contents of a PEM file are never taken for a secret.
+//
+// The hub verifies the tokens with the matching public key or the same
+// secret: give it to [Keys] for the [Issuer]. One constructor takes them
+// all, as [Keys] does, so that both sides read the same material.
+//
+// Mistakes fail here rather than at the first token: a public key, a weak
+// or unsupported key, or an HMAC secret shorter than the hub accepts gives
+// an error wrapping [ErrInvalidKey]; an empty issuer, or an audience that
+// is not an absolute URL, one wrapping [ErrInvalidOption].
+func NewSigner(key any, issuer, audience string) (*Signer, error) {
+	if issuer == "" || audience == "" {
+		return nil, fmt.Errorf("%w: NewSigner needs an issuer and an audience", ErrInvalidOption)
 	}
-	alg, err := signingAlgorithm(key)
+	k, err := signingKey(key)
 	if err != nil {
-		return nil, err
+		return nil, err // says what is wrong with the key
+	}
+	alg, err := signingAlgorithm(k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+	}
+	// A key whose own alg does not fit it would fail every token: sign
+	// once now.
+	if _, err := jws.Sign([]byte("{}"), jws.WithKey(alg, k)); err != nil {
+		return nil, fmt.Errorf("%w: cannot sign %s with this key: %v", ErrInvalidKey, alg, err)
 	}
 	resolver, err := topicurl.New(audience)
 	if err != nil {
-		return nil, fmt.Errorf("mercure: NewSigner: the audience must be the hub URL: %w", err)
+		return nil, fmt.Errorf("%w: NewSigner: the audience must be the hub URL: %v", ErrInvalidOption, err)
 	}
-	return &Signer{key: key, alg: alg, issuer: issuer, audience: audience, now: time.Now,
+	return &Signer{key: k, alg: alg, issuer: issuer, audience: audience, now: time.Now,
 		patterns: index.NewCache(audience, resolver, patternCacheSize)}, nil
 }
 
@@ -96,7 +125,7 @@ func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
 	case jwa.EC():
 		var crv jwa.EllipticCurveAlgorithm
 		if err := key.Get(jwk.ECDSACrvKey, &crv); err != nil {
-			return jwa.SignatureAlgorithm{}, fmt.Errorf("mercure: EC key without a curve: %w", err)
+			return jwa.SignatureAlgorithm{}, fmt.Errorf("EC key without a curve: %w", err)
 		}
 		switch crv {
 		case jwa.P256():
@@ -113,7 +142,7 @@ func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
 	case jwa.OctetSeq():
 		return jwa.HS256(), nil
 	}
-	return jwa.SignatureAlgorithm{}, fmt.Errorf("mercure: no signature algorithm for key type %v", key.KeyType())
+	return jwa.SignatureAlgorithm{}, fmt.Errorf("no signature algorithm for key type %v", key.KeyType())
 }
 
 // Token mints a token carrying g.
@@ -123,7 +152,7 @@ func (s *Signer) Token(g Grant) (string, error) {
 		ttl = DefaultTokenTTL
 	}
 	if ttl < 0 {
-		return "", fmt.Errorf("mercure: negative token TTL %v", ttl)
+		return "", fmt.Errorf("%w: negative token TTL %v", ErrInvalidGrant, ttl)
 	}
 	details, err := s.grantDetails(g)
 	if err != nil {
@@ -145,15 +174,15 @@ func (s *Signer) Token(g Grant) (string, error) {
 		Claim("authorization_details", details).
 		Build()
 	if err != nil {
-		return "", fmt.Errorf("mercure: building token: %w", err)
+		return "", fmt.Errorf("%w: building the token: %w", ErrInvalidGrant, err)
 	}
 	hdr := jws.NewHeaders()
 	if err := hdr.Set(jws.TypeKey, "at+jwt"); err != nil {
-		return "", err
+		return "", fmt.Errorf("mercure: signing token: %w", err)
 	}
 	signed, err := jwt.Sign(tok, jwt.WithKey(s.alg, s.key, jws.WithProtectedHeaders(hdr)))
 	if err != nil {
-		return "", fmt.Errorf("mercure: signing token: %w", err)
+		return "", fmt.Errorf("mercure: signing token: %w: %w", ErrInvalidKey, err)
 	}
 	return string(signed), nil
 }
@@ -182,7 +211,7 @@ func (s *Signer) grantDetails(g Grant) ([]any, error) {
 		}
 		// The limits a hub with the defaults applies to a token's grants.
 		if len(ms) > defaultLimits.MaxMatchers {
-			return fmt.Errorf("mercure: more than %d %s matches in a grant", defaultLimits.MaxMatchers, action)
+			return fmt.Errorf("%w: more than %d %s matches", ErrInvalidGrant, defaultLimits.MaxMatchers, action)
 		}
 		topics := make([]map[string]string, len(ms))
 		for i, m := range ms {
@@ -191,19 +220,19 @@ func (s *Signer) grantDetails(g Grant) ([]any, error) {
 				typ = MatchExact
 			}
 			if typ != MatchExact && typ != MatchURLPattern {
-				return fmt.Errorf("mercure: unsupported match type %q", m.Type)
+				return fmt.Errorf("%w: unsupported match type %q", ErrInvalidGrant, m.Type)
 			}
 			if m.Pattern == "" || !chars.Valid(m.Pattern) {
-				return fmt.Errorf("mercure: invalid match %q in a grant", m.Pattern)
+				return fmt.Errorf("%w: invalid match %q", ErrInvalidGrant, m.Pattern)
 			}
 			if len(m.Pattern) > defaultLimits.MaxMatcherBytes {
-				return fmt.Errorf("mercure: a match of %d bytes in a grant, more than %d", len(m.Pattern), defaultLimits.MaxMatcherBytes)
+				return fmt.Errorf("%w: a match of %d bytes, more than %d", ErrInvalidGrant, len(m.Pattern), defaultLimits.MaxMatcherBytes)
 			}
 			if typ == MatchURLPattern {
 				// A hub with the default limits refuses a token whose
 				// pattern does not compile or costs too much: say so now.
 				if _, err := s.patterns.Get(m.Pattern, defaultLimits.Patterns.limit()); err != nil {
-					return fmt.Errorf("mercure: URL pattern %q in a grant: %w", m.Pattern, err)
+					return fmt.Errorf("%w: URL pattern %q: %w", ErrInvalidGrant, m.Pattern, err)
 				}
 			}
 			topics[i] = map[string]string{"match": m.Pattern, "match_type": typ}
@@ -212,7 +241,7 @@ func (s *Signer) grantDetails(g Grant) ([]any, error) {
 		if payload != nil {
 			b, err := json.Marshal(payload)
 			if err != nil || len(b) == 0 || b[0] != '{' {
-				return fmt.Errorf("mercure: the payload of a grant must be a JSON object")
+				return fmt.Errorf("%w: the payload must marshal to a JSON object", ErrInvalidGrant)
 			}
 			d["payload"] = json.RawMessage(b)
 		}

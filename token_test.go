@@ -104,13 +104,16 @@ func TestSigner_RejectsBadGrants(t *testing.T) {
 		"empty match":           {Publish: []mercure.Match{{}}},
 		"control character":     {Subscribe: []mercure.Match{{Pattern: "a\x00b"}}},
 		"negative TTL":          {Publish: []mercure.Match{{Pattern: "x"}}, TTL: -time.Second},
+		"match too long":        {Publish: []mercure.Match{{Pattern: strings.Repeat("x", 3000)}}},
+		"pattern too costly":    {Subscribe: []mercure.Match{{Pattern: "https://example.com/" + strings.Repeat(":a", 40), Type: mercure.MatchURLPattern}}},
+		"too many matches":      {Subscribe: make([]mercure.Match, 65)},
 	} {
-		if _, err := signer.Token(g); err == nil {
-			t.Errorf("%s: no error", name)
+		if _, err := signer.Token(g); !errors.Is(err, mercure.ErrInvalidGrant) {
+			t.Errorf("%s: %v, want ErrInvalidGrant", name, err)
 		}
 	}
-	if _, err := mercure.NewSigner(nil, "iss", testHubURL); err == nil {
-		t.Error("NewSigner without a key: no error")
+	if _, err := mercure.NewSigner(nil, "iss", testHubURL); !errors.Is(err, mercure.ErrInvalidKey) {
+		t.Errorf("NewSigner without a key: %v, want ErrInvalidKey", err)
 	}
 }
 

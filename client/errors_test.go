@@ -205,7 +205,7 @@ func TestPublish(t *testing.T) {
 
 	id, err := pub.Publish(ctx, th.endpoint(), client.Update{
 		Topics: []string{"https://example.com/books/1", "https://example.com/books/2"},
-		Data:   "a=b&c+d;%\nline 2", Private: true, ID: "urn:x:1", Type: "t y", Retry: new(1500 * time.Millisecond),
+		Data:   "a=b&c+d;%\nline 2", Private: true, ID: "urn:x:1", Type: "t y", Retry: ptr(1500 * time.Millisecond),
 	})
 	if err != nil || id != "urn:x:1" {
 		t.Fatalf("Publish = %q, %v", id, err)

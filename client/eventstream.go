@@ -134,7 +134,8 @@ func (er *eventReader) next() (Event, error) {
 			}
 		case "retry":
 			if n, ok := digits(value); ok {
-				ev.Retry = new(time.Duration(n) * time.Millisecond)
+				retry := time.Duration(n) * time.Millisecond
+				ev.Retry = &retry
 				er.retry = ev.Retry
 			}
 		}

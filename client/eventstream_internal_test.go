@@ -29,7 +29,7 @@ func TestEventReader(t *testing.T) {
 		name, in string
 		want     []Event
 	}{
-		{"fields", "id: 1\nevent: t\nretry: 20\ndata: a\ndata:  b\n\n", []Event{{ID: "1", Type: "t", Data: "a\n b", Retry: new(20 * time.Millisecond)}}},
+		{"fields", "id: 1\nevent: t\nretry: 20\ndata: a\ndata:  b\n\n", []Event{{ID: "1", Type: "t", Data: "a\n b", Retry: ptr(20 * time.Millisecond)}}},
 		{"line endings", "id: 1\r\ndata: a\rdata: b\r\n\rid: 2\ndata\n\n", []Event{{ID: "1", Data: "a\nb"}, {ID: "2", Data: ""}}},
 		{"no data, no event; the id stays", "id: 1\nevent: x\n\ndata: y\n\n", []Event{{ID: "1", Data: "y"}}},
 		{"comments, unknown fields, bad retry, NUL id", "\uFEFF: hi\nfoo: bar\nretry: 1x\nid: a\x00b\ndata: z\n\n", []Event{{Data: "z"}}},
@@ -93,3 +93,7 @@ func FuzzEventReader(f *testing.F) {
 		}
 	})
 }
+
+// ptr returns a pointer to v: new(v) needs Go 1.26, and the module
+// supports Go 1.25.
+func ptr[T any](v T) *T { return &v }

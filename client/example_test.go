@@ -142,12 +142,13 @@ func ExampleClient_Publish() {
 	ctx := context.Background()
 	c := &client.Client{}
 
+	retry := 5 * time.Second
 	id, err := c.Publish(ctx, hubURL, client.Update{
 		Topics: []string{"https://example.com/books/1"},
 		Data:   `{"status":"checked out"}`,
 		ID:     "urn:uuid:5d9a8f9e-3c51-4f4a-9d3e-5a1d2c7e8f90",
 		Type:   "book-updated",
-		Retry:  new(5 * time.Second),
+		Retry:  &retry,
 	})
 	fmt.Println(id, err)
 

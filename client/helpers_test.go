@@ -181,3 +181,7 @@ func testContext(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// ptr returns a pointer to v: new(v) needs Go 1.26, and the module
+// supports Go 1.25.
+func ptr[T any](v T) *T { return &v }

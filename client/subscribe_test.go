@@ -25,7 +25,7 @@ func TestSubscribe_OrderAndFields(t *testing.T) {
 	}
 	publish(t, th.Hub, mercure.Update{
 		Topics: []string{"https://example.com/books/1"}, ID: "last", Type: "book-updated",
-		Data: "a\r\nb\rc\n", Retry: new(5 * time.Millisecond),
+		Data: "a\r\nb\rc\n", Retry: ptr(5 * time.Millisecond),
 	})
 	c := fastClient()
 	got := collect(t, c.Subscribe(testContext(t, 10*time.Second), th.endpoint(), client.Subscription{

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lestrrat-go/jwx/v3/jwk"
-
 	"github.com/mercurekit/mercure"
 )
 
@@ -58,19 +56,11 @@ func newApp(origin string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := jwk.Import(priv)
+	// The hub verifies with the public key; the signer holds the private
+	// one. A real app would read them from its configuration, as PEM
+	// (mercure.PEM) for instance.
+	keys, err := mercure.Keys(priv.Public())
 	if err != nil {
-		return nil, err
-	}
-	if err := key.Set(jwk.KeyIDKey, "demo"); err != nil {
-		return nil, err
-	}
-	pub, err := jwk.PublicKeyOf(key)
-	if err != nil {
-		return nil, err
-	}
-	keys := jwk.NewSet()
-	if err := keys.AddKey(pub); err != nil {
 		return nil, err
 	}
 	hub, err := mercure.New(
@@ -83,7 +73,7 @@ func newApp(origin string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, err := mercure.NewSigner(key, origin, hub.URL())
+	signer, err := mercure.NewSigner(priv, origin, hub.URL())
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ type config struct {
 	tokenPolicy     TokenPolicy
 	httpClient      *http.Client
 	privateFetches  bool
-	keyRefreshLimit time.Duration // tests only; see defaultKeyRefreshLimit
+	keyRefreshLimit time.Duration // tests only; see authserver.DefaultRefreshLimit
 	subscriptions   bool
 	lowMemory       bool // see WithLowMemoryStreams
 }

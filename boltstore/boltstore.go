@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -497,7 +496,7 @@ func idRef(v []byte) (seq, n uint64) {
 // big-endian, then the JSON of its update, so that pruning by age reads
 // only 8 bytes.
 func encode(e *mercure.Event) ([]byte, error) {
-	j, err := eventjson.Marshal(e, false)
+	j, err := marshalEvent(e, false)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +508,7 @@ func decode(seq uint64, v []byte) (*mercure.Event, error) {
 	if len(v) < 8 {
 		return nil, fmt.Errorf("boltstore: event %d: short value", seq)
 	}
-	e, err := eventjson.Unmarshal(v[8:])
+	e, err := unmarshalEvent(v[8:])
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: event %d: %w", seq, err)
 	}

@@ -64,7 +64,6 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -437,7 +436,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	v, err := eventjson.Marshal(e, true)
+	v, err := marshalEvent(e, true)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -742,7 +741,7 @@ func decode(m redis.XMessage) (*mercure.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: entry %s: no field %q", m.ID, field)
 	}
-	e, err := eventjson.Unmarshal([]byte(v))
+	e, err := unmarshalEvent([]byte(v))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: entry %s: %w", m.ID, err)
 	}

@@ -3,9 +3,10 @@
 //
 // Layout: bucket "events" maps the big-endian Seq to the encoded event;
 // bucket "ids" maps an id to the Seq of its oldest retained occurrence and
-// the number of retained occurrences (REC-7); bucket "meta" holds the Seq
-// of the latest append, so that the sequence continues after a restart
-// even when retention dropped every event.
+// the number of retained occurrences (spec §Reconnection, State
+// Reconciliation, and Event Sourcing); bucket "meta" holds the Seq of the
+// latest append, so that the sequence continues after a restart even when
+// retention dropped every event.
 package boltstore
 
 import (
@@ -191,7 +192,8 @@ func lastSeq(tx *bolt.Tx) uint64 {
 
 // LatestID returns the id of the latest event in the file, [mercure.Earliest]
 // if none. It implements [mercure.LatestStore], so that a hub restarted on
-// the file reports its last event id (REC-13).
+// the file reports its last event id (spec §Reconnection, State
+// Reconciliation, and Event Sourcing).
 func (s *Store) LatestID() string {
 	if id := s.latest.Load(); id != nil {
 		return *id

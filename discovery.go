@@ -11,8 +11,8 @@ import (
 )
 
 // A LinkOption adds a target attribute to the Link header written by
-// [Hub.Link] (DIS-3). Like an [Option], it validates its argument: a bad
-// value makes Link fail.
+// [Hub.Link] (spec §Discovery: Hub Discovery). Like an [Option], it
+// validates its argument: a bad value makes Link fail.
 type LinkOption func(*link) error
 
 // link is the Link header value that LinkOptions add attributes to.
@@ -57,11 +57,12 @@ func LinkContentType(mediaType string) LinkOption {
 	}
 }
 
-// Link adds to header the discovery link of the hub (DIS-2):
+// Link adds to header the discovery link of the hub (spec §Discovery: Hub
+// Discovery):
 //
 //	Link: <https://example.com/.well-known/mercure>; rel="mercure"
 //
-// with the attributes opts add, values quoted (DIS-4). Applications send
+// with the attributes opts add, values quoted. Applications send
 // it on the responses of resources whose updates the hub pushes. Nothing
 // is added when an option is invalid.
 func (h *Hub) Link(header http.Header, opts ...LinkOption) error {
@@ -79,7 +80,7 @@ func (h *Hub) Link(header http.Header, opts ...LinkOption) error {
 }
 
 // SelfLink adds to header the link naming the canonical topic of the
-// resource (DIS-9):
+// resource (spec §Discovery: Topic Discovery):
 //
 //	Link: <https://example.com/books/1>; rel="self"
 //
@@ -124,9 +125,9 @@ func uriReference(s string) string {
 }
 
 // MetadataURL returns the URL of the hub's OAuth 2.0 protected resource
-// metadata (RFC 9728, DIS-5): the hub URL with
-// /.well-known/oauth-protected-resource inserted before its path. It lies
-// outside the hub's path: mount [Hub.MetadataHandler] there.
+// metadata (RFC 9728; spec §Discovery: Protected Resource Metadata): the hub
+// URL with /.well-known/oauth-protected-resource inserted before its path.
+// It lies outside the hub's path: mount [Hub.MetadataHandler] there.
 func (h *Hub) MetadataURL() string {
 	u := *h.cfg.url
 	u.Path = "/.well-known/oauth-protected-resource" + u.Path
@@ -139,9 +140,9 @@ func (h *Hub) MetadataPath() string {
 	return "/.well-known/oauth-protected-resource" + h.cfg.url.Path
 }
 
-// MetadataHandler serves the protected resource metadata (DIS-5 to
-// DIS-7). A hub that validates no token has nothing to advertise: the
-// handler then answers 404.
+// MetadataHandler serves the protected resource metadata (spec
+// §Discovery: Protected Resource Metadata). A hub that validates no token
+// has nothing to advertise: the handler then answers 404.
 func (h *Hub) MetadataHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.withCORS(w, r, h.serveMetadata) })
 }

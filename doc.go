@@ -9,6 +9,11 @@
 // code path that changes its state, and mounts the hub's handler on its own
 // router: there is no second service to deploy, secure or reach.
 //
+// The protocol is specified by draft-dunglas-mercure-08
+// (https://datatracker.ietf.org/doc/draft-dunglas-mercure/). This
+// documentation cites its sections as (spec §Section) or
+// (spec §Section: Subsection).
+//
 // # Example
 //
 //	hub, err := mercure.New("https://example.com/.well-known/mercure")
@@ -54,7 +59,8 @@
 // percent-encoding) on both sides: look-alike strings are different topics.
 // A topic is an identifier, not a link: clients must check its scheme
 // against an allowlist before dereferencing it, since a pattern such as
-// *://* also matches javascript: and data: topics (MAT-10).
+// *://* also matches javascript: and data: topics (spec §Matcher Types: URL
+// Pattern).
 //
 // # History and reconnection
 //
@@ -82,10 +88,10 @@
 // patterns may cost: the hub estimates a pattern's compiled size and
 // groups before compiling it, refuses one over the limits with 400
 // (anonymous streams get tighter ones, see [PatternLimits]), and bounds
-// the patterns any one topic is evaluated against (MAT-9). Each
-// subscriber has a bounded queue: one that stops reading is disconnected
-// instead of slowing the publisher or the other subscribers, and resumes
-// from history when it reconnects. A publish or QUERY body must arrive
+// the patterns any one topic is evaluated against. Each subscriber has a
+// bounded queue: one that stops reading is disconnected instead of slowing
+// the publisher or the other subscribers, and resumes from history when it
+// reconnects. A publish or QUERY body must arrive
 // within [Limits].BodyTimeout, a read deadline the hub sets itself, so
 // that it holds on a server without timeouts. What comes before and
 // between requests is the server's to bound: give it a ReadHeaderTimeout
@@ -110,19 +116,22 @@
 // validates RFC 9068 access tokens whose authorization_details grant
 // publish and subscribe on topic matchers. Publishing needs publish on
 // every topic of the update; a private update reaches a stream whose token
-// grants subscribe on any one of its topics, live and on replay. Tokens
-// come from the Authorization header, or else from a cookie (see
+// grants subscribe on any one of its topics, live and on replay.
+//
+// Tokens come from the Authorization header, or else from a cookie (see
 // [WithCookieName]); a stream ends when its token expires. Subscribers
 // without a token are refused unless [WithAnonymousSubscribers] is given;
 // they receive public updates only. Serve [Hub.MetadataHandler] at
 // [Hub.MetadataPath] so that clients can discover the hub's requirements.
+//
 // An [Issuer] is either the application itself, with its keys given, or
 // an OAuth 2.0 authorization server whose keys the hub fetches and keeps
-// fresh. An application that is its own issuer mints tokens with a [Signer] and
-// hands browsers theirs with [Hub.SetCookie]; [Keys] gives the hub the
-// public key (or HMAC secret) and [NewSigner] takes the private one, as
-// crypto keys, [PEM] or an [HMACSecret]. [WithCORS] lets pages on
-// other origins subscribe with credentials.
+// fresh. An application that is its own issuer mints tokens with a
+// [Signer] and hands browsers theirs with [Hub.SetCookie]; [Keys] gives
+// the hub the public key (or HMAC secret) and [NewSigner] takes the
+// private one, as crypto keys, [PEM] or an [HMACSecret]. [WithCORS] lets
+// pages on other origins subscribe with credentials.
+//
 // [WithInsecurePublishing] accepts publications without a token, for
 // closed networks only. A hub without any issuer has anonymous subscribers
 // only, and private updates reach no stream.

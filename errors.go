@@ -20,24 +20,27 @@ var (
 	// or more or longer matches than a hub's default [Limits] allow.
 	ErrInvalidGrant = errors.New("mercure: invalid grant")
 
-	// ErrNoTopic: an update needs at least one topic (PUB-2).
+	// ErrNoTopic: an update needs at least one topic (spec §Publication).
 	ErrNoTopic = errors.New("mercure: update has no topic")
 	// ErrInvalidTopic: a topic is not valid UTF-8 or holds control or
-	// format characters (TOP-1, PUB-4).
+	// format characters (spec §Terminology, §Publication).
 	ErrInvalidTopic = errors.New("mercure: invalid topic")
-	// ErrWildcardTopic: "*" is a matcher, never a topic (PUB-5).
+	// ErrWildcardTopic: "*" is a matcher, never a topic (spec §Publication).
 	ErrWildcardTopic = errors.New("mercure: topic * cannot be published")
-	// ErrReservedTopic: the topic lies in the hub's own namespace (PUB-6).
+	// ErrReservedTopic: the topic lies in the hub's own namespace (spec
+	// §Publication).
 	ErrReservedTopic = errors.New("mercure: topic is in the hub's reserved namespace")
 	// ErrInvalidID: the id holds control or format characters, starts with
-	// "#" or is "earliest" (PUB-9).
+	// "#" or is "earliest" (spec §Publication).
 	ErrInvalidID = errors.New("mercure: invalid update id")
 	// ErrInvalidType: the type holds control or format characters or is
-	// "mercure", which only the hub may send (PUB-11, SEC-3).
+	// "mercure", which only the hub may send (spec §Publication, §Security
+	// Considerations: Reserved Hub Namespace).
 	ErrInvalidType = errors.New("mercure: invalid update type")
-	// ErrInvalidRetry: retry is not a non-negative number of milliseconds (PUB-12).
+	// ErrInvalidRetry: retry is not a non-negative number of milliseconds
+	// (spec §Publication).
 	ErrInvalidRetry = errors.New("mercure: invalid retry")
-	// ErrInvalidData: data is not valid UTF-8 (PUB-7).
+	// ErrInvalidData: data is not valid UTF-8 (spec §Publication).
 	ErrInvalidData = errors.New("mercure: data is not valid UTF-8")
 	// ErrTooLarge: the update is over a size limit of [Limits]: more than
 	// MaxTopics topics, a topic, id or type longer than MaxFieldBytes, or

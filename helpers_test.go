@@ -13,6 +13,10 @@ import (
 	"github.com/mercurekit/mercure"
 )
 
+// Test names and comments cite requirement IDs (TestAUTH37_…: AUTH-37),
+// each one a rule of the Mercure specification; docs/requirements.md
+// defines them.
+
 // testHubURL is the public URL of the hubs under test. Tests reach them
 // through an httptest server at another address: the public URL is
 // configuration, not inferred from the request (DIS-1).

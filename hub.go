@@ -135,7 +135,7 @@ func (h *Hub) Stats() Stats {
 // "https://example.com/.well-known/mercure" (a URL without a path gets
 // [DefaultHubPath]), configured by opts.
 //
-// The hub URL is authoritative (spec section "Discovery"): its path
+// The hub URL is authoritative (spec §Discovery): its path
 // decides the hub's reserved topic namespace, it is the base URL of
 // relative topics and URL patterns, and it is the resource identifier
 // that access tokens must name in aud. The hub never infers it from the
@@ -286,9 +286,10 @@ func (h *Hub) URL() string { return h.url }
 func (h *Hub) Path() string { return h.path }
 
 // LastEventID returns the id of the last update dispatched, or [Earliest]
-// when there has been none (REC-13). Applications put it in the
-// last-event-id attribute of their Link headers so that clients miss
-// nothing between loading a resource and subscribing to its updates.
+// when there has been none (spec §Reconnection, State Reconciliation, and
+// Event Sourcing). Applications put it in the last-event-id attribute of
+// their Link headers so that clients miss nothing between loading a resource
+// and subscribing to its updates.
 func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 
 // ServeHTTP serves the hub: GET and QUERY subscribe, POST publishes,

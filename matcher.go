@@ -12,11 +12,14 @@ import (
 )
 
 // Matcher type names, as written after "match_" in subscribe requests and
-// in the match_type of tokens and subscription documents (SUB-6, MAT-1).
+// in the match_type of tokens and subscription documents (spec
+// §Subscription, §Matcher Types).
 const (
-	// MatchExact compares topics byte for byte (MAT-5).
+	// MatchExact compares topics byte for byte (spec §Matcher Types: Exact
+	// Matching).
 	MatchExact = "exact"
-	// MatchURLPattern evaluates WHATWG URL patterns (MAT-6).
+	// MatchURLPattern evaluates WHATWG URL patterns (spec §Matcher Types:
+	// URL Pattern).
 	MatchURLPattern = "urlpattern"
 )
 

@@ -17,7 +17,7 @@ import (
 // mercure_streams_closed_total{reason}: see [Metrics.StreamsClosed].
 const (
 	CloseClientGone    = "client_gone"    // the client left
-	CloseTokenExpired  = "token_expired"  // the subscriber's token expired (AUTH-37)
+	CloseTokenExpired  = "token_expired"  // the subscriber's token expired
 	CloseLifetime      = "lifetime"       // the maximum lifetime ended (WithMaxLifetime)
 	CloseQueueOverflow = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
 	CloseWriteError    = "write_error"    // a write failed or timed out

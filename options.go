@@ -58,7 +58,7 @@ type config struct {
 	tokenPolicy     TokenPolicy
 	httpClient      *http.Client
 	privateFetches  bool
-	keyRefreshLimit time.Duration // tests only; see defaultKeyRefreshLimit
+	keyRefreshLimit time.Duration // tests only; see authserver.DefaultRefreshLimit
 	subscriptions   bool
 	lowMemory       bool // see WithLowMemoryStreams
 	tracerProvider  trace.TracerProvider
@@ -80,16 +80,17 @@ func defaultConfig() config {
 }
 
 // DefaultCookieName is the cookie that may carry a subscriber's access
-// token (AUTH-12), unless [WithCookieName] says otherwise.
+// token (spec §Authorization: Cookie), unless [WithCookieName] says
+// otherwise.
 const DefaultCookieName = "__Secure-mercure_access_token"
 
 // Issuer is a trusted token issuer: an authorization server or the
-// application itself (a self-issuer, see AUTH-5). Its id must equal the
-// tokens' iss. Publisher tokens are verified with PublisherKeys only,
-// subscriber tokens with SubscriberKeys only (AUTH-6, AUTH-22); either may
-// be nil when the issuer mints no token of that kind. [Keys] builds a set
-// from PEM, crypto public keys or an HMAC secret; a set holding a private
-// key is refused (see [Keys] for why).
+// application itself (a self-issuer; spec §Authorization). Its id must equal
+// the tokens' iss. Publisher tokens are verified with PublisherKeys only,
+// subscriber tokens with SubscriberKeys only (spec §Authorization: Token
+// Validation); either may be nil when the issuer mints no token of that
+// kind. [Keys] builds a set from PEM, crypto public keys or an HMAC
+// secret; a set holding a private key is refused (see [Keys] for why).
 type Issuer struct {
 	ID             string
 	PublisherKeys  jwk.Set
@@ -97,10 +98,11 @@ type Issuer struct {
 	// AuthorizationServer says that the issuer is an OAuth 2.0
 	// authorization server: its keys come from the JWK Set named by the
 	// jwks_uri of its RFC 8414 metadata, fetched over HTTPS and kept fresh;
-	// its tokens serve both publishers and subscribers (AUTH-21). ID must
-	// then be an https URL without query or fragment, PublisherKeys and
-	// SubscriberKeys must be nil, and the hub lists the issuer in the
-	// authorization_servers of its metadata (DIS-7).
+	// its tokens serve both publishers and subscribers (spec §Authorization:
+	// Token Validation). ID must then be an https URL without query or
+	// fragment, PublisherKeys and SubscriberKeys must be nil, and the hub
+	// lists the issuer in the authorization_servers of its metadata (spec
+	// §Discovery: Protected Resource Metadata).
 	//
 	// The metadata is fetched from ID with
 	// /.well-known/oauth-authorization-server inserted before its path
@@ -169,7 +171,8 @@ func WithHTTPClient(client *http.Client) Option {
 // metadata and JWK Sets from loopback, private, link-local and other
 // non-public addresses. By default it refuses to connect to them, so that
 // a hostile or misconfigured metadata document cannot make it probe the
-// internal network (SEC-11).
+// internal network (spec §Security Considerations: Protected Resource
+// Metadata and Authorization Server Selection).
 func WithPrivateNetworkFetches() Option {
 	return func(c *config) error {
 		c.privateFetches = true
@@ -180,16 +183,18 @@ func WithPrivateNetworkFetches() Option {
 // TokenPolicy tunes access-token validation. Zero fields keep the
 // defaults given in their comments.
 type TokenPolicy struct {
-	// Algorithms is the allowlist of JWS algorithms (AUTH-20). Default:
-	// EdDSA, ES256, ES384, ES512, RS256, PS256, and HS256/384/512 for
-	// issuers whose keys are HMAC secrets. "none" is never accepted.
+	// Algorithms is the allowlist of JWS algorithms (spec §Authorization:
+	// Token Validation). Default: EdDSA, ES256, ES384, ES512, RS256, PS256,
+	// and HS256/384/512 for issuers whose keys are HMAC secrets. "none" is
+	// never accepted.
 	Algorithms []string
 	// Leeway is the clock skew allowed on exp, nbf and iat. Default 5 s.
 	Leeway time.Duration
 	// MaxTokenBytes, MaxDetails, MaxTopics and MaxMatchBytes cap a token,
 	// its Mercure authorization details, the topics of one detail and the
-	// length of one matcher; a token over a cap is invalid (AUTH-32).
-	// Defaults 8 KiB, 32, 64 and 2 KiB.
+	// length of one matcher; a token over a cap is invalid (spec
+	// §Authorization: Authorization Details). Defaults 8 KiB, 32, 64 and
+	// 2 KiB.
 	MaxTokenBytes, MaxDetails, MaxTopics, MaxMatchBytes int
 	// CacheSize bounds how many verified tokens the hub remembers, so that
 	// a publisher sending the same token again and again, or a crowd of
@@ -217,8 +222,9 @@ func WithTokenPolicy(p TokenPolicy) Option {
 }
 
 // WithAnonymousSubscribers lets clients without a token subscribe; they
-// receive public updates only (AUTH-2). A hub without any [WithIssuer]
-// always accepts them, since it has no way to tell clients apart.
+// receive public updates only (spec §Authorization). A hub without any
+// [WithIssuer] always accepts them, since it has no way to tell clients
+// apart.
 func WithAnonymousSubscribers() Option {
 	return func(c *config) error {
 		c.anonymous = true
@@ -227,9 +233,10 @@ func WithAnonymousSubscribers() Option {
 }
 
 // WithMaxStreamLifetime ends every stream after d, token or not, so that
-// clients reconnect and present their credentials again (AUTH-37). They
-// resume with Last-Event-ID and miss nothing. By default streams last
-// until their token expires, or forever without one.
+// clients reconnect and present their credentials again (spec
+// §Authorization: Subscribers). They resume with Last-Event-ID and miss
+// nothing. By default streams last until their token expires, or forever
+// without one.
 func WithMaxStreamLifetime(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -244,9 +251,9 @@ func WithMaxStreamLifetime(d time.Duration) Option {
 // "https://app.example.com") subscribe and publish with credentials
 // (cookies, Authorization): the hub answers their preflights and names
 // them in Access-Control-Allow-Origin, never "*" and never an origin not
-// listed (SUB-18, SEC-5). Link and Mercure-Last-Event-ID are exposed to
+// listed (spec §Subscription). Link and Mercure-Last-Event-ID are exposed to
 // them. Cookie-authenticated publishes are accepted from these origins
-// as from the hub's own (SEC-4).
+// as from the hub's own (spec §Security Considerations).
 func WithCORS(origins ...string) Option {
 	return func(c *config) error {
 		for _, o := range origins {
@@ -261,9 +268,10 @@ func WithCORS(origins ...string) Option {
 	}
 }
 
-// WithSubscriptions turns on active subscriptions (ACT): the hub publishes
-// a private update when each subscription starts and ends, and
-// [Hub.Subscriptions] lists the active ones.
+// WithSubscriptions turns on active subscriptions (spec §Active
+// Subscriptions): the hub publishes a private update when each
+// subscription starts and ends, serves the subscriptions web API under its
+// path, and [Hub.Subscriptions] lists the active ones.
 func WithSubscriptions() Option {
 	return func(c *config) error {
 		c.subscriptions = true
@@ -272,8 +280,8 @@ func WithSubscriptions() Option {
 }
 
 // WithCookieName sets the cookie that may carry a subscriber's token when
-// no Authorization header is sent (AUTH-12); the default is
-// [DefaultCookieName].
+// no Authorization header is sent (spec §Authorization: Cookie); the default
+// is [DefaultCookieName].
 func WithCookieName(name string) Option {
 	return func(c *config) error {
 		if name == "" || !validCookieName(name) {
@@ -297,8 +305,8 @@ func validCookieName(name string) bool {
 
 // WithLogger sets the logger; by default the hub logs to [slog.Default]
 // as it is when [New] is called. WithLogger(nil) discards the hub's logs.
-// The hub never logs tokens, cookies, Authorization headers (SEC-9) or
-// the data of updates.
+// The hub never logs tokens, cookies, Authorization headers (spec §Security
+// Considerations) or the data of updates.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -310,9 +318,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithHistory sets how many past updates the default in-memory store keeps
-// for reconnecting subscribers (REC-8); 0 keeps none. The default is
-// [DefaultHistory]. It conflicts with [WithStore], whose store has its own
-// retention.
+// for reconnecting subscribers (spec §Reconnection, State Reconciliation,
+// and Event Sourcing); 0 keeps none. The default is [DefaultHistory]. It
+// conflicts with [WithStore], whose store has its own retention.
 func WithHistory(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
@@ -350,8 +358,8 @@ func WithStore(s Store) Option {
 	}
 }
 
-// WithLimits sets resource limits (SEC-6). Zero fields keep their default;
-// negative ones are an error.
+// WithLimits sets resource limits (spec §Security Considerations: Resource
+// Limits). Zero fields keep their default; negative ones are an error.
 func WithLimits(l Limits) Option {
 	return func(c *config) error {
 		merged, err := l.withDefaults()
@@ -364,8 +372,8 @@ func WithLimits(l Limits) Option {
 }
 
 // WithKeepAlive sets how long a stream may stay silent before the hub writes
-// an SSE comment to keep proxies and clients from timing it out (SUB-17).
-// The default is [DefaultKeepAlive].
+// an SSE comment to keep proxies and clients from timing it out (spec
+// §Subscription). The default is [DefaultKeepAlive].
 func WithKeepAlive(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -378,8 +386,8 @@ func WithKeepAlive(d time.Duration) Option {
 
 // WithWriteTimeout bounds each write to a subscriber's connection, so that
 // a peer that stopped reading cannot hold a stream forever. It replaces the
-// host server's WriteTimeout, which the hub clears on streams (SUB-17).
-// The default is [DefaultWriteTimeout].
+// host server's WriteTimeout, which the hub clears on streams (spec
+// §Subscription). The default is [DefaultWriteTimeout].
 func WithWriteTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -420,7 +428,7 @@ func WithClientKey(key func(*http.Request) string) Option {
 }
 
 // WithInsecurePublishing lets anyone who can reach the hub publish over
-// HTTP without an access token (AUTH-7).
+// HTTP without an access token (spec §Authorization).
 //
 // DANGER: use it only on a closed network that no untrusted client can
 // reach; anyone else can then publish anything, private updates included.
@@ -432,8 +440,9 @@ func WithInsecurePublishing() Option {
 	}
 }
 
-// Limits bounds the resources a client can make the hub spend (SEC-6).
-// A zero field means the default given in its comment.
+// Limits bounds the resources a client can make the hub spend (spec
+// §Security Considerations: Resource Limits). A zero field means the default
+// given in its comment.
 type Limits struct {
 	// MaxBodyBytes caps a publish body and a QUERY subscribe body;
 	// larger ones get 413. Default 1 MiB.
@@ -458,13 +467,13 @@ type Limits struct {
 	// [MaxTopicBytes] whatever this says.
 	MaxFieldBytes int
 	// MaxMatchers caps the matchers of one subscribe request; more get 400
-	// (SUB-10). Default 64.
+	// (spec §Subscription). Default 64.
 	MaxMatchers int
 	// MaxMatcherBytes caps the length of each matcher; longer ones get 400.
 	// Default 2 KiB.
 	MaxMatcherBytes int
 	// MaxConnections caps the streams open at once across all clients;
-	// more get 429 (SUB-12). Default 10 000.
+	// more get 429 (spec §Subscription). Default 10 000.
 	MaxConnections int
 	// MaxConnectionsPerClient caps the streams one client (see
 	// [WithClientKey]) holds at once; more get 429. Default: no limit,
@@ -532,14 +541,14 @@ type Limits struct {
 	MaxPendingUpdates int
 }
 
-// PatternLimits bounds what URL patterns can cost the hub (MAT-9). The
-// engine compiles each pattern into regular expressions: their size bounds
-// the heap a compiled pattern keeps and the time an evaluation takes, and
-// their groups multiply that time (each evaluation extracts every group).
-// The hub estimates both from a pattern's source and refuses a pattern
-// over a limit (400, or an invalid token for a grant) before compiling it.
-// A zero field means the default given in its comment, for streams with a
-// token and for anonymous streams.
+// PatternLimits bounds what URL patterns can cost the hub (spec §Matcher
+// Types: URL Pattern). The engine compiles each pattern into regular
+// expressions: their size bounds the heap a compiled pattern keeps and the
+// time an evaluation takes, and their groups multiply that time (each
+// evaluation extracts every group). The hub estimates both from a pattern's
+// source and refuses a pattern over a limit (400, or an invalid token for a
+// grant) before compiling it. A zero field means the default given in its
+// comment, for streams with a token and for anonymous streams.
 type PatternLimits struct {
 	// MaxGroups caps the groups of one pattern: each *, :name and
 	// (regexp), counted as written. Default 32; anonymous 8.

@@ -32,18 +32,18 @@ const MaxTopicBytes = 2048
 // Update is what a publisher sends to the hub.
 type Update struct {
 	// Topics name the resource: the first is the canonical topic, the
-	// others alternate topics (TOP-3). Subscribers receive the update when
-	// one of their matchers selects any of them. At least one is required.
-	// The hub compares topics byte for byte: canonicalize them (Unicode
-	// NFC, lowercase host, one percent-encoding) before publishing and
-	// subscribing (TOP-5).
+	// others alternate topics (spec §Terminology). Subscribers receive the
+	// update when one of their matchers selects any of them. At least one is
+	// required. The hub compares topics byte for byte: canonicalize them
+	// (Unicode NFC, lowercase host, one percent-encoding) before publishing
+	// and subscribing (spec §Matcher Types: Exact Matching).
 	Topics []string
 	// Data is the content, opaque to the hub; any UTF-8 text. Subscribers
-	// receive CR and CRLF line breaks as LF (PUB-7).
+	// receive CR and CRLF line breaks as LF (spec §Publication).
 	Data string
 	// Private restricts the update to subscribers whose access token grants
-	// subscribe on one of its topics (AUTH-35). Every alternate topic
-	// widens that audience (AUTH-38).
+	// subscribe on one of its topics (spec §Authorization: Subscribers).
+	// Every alternate topic widens that audience.
 	Private bool
 	// ID is the SSE id; the hub generates a random urn:uuid: when empty.
 	// Ids are cursors into one hub-wide sequence: keep them unique.
@@ -55,11 +55,11 @@ type Update struct {
 	Retry *time.Duration
 }
 
-// Publish validates u with the rules of the HTTP endpoint (PUB-19), stores
-// it and returns its id; the hub then delivers it to the matching
-// subscribers, in the store's order, without the caller waiting for them.
-// Once Publish returns, a stream that opens without Last-Event-ID does not
-// get u. It needs no token: application code is trusted (PUB-18).
+// Publish validates u with the rules of the HTTP endpoint (spec
+// §Publication), stores it and returns its id; the hub then delivers it to
+// the matching subscribers, in the store's order, without the caller waiting
+// for them. Once Publish returns, a stream that opens without Last-Event-ID
+// does not get u. It needs no token: application code is trusted.
 //
 // The context bounds only how long Publish may wait, which it does when
 // the hub receives updates faster than it can deliver them (see

@@ -1,6 +1,6 @@
 package mercure_test
 
-// Black-box tests of publication: REQUIREMENTS.md section 4 (PUB-1 to
+// Black-box tests of publication: docs/requirements.md (PUB-1 to
 // PUB-19) and the publish side of SEC-1, SEC-2, SEC-3 and SEC-6.
 //
 // Each test publishes exactly as a client would, over HTTP through

@@ -13,7 +13,8 @@ import (
 )
 
 // Earliest is the cursor that names the start of the retained history
-// (REC-6). No update can have it as its id (PUB-9).
+// (spec §Reconnection, State Reconciliation, and Event Sourcing). No update
+// can have it as its id (spec §Publication).
 const Earliest = "earliest"
 
 // Event is an update as the hub records and delivers it: the update with
@@ -92,9 +93,9 @@ type Store interface {
 
 	// Replay resolves the cursor lastEventID and returns the retained
 	// events that follow it (see [Backlog]). The cursor resolves to the
-	// oldest retained event with that id (REC-7); when it is [Earliest],
-	// unknown or no longer retained, the backlog holds every retained
-	// event.
+	// oldest retained event with that id (spec §Reconnection, State
+	// Reconciliation, and Event Sourcing); when it is [Earliest], unknown or
+	// no longer retained, the backlog holds every retained event.
 	Replay(ctx context.Context, lastEventID string) (Backlog, error)
 
 	// Listen feeds l with every event appended from now on, by any hub
@@ -128,7 +129,8 @@ type Listener struct {
 // LatestStore is implemented by stores whose history outlives a hub (a
 // durable store, or one shared by several hubs): [New] reads the id of
 // the latest recorded update from it, so that [Hub.LastEventID] is right
-// from the start (REC-13).
+// from the start (spec §Reconnection, State Reconciliation, and Event
+// Sourcing).
 type LatestStore interface {
 	Store
 	// LatestID returns the id of the latest recorded event, or [Earliest]
@@ -140,7 +142,7 @@ type LatestStore interface {
 // also share the hubs' active subscriptions: a hub with
 // [WithSubscriptions] reports its own to the store, and lists those of
 // every hub from it, so that the subscriptions API of any instance shows
-// all of them (ACT-12).
+// all of them (spec §Active Subscriptions: Subscription API).
 type SubscriptionStore interface {
 	Store
 	// UpdateSubscriptions records changes of this hub's subscriptions, in
@@ -150,7 +152,7 @@ type SubscriptionStore interface {
 	// which then keeps them and applies them when it can). The hub calls
 	// it before it appends a subscription's start event and before its
 	// end event, so that no hub dispatches an event that its listing
-	// contradicts (ACT-17).
+	// contradicts (spec §Active Subscriptions: Subscription API).
 	UpdateSubscriptions(ctx context.Context, subs []Subscription) error
 	// Subscriptions returns the active subscriptions of every hub sharing
 	// the store, in any order. Those of a hub that stopped without
@@ -162,7 +164,8 @@ type SubscriptionStore interface {
 type Backlog struct {
 	// Cursor is the id of the event just before the first one of Events,
 	// or [Earliest] when there is none: the value of the
-	// Mercure-Last-Event-ID header (REC-9), known before any event is read.
+	// Mercure-Last-Event-ID header (spec §Reconnection, State
+	// Reconciliation, and Event Sourcing), known before any event is read.
 	Cursor string
 	// Head is the Seq of the latest event appended to the store when the
 	// replay began, 0 if none. Events from the live feed up to Head were

@@ -21,11 +21,12 @@ import (
 )
 
 // Subscription is one active subscription: one matcher of one stream
-// (ACT-2). It is also the JSON document of the subscription's events
-// (ACT-9).
+// (spec §Active Subscriptions: Subscription Events). It is also the JSON
+// document of the subscription's events.
 type Subscription struct {
 	// ID is the subscription's topic:
-	// hubPath/subscriptions/{match_type}/{match}/{subscriber} (ACT-3).
+	// hubPath/subscriptions/{match_type}/{match}/{subscriber} (spec §Active
+	// Subscriptions: Subscription Events).
 	ID         string `json:"id"`
 	Type       string `json:"type"` // always "subscription"
 	MatchType  string `json:"match_type"`
@@ -33,7 +34,7 @@ type Subscription struct {
 	Subscriber string `json:"subscriber"`
 	Active     bool   `json:"active"`
 	// Payload is the payload of the stream token's first subscribe detail
-	// matching the subscription (AUTH-41), if any.
+	// matching the subscription (spec §Authorization: Payloads), if any.
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 

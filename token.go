@@ -22,7 +22,7 @@ import (
 )
 
 // DefaultTokenTTL is the lifetime of a minted token when [Grant.TTL] is 0.
-// Keep tokens short-lived, especially for browsers (AUTH-6).
+// Keep tokens short-lived, especially for browsers (spec §Authorization).
 const DefaultTokenTTL = 15 * time.Minute
 
 // Match is a topic matcher in a grant: an exact topic, a URL pattern
@@ -40,24 +40,26 @@ type Grant struct {
 	Subject  string
 	ClientID string
 	// Publish lists the topics the holder may publish to: an update needs
-	// publish on every one of its topics (AUTH-34).
+	// publish on every one of its topics (spec §Authorization: Publishers).
 	Publish []Match
 	// Subscribe lists the topics whose private updates the holder may
-	// receive: one of an update's topics is enough (AUTH-35).
+	// receive: one of an update's topics is enough (spec §Authorization:
+	// Subscribers).
 	Subscribe []Match
 	// Payload, when not nil, must marshal to a JSON object; it goes with
-	// the subscribe grant into the holder's subscription events (AUTH-41).
-	// Other subscribers may see it: put nothing private in it (AUTH-42).
+	// the subscribe grant into the holder's subscription events (spec
+	// §Authorization: Payloads). Other subscribers may see it: put nothing
+	// private in it.
 	Payload any
 	// TTL is how long the token is valid; 0 means [DefaultTokenTTL].
 	TTL time.Duration
 }
 
 // Signer mints RFC 9068 access tokens for an application that is its own
-// issuer (AUTH-5): typ at+jwt, iss, aud, sub, client_id, iat, exp, jti and
-// authorization_details. Configure the hub with [WithIssuer] and [Keys] of
-// the signer's public key (or its HMAC secret). A Signer is safe for
-// concurrent use.
+// issuer (spec §Authorization): typ at+jwt, iss, aud, sub, client_id, iat,
+// exp, jti and authorization_details. Configure the hub with [WithIssuer]
+// and [Keys] of the signer's public key (or its HMAC secret). A Signer is
+// safe for concurrent use.
 type Signer struct {
 	key      jwk.Key
 	alg      jwa.SignatureAlgorithm
@@ -258,9 +260,9 @@ func (s *Signer) grantDetails(g Grant) ([]any, error) {
 }
 
 // SetCookie sets the cookie through which browsers present tok to the
-// hub's EventSource streams (AUTH-12): Secure, HttpOnly, SameSite=Strict,
-// Path the hub path, expiring with the token. The hub and the application
-// must share a registrable domain.
+// hub's EventSource streams (spec §Authorization: Cookie): Secure, HttpOnly,
+// SameSite=Strict, Path the hub path, expiring with the token. The hub and
+// the application must share a registrable domain.
 //
 // Browsers keep a Secure cookie only from https:// origins and from
 // http://localhost: on a hub URL that is plain http:// on any other host

@@ -3,9 +3,10 @@
 //
 // Layout: bucket "events" maps the big-endian Seq to the encoded event;
 // bucket "ids" maps an id to the Seq of its oldest retained occurrence and
-// the number of retained occurrences (REC-7); bucket "meta" holds the Seq
-// of the latest append, so that the sequence continues after a restart
-// even when retention dropped every event.
+// the number of retained occurrences (spec §Reconnection, State
+// Reconciliation, and Event Sourcing); bucket "meta" holds the Seq of the
+// latest append, so that the sequence continues after a restart even when
+// retention dropped every event.
 package boltstore
 
 import (
@@ -18,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -192,7 +192,8 @@ func lastSeq(tx *bolt.Tx) uint64 {
 
 // LatestID returns the id of the latest event in the file, [mercure.Earliest]
 // if none. It implements [mercure.LatestStore], so that a hub restarted on
-// the file reports its last event id (REC-13).
+// the file reports its last event id (spec §Reconnection, State
+// Reconciliation, and Event Sourcing).
 func (s *Store) LatestID() string {
 	if id := s.latest.Load(); id != nil {
 		return *id
@@ -497,7 +498,7 @@ func idRef(v []byte) (seq, n uint64) {
 // big-endian, then the JSON of its update, so that pruning by age reads
 // only 8 bytes.
 func encode(e *mercure.Event) ([]byte, error) {
-	j, err := eventjson.Marshal(e, false)
+	j, err := marshalEvent(e, false)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +510,7 @@ func decode(seq uint64, v []byte) (*mercure.Event, error) {
 	if len(v) < 8 {
 		return nil, fmt.Errorf("boltstore: event %d: short value", seq)
 	}
-	e, err := eventjson.Unmarshal(v[8:])
+	e, err := unmarshalEvent(v[8:])
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: event %d: %w", seq, err)
 	}

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log"
 	"net/http"
 
@@ -11,12 +13,30 @@ import (
 	"github.com/mercurekit/mercure/redisstore"
 )
 
+// New checks its options before it connects: a bad value is an error
+// wrapping [mercure.ErrInvalidOption], whether or not Redis is up. Then it
+// reads the stream's last entry, and fails when Redis cannot be reached
+// within [redisstore.WithTimeout]: a hub does not start without its history.
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // not contacted here
+	defer rdb.Close()
+	_, err := redisstore.New(rdb, "mercure", redisstore.WithMaxLen(-1))
+	fmt.Println(errors.Is(err, mercure.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// mercure: invalid option: redisstore.WithMaxLen(-1) is negative
+}
+
 // Every instance of the application runs this: all the hubs on the
 // stream "mercure" act as one. An update published on any instance
 // reaches the subscribers of all; a client may resume on any instance with
 // Last-Event-ID; the subscriptions API of each lists the subscribers of
 // all.
-func ExampleNew() {
+//
+// This example needs a Redis server, so it is compiled but not run;
+// TestTwoHubs runs two hubs sharing a stream against MERCURE_TEST_REDIS.
+func Example_instances() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 	store, err := redisstore.New(rdb, "mercure", redisstore.WithMaxLen(100_000))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -15,8 +16,9 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // TestMain also checks that the stores' goroutines (feed reader,
-// subscriptions writer) end with them.
+// subscriptions writer) end with them, and says how many tests skipped
+// for want of a Redis server (MERCURE_TEST_REDIS).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(redistest.ReportSkips("redisstore", m))
 }

@@ -9,10 +9,11 @@
 // number in the stream, from the counter stream+":n". The hash
 // stream+":ids" maps an update id to the stream ids of its retained
 // occurrences, oldest first, so that a cursor resolves to the oldest
-// (REC-7) without a scan. All are written by one Lua script, atomically.
-// In Redis Cluster, give the stream key a hash tag (such as "{mercure}")
-// so that every key of the store lives in the same slot. The shared
-// subscriptions use more keys (see [Store.UpdateSubscriptions]).
+// (spec §Reconnection, State Reconciliation, and Event Sourcing) without a
+// scan. All are written by one Lua script, atomically. In Redis Cluster,
+// give the stream key a hash tag (such as "{mercure}") so that every key of
+// the store lives in the same slot. The shared subscriptions use more keys
+// (see [Store.UpdateSubscriptions]).
 //
 // Appends are idempotent: a command that go-redis retries after a lost
 // reply finds its event already recorded (the latest occurrence of its id,
@@ -64,7 +65,6 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -404,7 +404,8 @@ func (s *Store) seen(seq uint64, id string) {
 // read from the stream, including the last one in the stream when New
 // was called; [mercure.Earliest] if none. It implements
 // [mercure.LatestStore], so that a hub started on a stream with history
-// reports its last event id (REC-13).
+// reports its last event id (spec §Reconnection, State Reconciliation, and
+// Event Sourcing).
 func (s *Store) LatestID() string {
 	if l := s.latest.Load(); l != nil {
 		return l.id
@@ -437,7 +438,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	v, err := eventjson.Marshal(e, true)
+	v, err := marshalEvent(e, true)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -742,7 +743,7 @@ func decode(m redis.XMessage) (*mercure.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: entry %s: no field %q", m.ID, field)
 	}
-	e, err := eventjson.Unmarshal([]byte(v))
+	e, err := unmarshalEvent([]byte(v))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: entry %s: %w", m.ID, err)
 	}

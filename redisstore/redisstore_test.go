@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/mercurekit/mercure/redisstore"
 	"github.com/mercurekit/mercure/storetest"
 	"github.com/redis/go-redis/v9"
@@ -29,10 +30,7 @@ var keyN atomic.Int64
 // deleted when the test ends; nothing else of the server is touched.
 func client(t *testing.T) (*redis.Client, string) {
 	t.Helper()
-	addr := os.Getenv("MERCURE_TEST_REDIS")
-	if addr == "" {
-		t.Skip("set MERCURE_TEST_REDIS to a Redis address (e.g. localhost:6399) to run the Redis store tests")
-	}
+	addr := redistest.Addr(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	if err := rdb.Ping(context.Background()).Err(); err != nil {

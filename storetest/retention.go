@@ -46,7 +46,7 @@ const retentionKeep = 1000
 //   - Listen delivers every event, in order, while retention drops them;
 //     with a replay overtaken meanwhile, the replayed events and the live
 //     ones after Head miss nothing unless the replay reports the gap
-//     (the hub's seam, REC-4).
+//     (the hub's seam between history and live events).
 func RunRetention(t *testing.T, open func(t *testing.T, keep int) mercure.Store) {
 	fresh := func(t *testing.T) *history {
 		t.Helper()

@@ -4,8 +4,10 @@
 //
 //	go run ./examples/demo -addr localhost:8080
 //
-// Open http://localhost:8080/ in two browser windows, log in as different
-// users, add and assign tasks, and watch the other window follow.
+// Open http://localhost:8080/ in a normal window and in a private one (the
+// windows of one browser profile share the session cookie, so they would be
+// the same user), log in as different users, add and assign tasks, and
+// watch the other window follow.
 package main
 
 import (

@@ -1,6 +1,7 @@
 // Command standalone runs a Mercure hub as its own server: the library's
-// hub behind a 100-line main. Its flags follow the launch contract that
-// black-box tools (load generators, protocol checkers) rely on.
+// hub configured from flags, with a page to try it, metrics and health
+// endpoints, and a graceful shutdown. Its flags follow the launch contract
+// that black-box tools (load generators, protocol checkers) rely on.
 //
 //	go run ./examples/standalone -addr localhost:3000 -insecure-publish
 //
@@ -90,7 +91,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		drain           = fs.Duration("drain", 0, "on shutdown, end the streams gradually over this window, each told to reconnect in about a second, rather than all at once")
 		lowMemory       = fs.Bool("low-memory", false, "take HTTP/1.1 streams over from net/http after their headers: an idle stream then holds no goroutine (a few KB instead of about 25)")
-		// Flags of the launch contract whose features later versions bring.
+		// Tokens (issuer and keys), anonymous subscribers, active
+		// subscriptions, CORS, the cookie, and the history's memory bound.
 		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
 		publisherJWKS  = fs.String("publisher-jwks", "", "JWK Set file verifying publisher tokens")
 		subscriberJWKS = fs.String("subscriber-jwks", "", "JWK Set file verifying subscriber tokens")

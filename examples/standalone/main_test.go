@@ -327,10 +327,7 @@ func TestStandalone_BadStore(t *testing.T) {
 // -store redis://... shares the history between hubs: an update published
 // on one reaches the subscribers of the other, and is replayed from Redis.
 func TestStandalone_RedisStore(t *testing.T) {
-	addr := os.Getenv("MERCURE_TEST_REDIS")
-	if addr == "" {
-		t.Skip("set MERCURE_TEST_REDIS to a Redis address (such as localhost:6399) to run this test")
-	}
+	addr := redistest.Addr(t)
 	stream := fmt.Sprintf("mercure-test-standalone-%d-%d", os.Getpid(), time.Now().UnixNano())
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() {

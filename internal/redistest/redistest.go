@@ -35,9 +35,7 @@ type Server struct {
 // redis-server binary is missing.
 func Start(t *testing.T, persist bool) *Server {
 	t.Helper()
-	if os.Getenv("MERCURE_TEST_REDIS") == "" {
-		t.Skip("set MERCURE_TEST_REDIS to run the Redis store tests (this one also starts its own redis-server)")
-	}
+	Addr(t) // like every Redis test, this one needs MERCURE_TEST_REDIS
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not installed (Debian package redis-server)")
 	}

@@ -1,4 +1,12 @@
-package mercure
+// Package authserver is the hub's client of OAuth 2.0 authorization
+// servers (RFC 8414): it discovers an issuer's metadata, keeps its JWK Set
+// fresh in a jwk.Cache, and fetches both through an HTTP client that
+// refuses non-public addresses unless told otherwise.
+//
+// A Servers holds every authorization server of one hub: New, then Add
+// each issuer, Start with the hub's context, Shutdown after canceling it.
+// The *Keys that Add returns is the issuer's token.KeySource.
+package authserver
 
 import (
 	"context"
@@ -33,16 +41,16 @@ const (
 	jwksMinInterval = 5 * time.Minute
 	// jwksMaxInterval is the longest one.
 	jwksMaxInterval = 24 * time.Hour
-	// defaultKeyRefreshLimit is the shortest interval between two
+	// DefaultRefreshLimit is the shortest interval between two
 	// on-demand fetches of an issuer's keys: after a failure, or when a
 	// token names an unknown kid.
-	defaultKeyRefreshLimit = time.Minute
+	DefaultRefreshLimit = time.Minute
 )
 
-// asMetadataURL returns where the RFC 8414 metadata of the authorization
+// MetadataURL returns where the RFC 8414 metadata of the authorization
 // server iss lies: /.well-known/oauth-authorization-server inserted
 // between its host and its path, a terminating "/" removed (§3.1).
-func asMetadataURL(iss string) (string, error) {
+func MetadataURL(iss string) (string, error) {
 	u, err := url.Parse(iss)
 	switch {
 	case err != nil:
@@ -61,47 +69,69 @@ func asMetadataURL(iss string) (string, error) {
 	return m.String(), nil
 }
 
-// authServers fetches and keeps fresh the keys of the hub's authorization
+// Config is what New needs.
+type Config struct {
+	// Client is the base of the fetching client (nil for a default one);
+	// see New.
+	Client *http.Client
+	// AllowPrivate lets the fetches reach non-public addresses.
+	AllowPrivate bool
+	// RefreshLimit is the shortest interval between two on-demand fetches
+	// of one issuer's keys; DefaultRefreshLimit when not positive.
+	RefreshLimit time.Duration
+	// Logger receives the fetch failures.
+	Logger *slog.Logger
+}
+
+// Servers fetches and keeps fresh the keys of the hub's authorization
 // server issuers. Its goroutines (those of the jwk.Cache and the initial
-// fetches) end with the hub's context.
-type authServers struct {
+// fetches) end with the context given to Start.
+type Servers struct {
 	ctx       context.Context
 	client    *http.Client
 	transport *http.Transport // owned: its idle connections close at shutdown; nil with a foreign RoundTripper
-	every     time.Duration   // see defaultKeyRefreshLimit
+	every     time.Duration   // see DefaultRefreshLimit
 	log       *slog.Logger
-	issuers   []*remoteKeys
+	issuers   []*Keys
 
-	cache *jwk.Cache // started by start
+	cache *jwk.Cache // started by Start
 	wg    sync.WaitGroup
 }
 
-func newAuthServers(cfg *config) (*authServers, error) {
-	as := &authServers{every: cfg.keyRefreshLimit, log: cfg.logger}
+// New returns the Servers of the given configuration. It fails when
+// cfg.Client's Transport is not an *http.Transport and private addresses
+// are to be refused: such a transport cannot be guarded.
+func New(cfg Config) (*Servers, error) {
+	as := &Servers{every: cfg.RefreshLimit, log: cfg.Logger}
 	if as.every <= 0 {
-		as.every = defaultKeyRefreshLimit
+		as.every = DefaultRefreshLimit
+	}
+	if as.log == nil {
+		as.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if as.client, as.transport, err = fetchClient(cfg.httpClient, cfg.privateFetches); err != nil {
+	if as.client, as.transport, err = fetchClient(cfg.Client, cfg.AllowPrivate); err != nil {
 		return nil, err
 	}
 	return as, nil
 }
 
-// add returns the key source of the authorization server iss.
-func (as *authServers) add(iss string) (*remoteKeys, error) {
-	meta, err := asMetadataURL(iss)
+// Add returns the key source of the authorization server iss. Call it
+// before Start.
+func (as *Servers) Add(iss string) (*Keys, error) {
+	meta, err := MetadataURL(iss)
 	if err != nil {
 		return nil, fmt.Errorf("authorization server %q: %v", iss, err)
 	}
-	r := &remoteKeys{as: as, id: iss, metaURL: meta}
+	r := &Keys{as: as, id: iss, metaURL: meta}
 	as.issuers = append(as.issuers, r)
 	return r, nil
 }
 
-// start starts the cache and, in the background, the first fetch of
-// every issuer's keys, so that New never waits for the network.
-func (as *authServers) start(ctx context.Context) error {
+// Start starts the cache and, in the background, the first fetch of
+// every issuer's keys, so that the hub's constructor never waits for the
+// network. The goroutines end with ctx.
+func (as *Servers) Start(ctx context.Context) error {
 	as.ctx = ctx
 	c, err := jwk.NewCache(ctx, httprc.NewClient(
 		httprc.WithWorkers(2),
@@ -118,8 +148,9 @@ func (as *authServers) start(ctx context.Context) error {
 	return nil
 }
 
-// shutdown waits for the goroutines, whose context the hub has canceled.
-func (as *authServers) shutdown(ctx context.Context) error {
+// Shutdown waits for the goroutines, whose context (given to Start) the
+// caller has canceled, then closes the idle connections.
+func (as *Servers) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		as.wg.Wait()
@@ -139,17 +170,17 @@ func (as *authServers) shutdown(ctx context.Context) error {
 	return nil
 }
 
-// remoteKeys is the key source (token.KeySource) of one authorization
+// Keys is the key source (token.KeySource) of one authorization
 // server: the JWK Set named by the jwks_uri of its metadata, held in the
 // hub's jwk.Cache.
 //
 // The cache alone would get stuck after a failed first fetch (it retries
 // only at the next scheduled refresh) and refetches on every Refresh call;
-// remoteKeys therefore fetches on demand itself, at most once per
+// Keys therefore fetches on demand itself, at most once per
 // as.every, one fetch at a time, and keeps the last good set when a fetch
 // fails.
-type remoteKeys struct {
-	as      *authServers
+type Keys struct {
+	as      *Servers
 	id      string
 	metaURL string
 
@@ -161,7 +192,7 @@ type remoteKeys struct {
 }
 
 // Keys returns the current set, fetching it when there is none yet.
-func (r *remoteKeys) Keys(ctx context.Context) (jwk.Set, error) {
+func (r *Keys) Keys(ctx context.Context) (jwk.Set, error) {
 	if set := r.current(); set != nil {
 		return set, nil
 	}
@@ -169,11 +200,11 @@ func (r *remoteKeys) Keys(ctx context.Context) (jwk.Set, error) {
 }
 
 // Refresh fetches the set anew, unless the last fetch is too recent.
-func (r *remoteKeys) Refresh(ctx context.Context) (jwk.Set, error) {
+func (r *Keys) Refresh(ctx context.Context) (jwk.Set, error) {
 	return r.fetch(ctx)
 }
 
-func (r *remoteKeys) current() jwk.Set {
+func (r *Keys) current() jwk.Set {
 	r.mu.Lock()
 	res := r.res
 	r.mu.Unlock()
@@ -184,7 +215,7 @@ func (r *remoteKeys) current() jwk.Set {
 }
 
 // result is the current set, or why there is none.
-func (r *remoteKeys) result() (jwk.Set, error) {
+func (r *Keys) result() (jwk.Set, error) {
 	if set := r.current(); set != nil {
 		return set, nil
 	}
@@ -198,7 +229,7 @@ func (r *remoteKeys) result() (jwk.Set, error) {
 
 // fetch runs one rate-limited fetch, or waits for the one running, and
 // returns the resulting set.
-func (r *remoteKeys) fetch(ctx context.Context) (jwk.Set, error) {
+func (r *Keys) fetch(ctx context.Context) (jwk.Set, error) {
 	r.mu.Lock()
 	if ch := r.inflight; ch != nil {
 		r.mu.Unlock()
@@ -235,7 +266,7 @@ func (r *remoteKeys) fetch(ctx context.Context) (jwk.Set, error) {
 	return r.result()
 }
 
-func (r *remoteKeys) sync(ctx context.Context) error {
+func (r *Keys) sync(ctx context.Context) error {
 	r.mu.Lock()
 	res := r.res
 	r.mu.Unlock()
@@ -294,7 +325,7 @@ func firstFetch(ctx context.Context, res *httprc.ResourceBase[jwk.Set], register
 
 // discover fetches the authorization server metadata and returns its
 // jwks_uri (RFC 8414).
-func (r *remoteKeys) discover(ctx context.Context) (string, error) {
+func (r *Keys) discover(ctx context.Context) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.metaURL, nil)
 	if err != nil {
 		return "", err

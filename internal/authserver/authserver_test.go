@@ -1,4 +1,4 @@
-package mercure
+package authserver
 
 import (
 	"errors"
@@ -16,14 +16,14 @@ func TestASMetadataURL(t *testing.T) {
 		{"https://as.example/tenant1", "https://as.example/.well-known/oauth-authorization-server/tenant1"},
 		{"https://as.example:8443/a/b/", "https://as.example:8443/.well-known/oauth-authorization-server/a/b"},
 	} {
-		got, err := asMetadataURL(c.iss)
+		got, err := MetadataURL(c.iss)
 		if err != nil || got != c.want {
-			t.Errorf("asMetadataURL(%q) = %q, %v; want %q", c.iss, got, err, c.want)
+			t.Errorf("MetadataURL(%q) = %q, %v; want %q", c.iss, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"http://as.example", "https://as.example?x", "https://as.example#f", "https://u@as.example", "as.example", "https:opaque"} {
-		if _, err := asMetadataURL(bad); err == nil {
-			t.Errorf("asMetadataURL(%q) accepted", bad)
+		if _, err := MetadataURL(bad); err == nil {
+			t.Errorf("MetadataURL(%q) accepted", bad)
 		}
 	}
 }

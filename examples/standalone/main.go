@@ -382,6 +382,12 @@ func (s *server) shutdown(srv *http.Server, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
 	defer cancel()
 	var errs []error
+	if srv != nil {
+		// Each stream the drain ends closes its connection, so that its
+		// client reconnects afresh (to another instance) rather than on
+		// this one's kept-alive connection.
+		srv.SetKeepAlivesEnabled(false)
+	}
 	// Streams first: srv.Shutdown would wait for them, never ending them.
 	if err := s.hub.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("shutting down the hub: %w", err))

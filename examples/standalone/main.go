@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,9 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
@@ -66,6 +70,8 @@ type server struct {
 	handler    http.Handler
 	cpuProfile string
 	closeStore func() error // nil for the in-memory store
+	// closeTraces flushes and closes the -traces file; nil without one.
+	closeTraces func(context.Context) error
 	// metricsAddr is -metrics-addr, where metrics serves /metrics,
 	// /healthz and /readyz; metricsLn is its listener, once open.
 	metricsAddr string
@@ -89,6 +95,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
 		metricsAddr     = fs.String("metrics-addr", "", "a second listener, for operators only, serving /metrics (Prometheus), /healthz (liveness) and /readyz (readiness); never on -addr")
 		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		traces          = fs.String("traces", "", "write the hub's OpenTelemetry spans to this file as JSON, - for stderr (applications embedding the hub install their own exporter)")
 		drain           = fs.Duration("drain", 0, "on shutdown, end the streams gradually over this window, each told to reconnect in about a second, rather than all at once")
 		lowMemory       = fs.Bool("low-memory", false, "take HTTP/1.1 streams over from net/http after their headers: an idle stream then holds no goroutine (a few KB instead of about 25)")
 		// Tokens (issuer and keys), anonymous subscribers, active
@@ -204,6 +211,18 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	default:
 		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH or redis://HOST:PORT/DB", *storeSpec)
 	}
+	var closeTraces func(context.Context) error
+	if *traces != "" {
+		tp, closeFn, err := openTraces(*traces)
+		if err != nil {
+			if closeStore != nil {
+				closeStore()
+			}
+			return nil, err
+		}
+		opts = append(opts, mercure.WithTracerProvider(tp))
+		closeTraces = closeFn
+	}
 	hub, err := mercure.New(*hubURL, opts...)
 	if err != nil {
 		if closeStore != nil {
@@ -229,7 +248,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	s := &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore,
+	s := &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore, closeTraces: closeTraces,
 		idleTimeout: time.Minute, shutdownTimeout: 5*time.Second + *drain, metricsAddr: *metricsAddr}
 	if *metricsAddr != "" {
 		ops := http.NewServeMux()
@@ -403,5 +422,36 @@ func (s *server) shutdown(srv *http.Server, log *slog.Logger) error {
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
 		}
 	}
+	if s.closeTraces != nil {
+		if err := s.closeTraces(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("writing the last spans: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// openTraces returns a tracer provider that writes every span to path
+// (stderr for "-") as JSON, in batches, and the func that flushes it and
+// closes the file. An OTLP exporter would pull gRPC and protobuf into
+// the module's requirements for every user of the library; applications
+// embedding the hub install the exporter they use (WithTracerProvider).
+func openTraces(path string) (trace.TracerProvider, func(context.Context) error, error) {
+	w := io.Writer(os.Stderr)
+	closeFile := func() error { return nil }
+	if path != "-" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-traces: %w", err)
+		}
+		w, closeFile = f, f.Close
+	}
+	exp, err := stdouttrace.New(stdouttrace.WithWriter(w))
+	if err != nil {
+		closeFile()
+		return nil, nil, fmt.Errorf("-traces: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	return tp, func(ctx context.Context) error {
+		return errors.Join(tp.Shutdown(ctx), closeFile())
+	}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -79,4 +81,31 @@ func TestStandalone_BadFlags(t *testing.T) {
 		}
 	}
 	logLevel.Set(slog.LevelInfo)
+}
+
+// -traces writes the hub's spans to a file, flushed at shutdown.
+func TestStandalone_Traces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spans.json")
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-traces", path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, stop := serveInBackground(t, s)
+	res, err := http.Post("http://"+addr+"/.well-known/mercure", "application/x-www-form-urlencoded", strings.NewReader("topic=urn%3Ax&data=hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`"Name":"mercure.publish"`, `"Name":"mercure.store.append"`} {
+		if !strings.Contains(string(b), name) {
+			t.Fatalf("no %s span in the traces file:\n%s", name, b)
+		}
+	}
 }

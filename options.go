@@ -63,6 +63,8 @@ type config struct {
 	lowMemory       bool // see WithLowMemoryStreams
 	tracerProvider  trace.TracerProvider
 	drain           time.Duration // see WithDrain
+	authorizer      Authorizer    // see WithAuthorizer
+	recheck         time.Duration // with authorizer: the re-check interval
 }
 
 func defaultConfig() config {
@@ -221,10 +223,11 @@ func WithTokenPolicy(p TokenPolicy) Option {
 	}
 }
 
-// WithAnonymousSubscribers lets clients without a token subscribe; they
-// receive public updates only (spec §Authorization). A hub without any
-// [WithIssuer] always accepts them, since it has no way to tell clients
-// apart.
+// WithAnonymousSubscribers lets clients without a token (or, with
+// [WithAuthorizer], without a session) subscribe; they receive public
+// updates only (spec §Authorization). A hub without any [WithIssuer] or
+// [WithAuthorizer] always accepts them, since it has no way to tell
+// clients apart.
 func WithAnonymousSubscribers() Option {
 	return func(c *config) error {
 		c.anonymous = true

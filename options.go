@@ -122,7 +122,8 @@ type Issuer struct {
 
 // WithIssuer trusts an issuer of access tokens; repeat it for several. With
 // at least one issuer the hub validates tokens, and subscribers need one
-// unless [WithAnonymousSubscribers] is given.
+// (or, with [WithAuthorizer], a session) unless [WithAnonymousSubscribers]
+// is given.
 func WithIssuer(iss Issuer) Option {
 	return func(c *config) error {
 		if iss.ID == "" {
@@ -239,7 +240,7 @@ func WithAnonymousSubscribers() Option {
 // clients reconnect and present their credentials again (spec
 // §Authorization: Subscribers). They resume with Last-Event-ID and miss
 // nothing. By default streams last until their token expires, or forever
-// without one.
+// without one (with [WithAuthorizer], until their session ends).
 func WithMaxStreamLifetime(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -67,8 +67,8 @@ var ErrInvalidAccess = errors.New("mercure: invalid access")
 // unless [WithAnonymousSubscribers] is given (a publish always is); an
 // error gets 503 (and is logged once until a succeeds again); an Access
 // the hub cannot use gets 500 (and is logged, wrapping
-// [ErrInvalidAccess]). Anonymous and refused requests count in
-// [Metrics].TokenFailures as "missing".
+// [ErrInvalidAccess]). A request refused for want of both a token and a
+// session counts in [Metrics].TokenFailures as "missing".
 //
 // A session usually rides in a cookie, which browsers send with
 // cross-site requests too: a publish authorized by a must come from the

@@ -24,7 +24,12 @@ type principal struct {
 	details    []token.Detail // for payload selection (AUTH-41)
 	publish    *grantSet
 	subscribe  *grantSet
-	fromCookie bool // the token came from the cookie (SEC-4)
+	fromCookie bool // the token came from the cookie, or a session authorized it (SEC-4)
+	// session is whether the Authorizer, not a token, authorized the
+	// request (WithAuthorizer): expiry is then zero, and grantKey
+	// identifies the subscribe grants and payload, to notice a change.
+	session  bool
+	grantKey string
 }
 
 // grantSet is the topic matchers of one action in a token (AUTH-30).
@@ -166,16 +171,23 @@ func (h *Hub) credential(r *http.Request) (raw string, fromCookie bool, err erro
 
 // authorizesSubscribers reports whether any stream can be authorized
 // to receive private updates.
-func (h *Hub) authorizesSubscribers() bool { return h.verifier != nil }
+func (h *Hub) authorizesSubscribers() bool {
+	return h.verifier != nil || h.cfg.authorizer != nil
+}
 
-// authenticate returns the principal of the request's access token, or nil
-// when it presents none. When ok is false it has answered the request: 400
-// invalid_request for a malformed header, 401 invalid_token for a token
-// that fails any check, whatever its source; an invalid token is never
-// taken as anonymous (AUTH-14).
+// authenticate returns the principal of the request's access token, or
+// else of its session (WithAuthorizer), or nil when it presents neither.
+// When ok is false it has answered the request: 400 invalid_request for a
+// malformed header, 401 invalid_token for a token that fails any check,
+// whatever its source; an invalid token is never taken as anonymous
+// (AUTH-14), nor passed to the Authorizer.
 func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
 	if h.verifier == nil {
-		return nil, true // no issuer: nothing to verify a token with
+		// No issuer: nothing to verify a token with.
+		if h.cfg.authorizer != nil {
+			return h.authorizeSession(w, r, role)
+		}
+		return nil, true
 	}
 	raw, fromCookie, err := h.credential(r)
 	switch {
@@ -183,6 +195,8 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 		h.metrics.tokenFailure(TokenMalformed)
 		h.challenge(w, http.StatusBadRequest, "invalid_request")
 		return nil, false
+	case raw == "" && h.cfg.authorizer != nil:
+		return h.authorizeSession(w, r, role)
 	case raw == "":
 		return nil, true
 	}
@@ -201,12 +215,19 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 // newPrincipal turns a verified token into the rights of one request.
 func (h *Hub) newPrincipal(tok *token.Token, role token.Role, fromCookie bool) *principal {
 	p := &principal{expiry: tok.Expiry, details: tok.Details, fromCookie: fromCookie}
+	h.grant(p, tok.Details, role)
+	return p
+}
+
+// grant gives p the grant sets of details for role: those of a verified
+// token, or of an Access.
+func (h *Hub) grant(p *principal, details []token.Detail, role token.Role) {
 	var pub, sub []matcher
-	for _, d := range tok.Details {
+	for _, d := range details {
 		for _, tm := range d.Topics {
 			m, err := h.grantMatcher(tm)
 			if err != nil {
-				continue // CheckMatcher compiled it during verification
+				continue // compiled when the token or Access was checked
 			}
 			if d.Publish {
 				pub = append(pub, m)
@@ -222,7 +243,6 @@ func (h *Hub) newPrincipal(tok *token.Token, role token.Role, fromCookie bool) *
 	if role == token.Subscriber && len(sub) > 0 {
 		p.subscribe = newGrantSet(sub)
 	}
-	return p
 }
 
 // grantMatcher builds the matcher of a grant: "*" matches every topic

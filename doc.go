@@ -132,9 +132,18 @@
 // private one, as crypto keys, [PEM] or an [HMACSecret]. [WithCORS] lets
 // pages on other origins subscribe with credentials.
 //
+// [WithAuthorizer] authorizes the requests that present no token with
+// the application's own session instead: an embedding extension, not
+// part of the protocol. The application maps a request to an [Access],
+// the grants a token would carry, which the hub applies by the same rules
+// (private updates, publishing, the subscriptions web API, payloads). Its
+// streams have no expiry: the hub asks the application again at an
+// interval, and ends the streams of a session that ended or whose grants
+// changed. Tokens keep working beside it.
+//
 // [WithInsecurePublishing] accepts publications without a token, for
-// closed networks only. A hub without any issuer has anonymous subscribers
-// only, and private updates reach no stream.
+// closed networks only. A hub without any issuer or authorizer has
+// anonymous subscribers only, and private updates reach no stream.
 //
 // See the examples directory for a standalone hub.
 package mercure

@@ -63,9 +63,9 @@ var (
 	// last event it received.
 	ErrHistoryGap = errors.New("mercure: history dropped events during the replay")
 
-	// ErrPrivateUnreadable: the update is private, and the hub validates
-	// no subscriber's access token (no [WithIssuer]), so no stream could
-	// ever receive it. The HTTP endpoint answers 400.
+	// ErrPrivateUnreadable: the update is private, and the hub authorizes
+	// no subscriber (neither [WithIssuer] nor [WithAuthorizer]), so no
+	// stream could ever receive it. The HTTP endpoint answers 400.
 	ErrPrivateUnreadable = errors.New("mercure: private update on a hub that authorizes no subscriber")
 
 	// ErrHubClosed is returned once [Hub.Shutdown] has started.

@@ -213,3 +213,66 @@ func ExampleSigner() {
 	fmt.Println(c.Name, c.Path, c.Secure, c.HttpOnly, c.SameSite == http.SameSiteStrictMode)
 	// Output: __Secure-mercure_access_token /.well-known/mercure true true true
 }
+
+// ExampleWithAuthorizer authorizes the browser's streams with the
+// application's own session cookie: no token to mint, no stream ended by
+// a token's expiry. A logged-out session ends its streams within the
+// re-check interval.
+func ExampleWithAuthorizer() {
+	// The application's session store: session id → user.
+	sessions := map[string]string{"s3cr3t": "alice"}
+	authorize := func(r *http.Request) (*mercure.Access, error) {
+		c, err := r.Cookie("session")
+		if err != nil || sessions[c.Value] == "" {
+			return nil, nil // no session: anonymous
+		}
+		user := sessions[c.Value]
+		return &mercure.Access{
+			Subject:   user,
+			Subscribe: []mercure.Match{{Pattern: "https://example.com/users/" + user + "/{*}?", Type: mercure.MatchURLPattern}},
+		}, nil
+	}
+	hub, err := mercure.New("https://example.com/.well-known/mercure",
+		mercure.WithAuthorizer(authorize, time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+	defer hub.Shutdown(context.Background())
+
+	stream := srv.URL + "/.well-known/mercure?match=" + url.QueryEscape("https://example.com/users/alice/inbox")
+	res, err := http.Get(stream) // no session
+	if err != nil {
+		log.Fatal(err)
+	}
+	res.Body.Close()
+	fmt.Println("without a session:", res.StatusCode)
+
+	req, _ := http.NewRequest(http.MethodGet, stream, nil)
+	req.AddCookie(&http.Cookie{Name: "session", Value: "s3cr3t"})
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer res.Body.Close()
+	fmt.Println("with alice's session:", res.StatusCode)
+
+	if _, err := hub.Publish(context.Background(), mercure.Update{
+		Topics:  []string{"https://example.com/users/alice/inbox"},
+		Data:    "a message for alice",
+		Private: true, // only alice's session grants it
+		ID:      "urn:uuid:0d7e9c55-3f7a-4c8e-9a59-5e0c4b0f6a11",
+	}); err != nil {
+		log.Fatal(err)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && sc.Text() != "" {
+		fmt.Println(sc.Text())
+	}
+	// Output:
+	// without a session: 401
+	// with alice's session: 200
+	// id: urn:uuid:0d7e9c55-3f7a-4c8e-9a59-5e0c4b0f6a11
+	// data: a message for alice
+}

@@ -73,11 +73,13 @@ type Hub struct {
 	lastEventID     atomic.Pointer[string]
 	lastSeq         atomic.Uint64 // of the latest event the store passed on
 	warnedDeadlines atomic.Bool
-	shutting        atomic.Bool // Shutdown has begun (a drain, then the end)
-	appends         transition  // the store refusing updates, logged once per transition
-	reads           transition  // the store failing replays, likewise
-	presence        transition  // the store failing to share subscriptions
-	listing         transition  // the store failing to list them
+	shutting        atomic.Bool   // Shutdown has begun (a drain, then the end)
+	appends         transition    // the store refusing updates, logged once per transition
+	reads           transition    // the store failing replays, likewise
+	presence        transition    // the store failing to share subscriptions
+	listing         transition    // the store failing to list them
+	authorizing     transition    // the application's Authorizer failing
+	rechecks        chan struct{} // a slot per Authorizer re-check running
 	dispatched      atomic.Uint64
 	overflows       atomic.Uint64
 	queued          atomic.Int64          // bytes in the streams' queues
@@ -182,6 +184,7 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		streams:   make(map[*stream]struct{}),
 		conns:     connCounter{perClient: make(map[string]int)},
 		replays:   make(chan struct{}, cfg.limits.MaxReplays),
+		rechecks:  make(chan struct{}, maxRechecks),
 	}
 	if h.verifier, err = h.newVerifier(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)

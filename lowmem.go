@@ -295,7 +295,7 @@ func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-
 // expires, or at the end of the maximum lifetime; zero for never. why
 // says which.
 func (s *stream) end() (end time.Time, why endReason) {
-	if s.principal != nil {
+	if s.principal != nil && !s.principal.session { // a session is re-checked instead
 		end, why = s.principal.expiry, endTokenExpired
 	}
 	if d := s.hub.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
@@ -307,7 +307,7 @@ func (s *stream) end() (end time.Time, why endReason) {
 // expiryReason is why a stream whose deadline passed ended: its token
 // expired, or else def.
 func (s *stream) expiryReason(def endReason) endReason {
-	if s.principal != nil && !time.Now().Before(s.principal.expiry) {
+	if s.principal != nil && !s.principal.session && !time.Now().Before(s.principal.expiry) {
 		return endTokenExpired
 	}
 	return def

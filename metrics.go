@@ -24,6 +24,8 @@ const (
 	CloseHistoryGap    = "history_gap"    // the store's feed or a replay skipped events
 	CloseReplayError   = "replay_error"   // history could not be read, or no replay slot was free
 	CloseShutdown      = "shutdown"       // the hub shut down
+	CloseRevoked       = "revoked"        // WithAuthorizer: the session behind the stream ended
+	CloseGrantsChanged = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
 )
 
 // endReason is why a stream ended, an index into closeReasons; 0 is unset.
@@ -39,10 +41,12 @@ const (
 	endHistoryGap
 	endReplayError
 	endShutdown
+	endRevoked
+	endGrantsChanged
 	numEndReasons
 )
 
-var closeReasons = [numEndReasons]string{"", CloseClientGone, CloseTokenExpired, CloseLifetime, CloseQueueOverflow, CloseWriteError, CloseHistoryGap, CloseReplayError, CloseShutdown}
+var closeReasons = [numEndReasons]string{"", CloseClientGone, CloseTokenExpired, CloseLifetime, CloseQueueOverflow, CloseWriteError, CloseHistoryGap, CloseReplayError, CloseShutdown, CloseRevoked, CloseGrantsChanged}
 
 // Reasons an access token was refused, the label values of
 // mercure_token_failures_total{reason}: see [Metrics.TokenFailures].
@@ -182,7 +186,7 @@ type Metrics struct {
 	// StreamsClosed those closed, by reason: [CloseClientGone],
 	// [CloseTokenExpired], [CloseLifetime], [CloseQueueOverflow],
 	// [CloseWriteError], [CloseHistoryGap], [CloseReplayError],
-	// [CloseShutdown].
+	// [CloseShutdown], [CloseRevoked], [CloseGrantsChanged].
 	StreamsOpened uint64
 	StreamsClosed map[string]uint64
 	// UpdatesPublished counts the updates recorded, by source: "http"

@@ -63,6 +63,8 @@ type config struct {
 	lowMemory       bool // see WithLowMemoryStreams
 	tracerProvider  trace.TracerProvider
 	drain           time.Duration // see WithDrain
+	authorizer      Authorizer    // see WithAuthorizer
+	recheck         time.Duration // with authorizer: the re-check interval
 }
 
 func defaultConfig() config {
@@ -120,7 +122,8 @@ type Issuer struct {
 
 // WithIssuer trusts an issuer of access tokens; repeat it for several. With
 // at least one issuer the hub validates tokens, and subscribers need one
-// unless [WithAnonymousSubscribers] is given.
+// (or, with [WithAuthorizer], a session) unless [WithAnonymousSubscribers]
+// is given.
 func WithIssuer(iss Issuer) Option {
 	return func(c *config) error {
 		if iss.ID == "" {
@@ -221,10 +224,11 @@ func WithTokenPolicy(p TokenPolicy) Option {
 	}
 }
 
-// WithAnonymousSubscribers lets clients without a token subscribe; they
-// receive public updates only (spec §Authorization). A hub without any
-// [WithIssuer] always accepts them, since it has no way to tell clients
-// apart.
+// WithAnonymousSubscribers lets clients without a token (or, with
+// [WithAuthorizer], without a session) subscribe; they receive public
+// updates only (spec §Authorization). A hub without any [WithIssuer] or
+// [WithAuthorizer] always accepts them, since it has no way to tell
+// clients apart.
 func WithAnonymousSubscribers() Option {
 	return func(c *config) error {
 		c.anonymous = true
@@ -236,7 +240,7 @@ func WithAnonymousSubscribers() Option {
 // clients reconnect and present their credentials again (spec
 // §Authorization: Subscribers). They resume with Last-Event-ID and miss
 // nothing. By default streams last until their token expires, or forever
-// without one.
+// without one (with [WithAuthorizer], until their session ends).
 func WithMaxStreamLifetime(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -130,7 +130,12 @@ type stream struct {
 	// active subscriptions, with WithSubscriptions (ACT).
 	subscriber    string
 	subscriptions []*Subscription
-	rc            *http.ResponseController
+	// sessionReq is a copy of the request of a stream authorized by the
+	// Authorizer, for its re-checks (set before recheck is armed), and
+	// the timer of the next one, under mu.
+	sessionReq *http.Request
+	recheck    *time.Timer
+	rc         *http.ResponseController
 	// conn is the connection of a detached stream, which lm runs
 	// (WithLowMemoryStreams); rc is then nil. Both under mu.
 	conn     net.Conn
@@ -285,12 +290,12 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if p == nil && h.verifier != nil && !h.cfg.anonymous {
+	if p == nil && h.authorizesSubscribers() && !h.cfg.anonymous {
 		h.metrics.tokenFailure(TokenMissing)
 		h.challenge(rw, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
 		return
 	}
-	if p != nil && !time.Now().Before(p.expiry) {
+	if p != nil && !p.session && !time.Now().Before(p.expiry) {
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
 		h.metrics.tokenFailure(TokenExpired)
@@ -328,6 +333,9 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.streamsOpened.Add(1)
+	if p != nil && p.session {
+		h.startRecheck(s, r) // instead of an expiry
+	}
 	detached := false // then the stream cleans up after itself when it ends
 	defer func() {
 		if !detached {
@@ -401,7 +409,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		endSpan(span, failure)
 	}()
 	var cancel context.CancelFunc
-	if s.principal != nil { // AUTH-37: not a replayed event after exp
+	if s.principal != nil && !s.principal.session { // AUTH-37: not a replayed event after exp
 		ctx, cancel = context.WithDeadline(ctx, s.principal.expiry)
 	} else {
 		ctx, cancel = context.WithCancel(ctx)
@@ -843,6 +851,9 @@ func (h *Hub) close(s *stream) {
 	h.unregister(s)
 	s.mu.Lock()
 	s.finished = true
+	if s.recheck != nil {
+		s.recheck.Stop()
+	}
 	h.queued.Add(-int64(s.queueBytes))
 	s.queue, s.queueBytes = nil, 0
 	s.mu.Unlock()

@@ -23,12 +23,18 @@ var indexHTML []byte
 // users are the board's fixed accounts.
 var users = []string{"alice", "bob", "carol"}
 
-// sessionCookie holds the logged-in user's name. It is a plain, unsigned
-// cookie: good enough for a demo, never for a real application.
-const sessionCookie = "demo_user"
+// sessionCookie holds the id of the user's session, a random string the
+// app maps to the user on the server: logging out deletes the session,
+// whatever the browser keeps.
+const sessionCookie = "demo_session"
 
-// tokenTTL is the lifetime of the subscriber tokens minted at login.
-const tokenTTL = 15 * time.Minute
+// sessionTTL is how long a session lasts.
+const sessionTTL = 8 * time.Hour
+
+// DefaultRecheck is how often the hub asks the app again whether the
+// session behind a stream still grants it: a logged-out user's streams
+// end within this interval.
+const DefaultRecheck = 10 * time.Second
 
 // Task is one card of the board.
 type Task struct {
@@ -37,7 +43,8 @@ type Task struct {
 	Assignee string `json:"assignee,omitempty"`
 }
 
-// app is the task board: its state, its embedded hub and its token signer.
+// app is the task board: its state, its sessions, its embedded hub and
+// the signer of its scripts' tokens.
 type app struct {
 	origin string // http://ADDR, also the token issuer
 	hub    *mercure.Hub
@@ -47,11 +54,23 @@ type app struct {
 	mu     sync.Mutex
 	tasks  []*Task
 	nextID int
+
+	sessMu   sync.Mutex
+	sessions map[string]session // by id
 }
 
-// newApp builds the board served at origin (http://host:port), with a fresh
-// ECDSA P-256 key to sign its subscriber tokens.
-func newApp(origin string) (*app, error) {
+// session is a logged-in user.
+type session struct {
+	user    string
+	expires time.Time
+}
+
+// newApp builds the board served at origin (http://host:port). The
+// browser's streams are authorized by the app's own session, asked again
+// every recheck; scripts publish over HTTP with tokens, signed by a fresh
+// ECDSA P-256 key.
+func newApp(origin string, recheck time.Duration) (*app, error) {
+	a := &app{origin: origin, mux: http.NewServeMux(), nextID: 1, sessions: make(map[string]session)}
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -63,24 +82,24 @@ func newApp(origin string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	hub, err := mercure.New(
+	a.hub, err = mercure.New(
 		origin+mercure.DefaultHubPath,
-		// Subscriber keys only: nobody publishes over HTTP, the app
-		// publishes from Go.
-		mercure.WithIssuer(mercure.Issuer{ID: origin, SubscriberKeys: keys}),
+		// Browsers: the app's session decides, no token to mint.
+		mercure.WithAuthorizer(a.authorize, recheck),
+		// Scripts: publisher tokens (see scriptToken).
+		mercure.WithIssuer(mercure.Issuer{ID: origin, PublisherKeys: keys}),
 		mercure.WithSubscriptions(),
 	)
 	if err != nil {
 		return nil, err
 	}
-	signer, err := mercure.NewSigner(priv, origin, hub.URL())
-	if err != nil {
+	if a.signer, err = mercure.NewSigner(priv, origin, a.hub.URL()); err != nil {
 		return nil, err
 	}
-	a := &app{origin: origin, hub: hub, signer: signer, mux: http.NewServeMux(), nextID: 1}
-	hub.Mount(a.mux)
+	a.hub.Mount(a.mux)
 	a.mux.HandleFunc("GET /{$}", a.index)
 	a.mux.HandleFunc("POST /login", a.login)
+	a.mux.HandleFunc("POST /logout", a.logout)
 	a.mux.HandleFunc("GET /me", a.me)
 	a.mux.HandleFunc("GET /tasks", a.listTasks)
 	a.mux.HandleFunc("POST /tasks", a.createTask)
@@ -107,50 +126,86 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(indexHTML)
 }
 
-// user returns the logged-in user, or "".
-func user(r *http.Request) string {
+// user returns the user of the request's session, or "".
+func (a *app) user(r *http.Request) string {
 	c, err := r.Cookie(sessionCookie)
-	if err != nil || !slices.Contains(users, c.Value) {
+	if err != nil {
 		return ""
 	}
-	return c.Value
+	a.sessMu.Lock()
+	defer a.sessMu.Unlock()
+	s, ok := a.sessions[c.Value]
+	if !ok || time.Now().After(s.expires) {
+		return ""
+	}
+	return s.user
 }
 
-// login mints the user's subscriber token, gives it to the browser in the
-// hub's cookie, and opens the app session.
-func (a *app) login(w http.ResponseWriter, r *http.Request) {
-	name := r.FormValue("user")
-	if !slices.Contains(users, name) {
-		http.Error(w, "unknown user", http.StatusBadRequest)
-		return
+// authorize is the hub's Authorizer: what the user of the request's
+// session may receive. The hub asks again while the user's streams are
+// open: once the session is gone, they end.
+func (a *app) authorize(r *http.Request) (*mercure.Access, error) {
+	name := a.user(r)
+	if name == "" {
+		return nil, nil
 	}
-	tok, err := a.signer.Token(mercure.Grant{
+	return &mercure.Access{
 		Subject: name,
 		Subscribe: []mercure.Match{
-			// The board (public anyway); first, so that the payload
-			// names the user in the board's subscription events.
+			// The board (public anyway), and the user's private
+			// notifications.
 			{Pattern: a.origin + "/tasks{/*}?", Type: mercure.MatchURLPattern},
 			{Pattern: a.notificationTopic(name)},
 			// Presence: the subscription events and the web API.
 			{Pattern: mercure.DefaultHubPath + "/subscriptions/:type/:match/:subscriber", Type: mercure.MatchURLPattern},
 			{Pattern: subscriptionsPattern, Type: mercure.MatchURLPattern},
 		},
+		// Names the user in the events of their subscriptions.
 		Payload: map[string]string{"user": name},
-		TTL:     tokenTTL,
-	})
-	if err == nil {
-		err = a.hub.SetCookie(w, tok)
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}, nil
+}
+
+// login opens a session for the user: the hub reads it too, through
+// authorize.
+func (a *app) login(w http.ResponseWriter, r *http.Request) {
+	name := r.FormValue("user")
+	if !slices.Contains(users, name) {
+		http.Error(w, "unknown user", http.StatusBadRequest)
 		return
 	}
+	id := rand.Text()
+	expires := time.Now().Add(sessionTTL)
+	a.sessMu.Lock()
+	a.sessions[id] = session{user: name, expires: expires}
+	a.sessMu.Unlock()
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: name, Path: "/",
+		Name: sessionCookie, Value: id, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Expires: time.Now().Add(tokenTTL),
+		Expires: expires,
 	})
 	writeJSON(w, http.StatusOK, a.config(name))
+}
+
+// logout ends the session: the hub ends its streams at their next
+// re-check, and refuses them when they reconnect.
+func (a *app) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		a.sessMu.Lock()
+		delete(a.sessions, c.Value)
+		a.sessMu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// scriptToken mints a token with which a script (see main) sends users
+// notifications through the hub's HTTP publish endpoint.
+func (a *app) scriptToken(ttl time.Duration) (string, error) {
+	return a.signer.Token(mercure.Grant{
+		Subject: "notifier-script",
+		Publish: []mercure.Match{{Pattern: a.origin + "/users/:user/notifications", Type: mercure.MatchURLPattern}},
+		TTL:     ttl,
+	})
 }
 
 // config is what the page needs to subscribe.
@@ -165,7 +220,7 @@ func (a *app) config(name string) map[string]string {
 }
 
 func (a *app) me(w http.ResponseWriter, r *http.Request) {
-	name := user(r)
+	name := a.user(r)
 	if name == "" {
 		http.Error(w, "not logged in", http.StatusUnauthorized)
 		return
@@ -191,7 +246,7 @@ func (a *app) listTasks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *app) createTask(w http.ResponseWriter, r *http.Request) {
-	by := user(r)
+	by := a.user(r)
 	if by == "" {
 		http.Error(w, "not logged in", http.StatusUnauthorized)
 		return
@@ -214,7 +269,7 @@ func (a *app) createTask(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *app) assignTask(w http.ResponseWriter, r *http.Request) {
-	by := user(r)
+	by := a.user(r)
 	if by == "" {
 		http.Error(w, "not logged in", http.StatusUnauthorized)
 		return
@@ -246,7 +301,7 @@ func (a *app) assignTask(w http.ResponseWriter, r *http.Request) {
 	if _, err := a.hub.Publish(context.WithoutCancel(r.Context()), mercure.Update{
 		Topics:  []string{a.notificationTopic(assignee)},
 		Data:    string(note),
-		Private: true, // only the assignee's token grants this topic
+		Private: true, // only the assignee's session grants this topic
 	}); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

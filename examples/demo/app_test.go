@@ -16,6 +16,10 @@ import (
 	"github.com/mercurekit/mercure"
 )
 
+// testRecheck is how often the hub re-checks sessions in the tests: often,
+// so that a logout ends streams soon.
+const testRecheck = 50 * time.Millisecond
+
 // startApp serves a fresh board on a random local port.
 func startApp(t *testing.T) (*app, *httptest.Server) {
 	t.Helper()
@@ -27,7 +31,7 @@ func startApp(t *testing.T) (*app, *httptest.Server) {
 func startAppAt(t *testing.T, host string) (*app, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
-	a, err := newApp(strings.Replace("http://"+srv.Listener.Addr().String(), "127.0.0.1", host, 1))
+	a, err := newApp(strings.Replace("http://"+srv.Listener.Addr().String(), "127.0.0.1", host, 1), testRecheck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +172,22 @@ func subscribe(t *testing.T, a *app, cookies []*http.Cookie, q url.Values) *stre
 	return s
 }
 
+// ended waits until the hub ends the stream, skipping its events.
+func (s *stream) ended(t *testing.T) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-s.events:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the stream did not end within 10s")
+		}
+	}
+}
+
 // next returns the stream's next event.
 func (s *stream) next(t *testing.T) sseEvent {
 	t.Helper()
@@ -206,17 +226,16 @@ func cookieNamed(cs []*http.Cookie, name string) *http.Cookie {
 	return nil
 }
 
-func TestLoginSetsCookies(t *testing.T) {
+// TestLoginSetsSession: login opens a session, in a random, HttpOnly
+// cookie; there is no hub cookie to set, the hub asks the app.
+func TestLoginSetsSession(t *testing.T) {
 	_, srv := startApp(t)
 	cs := login(t, srv, "alice")
-	hc := cookieNamed(cs, mercure.DefaultCookieName)
-	if hc == nil {
-		t.Fatalf("no hub cookie in %v", cs)
+	if hc := cookieNamed(cs, mercure.DefaultCookieName); hc != nil {
+		t.Errorf("a hub cookie %+v: the session authorizes the hub", hc)
 	}
-	if !hc.Secure || !hc.HttpOnly || hc.SameSite != http.SameSiteStrictMode || hc.Path != mercure.DefaultHubPath || hc.Value == "" {
-		t.Errorf("hub cookie %+v", hc)
-	}
-	if sc := cookieNamed(cs, sessionCookie); sc == nil || sc.Value != "alice" {
+	sc := cookieNamed(cs, sessionCookie)
+	if sc == nil || len(sc.Value) < 16 || sc.Value == "alice" || !sc.HttpOnly || sc.SameSite != http.SameSiteStrictMode {
 		t.Errorf("session cookie %+v", sc)
 	}
 	resp, err := http.PostForm(srv.URL+"/login", url.Values{"user": {"mallory"}})
@@ -257,8 +276,8 @@ func TestListHasLinks(t *testing.T) {
 func TestMutationsNeedLogin(t *testing.T) {
 	_, srv := startApp(t)
 	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"x"}}, nil, http.StatusUnauthorized).Body.Close()
-	// Streams without a token are refused: the hub has an issuer and no
-	// anonymous subscribers.
+	// Streams with neither a session nor a token are refused: the hub has
+	// no anonymous subscribers.
 	resp, err := http.Get(srv.URL + mercure.DefaultHubPath + "?match=x")
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +308,7 @@ func TestAssignNotifiesOnlyAssignee(t *testing.T) {
 	alice, bob := login(t, srv, "alice"), login(t, srv, "bob")
 	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"review PR"}}, alice, http.StatusCreated).Body.Close()
 	from := cursor(t, srv)
-	// Alice even asks for Bob's notifications: her token does not grant them.
+	// Alice even asks for Bob's notifications: her session does not grant them.
 	as := subscribe(t, a, alice, url.Values{
 		"match":         {a.boardTopic(), a.notificationTopic("alice"), a.notificationTopic("bob")},
 		"last_event_id": {from},
@@ -367,4 +386,80 @@ func TestPresence(t *testing.T) {
 
 	// Without a cookie the API is refused.
 	do(t, http.MethodGet, srv.URL+mercure.DefaultHubPath+"/subscriptions", nil, nil, http.StatusUnauthorized).Body.Close()
+}
+
+// TestLogoutEndsStreams: the hub re-checks the session behind a stream;
+// once the user logged out, the stream ends and cannot reconnect.
+func TestLogoutEndsStreams(t *testing.T) {
+	a, srv := startApp(t)
+	alice, bob := login(t, srv, "alice"), login(t, srv, "bob")
+	as := subscribe(t, a, alice, url.Values{"match": {a.boardTopic()}})
+	bs := subscribe(t, a, bob, url.Values{"match": {a.boardTopic()}})
+	do(t, http.MethodPost, srv.URL+"/logout", nil, alice, http.StatusNoContent).Body.Close()
+	as.ended(t)
+	if got := a.hub.Metrics().StreamsClosed[mercure.CloseRevoked]; got != 1 {
+		t.Errorf("%d streams closed as revoked, want 1", got)
+	}
+	// Her browser would reconnect with the same cookie: refused.
+	req, _ := http.NewRequest(http.MethodGet, a.hub.URL()+"?match="+url.QueryEscape(a.boardTopic()), nil)
+	for _, c := range alice {
+		req.AddCookie(c)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("reconnection after logout: %s", resp.Status)
+	}
+	// Bob is still logged in: his stream goes on.
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"still here"}}, bob, http.StatusCreated).Body.Close()
+	if task, _ := bs.message(t)["task"].(map[string]any); task["title"] != "still here" {
+		t.Errorf("bob got %v", task)
+	}
+}
+
+// TestScriptPublishesWithToken: tokens work beside sessions; a script's
+// token publishes the notifications it grants, and nothing else.
+func TestScriptPublishesWithToken(t *testing.T) {
+	a, srv := startApp(t)
+	bob := login(t, srv, "bob")
+	bs := subscribe(t, a, bob, url.Values{"match": {a.notificationTopic("bob")}})
+	tok, err := a.scriptToken(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(topic string, header ...string) int {
+		t.Helper()
+		body := url.Values{"topic": {topic}, "private": {"on"}, "data": {`{"kind":"notification","text":"from a script"}`}}
+		req, _ := http.NewRequest(http.MethodPost, a.hub.URL(), strings.NewReader(body.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := publish(a.boardTopic(), "Authorization", "Bearer "+tok); got != http.StatusForbidden {
+		t.Errorf("script publishing on the board: %d, want 403", got)
+	}
+	if got := publish(a.notificationTopic("bob")); got != http.StatusUnauthorized {
+		t.Errorf("publishing without a token: %d, want 401", got)
+	}
+	// A session grants no publishing, even from the app's own origin.
+	cookie := bob[0].Name + "=" + bob[0].Value
+	if got := publish(a.notificationTopic("bob"), "Cookie", cookie, "Origin", a.origin); got != http.StatusForbidden {
+		t.Errorf("publishing with a session: %d, want 403", got)
+	}
+	if got := publish(a.notificationTopic("bob"), "Authorization", "Bearer "+tok); got != http.StatusOK {
+		t.Fatalf("script notifying bob: %d, want 200", got)
+	}
+	if m := bs.message(t); m["text"] != "from a script" {
+		t.Errorf("bob got %v", m)
+	}
 }

@@ -51,8 +51,8 @@ func jsString(s string) string {
 // without losing an update.
 func TestBrowser(t *testing.T) {
 	exe := chromium(t)
-	// The app's origin is http://localhost:PORT, which Chromium takes as a
-	// secure origin: the hub's __Secure- cookie works there without TLS.
+	// The app's origin is http://localhost:PORT. The hub authorizes the
+	// streams with the app's session cookie (no hub cookie).
 	a, srv := startAppAt(t, "localhost")
 	base := a.origin
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -121,6 +121,28 @@ func TestBrowser(t *testing.T) {
 	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"While you were away"}}, cookies, http.StatusCreated)
 	run(bob, "bob catches up after reconnecting", contains("#tasks", "While you were away"), contains("#status", "live"))
 
+	// A script notifies bob with an access token: tokens work beside
+	// sessions.
+	tok, err := a.scriptToken(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, a.hub.URL(), strings.NewReader(url.Values{
+		"topic": {a.notificationTopic("bob")}, "private": {"on"},
+		"data": {`{"kind":"notification","text":"Hello from a script"}`},
+	}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("script publish: %s", res.Status)
+	}
+	run(bob, "bob gets the script's notification", contains("#notifications", "Hello from a script"))
+
 	if os.Getenv("DEMO_SCREENSHOT") != "" {
 		run(alice, "alice sees the last task", contains("#tasks", "While you were away"))
 		png, err := chromedp.Run(alice, chromedp.FullScreenshot(100)) // quality 100: PNG
@@ -131,4 +153,10 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	// Bob logs out: the hub ends his stream at its next re-check, his
+	// page's EventSource is refused when it reconnects, and he leaves
+	// alice's presence list.
+	run(bob, "bob logs out", chromedp.Click(chromedp.CSS(`#logout`)), contains("#status", "disconnected"))
+	run(alice, "alice no longer sees bob online", waitJS(`!document.querySelector("#online").innerText.includes("bob")`))
 }

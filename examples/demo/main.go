@@ -1,6 +1,9 @@
 // Command demo is a shared task board that embeds a Mercure hub: the
-// application mints its users' subscriber tokens, publishes from the very
-// handlers that change its state, and serves the hub on its own mux.
+// hub authorizes the browsers' streams with the application's own session
+// (mercure.WithAuthorizer: no token to mint, and logging out ends the
+// streams), the application publishes from the very handlers that change
+// its state, and serves the hub on its own mux. Scripts publish over HTTP
+// with an access token: the demo prints a command that does.
 //
 //	go run ./examples/demo -addr localhost:8080
 //
@@ -16,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -35,7 +39,11 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, err := newApp("http://" + *addr)
+	a, err := newApp("http://"+*addr, DefaultRecheck)
+	if err != nil {
+		return err
+	}
+	tok, err := a.scriptToken(time.Hour)
 	if err != nil {
 		return err
 	}
@@ -45,6 +53,10 @@ func run(args []string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Printf("task board: open http://%s/ (hub at %s)\n", *addr, a.hub.URL())
+	// The token path: a script sends bob a notification (the token is
+	// valid for an hour and grants publish on notification topics only).
+	fmt.Printf("notify bob from a script:\n  curl -H 'Authorization: Bearer %s' -d private=on -d topic=%s --data-urlencode 'data={\"kind\":\"notification\",\"text\":\"hello from a script\"}' %s\n",
+		tok, url.QueryEscape(a.notificationTopic("bob")), a.hub.URL())
 	select {
 	case err := <-errc:
 		return err

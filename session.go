@@ -1,0 +1,300 @@
+package mercure
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/token"
+)
+
+// Access is what the application grants the user behind a request, from
+// its own session: the rights an access token's authorization_details
+// would carry (spec §Authorization: Authorization Details), with the
+// same meaning. See [WithAuthorizer].
+type Access struct {
+	// Subject names the user in the hub's logs, as a token's sub would.
+	Subject string
+	// Publish lists the topics the user may publish to over HTTP: an
+	// update needs publish on every one of its topics (spec
+	// §Authorization: Publishers).
+	Publish []Match
+	// Subscribe lists the topics whose private updates the user may
+	// receive: one of an update's topics is enough (spec §Authorization:
+	// Subscribers). It also authorizes the subscriptions web API.
+	Subscribe []Match
+	// Payload, when not nil, must marshal to a JSON object; it goes with
+	// the subscribe grant into the user's subscription events (spec
+	// §Authorization: Payloads). Other subscribers may see it: put nothing
+	// private in it.
+	Payload any
+}
+
+// An Authorizer returns the access of the user behind r, found with the
+// application's own session logic (its session cookie, say); nil and no
+// error when r has no session. An error says that it could not tell (its
+// session store is down): see [WithAuthorizer] for what the hub then
+// does. The hub may call it concurrently, and, to re-check a stream, with
+// a copy of the stream's request (headers, URL, remote address; no body)
+// after its handler has returned; the copy's context ends at shutdown.
+type Authorizer func(r *http.Request) (*Access, error)
+
+// ErrInvalidAccess is wrapped by the error the hub logs when an
+// [Authorizer] returns an [Access] it cannot use: a match that is empty,
+// of an unknown type, not valid UTF-8 text, longer or more numerous than
+// [Limits] allow, a URL pattern that does not compile within
+// [Limits].Patterns, or a payload that is not a JSON object.
+var ErrInvalidAccess = errors.New("mercure: invalid access")
+
+// WithAuthorizer authorizes requests that present no access token with
+// the application's own session: an embedding extension to the protocol,
+// not part of the Mercure specification, for an application that serves
+// its hub itself and need not mint tokens for it. The Access that a
+// returns is applied as a token's grants would be: private updates, the
+// publish endpoint, the subscriptions web API and subscription payloads
+// follow the same rules (spec §Authorization, §Active Subscriptions).
+//
+// A request that presents a token (an Authorization header, or the
+// cookie of [WithCookieName]) is authorized by its token alone, when the
+// hub has an [Issuer]: an invalid token is refused, never passed to a. A
+// request without one goes to a: a nil Access makes it anonymous, refused
+// unless [WithAnonymousSubscribers] is given (a publish always is); an
+// error gets 503 (and is logged once until a succeeds again); an Access
+// the hub cannot use gets 500 (and is logged, wrapping
+// [ErrInvalidAccess]). A request refused for want of both a token and a
+// session counts in [Metrics].TokenFailures as "missing".
+//
+// A session usually rides in a cookie, which browsers send with
+// cross-site requests too: a publish authorized by a must come from the
+// hub's origin or one given to [WithCORS], as a publish with the token
+// cookie must (spec §Security Considerations). Servers publish with
+// [Hub.Publish], or with a token.
+//
+// A stream authorized by a has no expiry: instead the hub calls a again
+// for it every recheck or so (each time after between half of recheck and
+// recheck, spread at random so that streams opened together are not
+// re-checked together; 64 calls at most run at once). When a returns nil
+// the stream ends ([CloseRevoked]); when the subscribe grants or the
+// payload changed, it ends so that the client reconnects with its new
+// rights ([CloseGrantsChanged]); EventSource reconnects by itself and
+// resumes with Last-Event-ID, missing nothing. When a fails, the stream
+// goes on with the rights it has, and a is asked again after the next
+// interval. recheck must be positive: it bounds how long a revoked
+// session keeps receiving updates.
+func WithAuthorizer(a Authorizer, recheck time.Duration) Option {
+	return func(c *config) error {
+		if a == nil {
+			return fmt.Errorf("%w: nil Authorizer", ErrInvalidOption)
+		}
+		if recheck <= 0 {
+			return fmt.Errorf("%w: authorizer re-check interval %v", ErrInvalidOption, recheck)
+		}
+		c.authorizer, c.recheck = a, recheck
+		return nil
+	}
+}
+
+// maxRechecks bounds the authorizer calls that re-checks run at once.
+const maxRechecks = 64
+
+// callAuthorizer calls the application's authorizer, turning its panic
+// into an error: a re-check runs on a goroutine of the hub's.
+func (h *Hub) callAuthorizer(r *http.Request) (a *Access, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			a, err = nil, fmt.Errorf("the authorizer panicked: %v", v)
+		}
+	}()
+	return h.cfg.authorizer(r)
+}
+
+// sessionPrincipal returns the principal of r's session for role, nil
+// when it has none. An error wraps ErrInvalidAccess when the authorizer
+// returned an access the hub cannot use.
+func (h *Hub) sessionPrincipal(r *http.Request, role token.Role) (*principal, string, error) {
+	a, err := h.callAuthorizer(r)
+	if err != nil || a == nil {
+		return nil, "", err
+	}
+	details, err := h.accessDetails(a)
+	if err != nil {
+		return nil, a.Subject, err
+	}
+	// fromCookie: a session is ambient, as a cookie is (SEC-4).
+	p := &principal{details: details, fromCookie: true, session: true}
+	h.grant(p, details, role)
+	p.grantKey = "-"
+	if p.subscribe != nil {
+		p.grantKey = p.subscribe.key
+	}
+	for _, d := range details {
+		if d.Subscribe {
+			p.grantKey += "\x00" + string(d.Payload)
+		}
+	}
+	return p, a.Subject, nil
+}
+
+// accessDetails checks an Access as a token's grants are checked, and
+// turns it into authorization details: one per action, the payload with
+// subscribe.
+func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
+	var details []token.Detail
+	convert := func(action string, ms []Match) ([]token.Matcher, error) {
+		if len(ms) > h.cfg.limits.MaxMatchers {
+			return nil, fmt.Errorf("%w: more than %d %s matches", ErrInvalidAccess, h.cfg.limits.MaxMatchers, action)
+		}
+		out := make([]token.Matcher, len(ms))
+		for i, m := range ms {
+			typ := m.Type
+			if typ == "" {
+				typ = MatchExact
+			}
+			switch {
+			case typ != MatchExact && typ != MatchURLPattern:
+				return nil, fmt.Errorf("%w: unsupported match type %q", ErrInvalidAccess, m.Type)
+			case m.Pattern == "" || !chars.Valid(m.Pattern):
+				return nil, fmt.Errorf("%w: invalid %s match %q", ErrInvalidAccess, action, m.Pattern)
+			case len(m.Pattern) > h.cfg.limits.MaxMatcherBytes:
+				return nil, fmt.Errorf("%w: a %s match of %d bytes, more than %d", ErrInvalidAccess, action, len(m.Pattern), h.cfg.limits.MaxMatcherBytes)
+			}
+			out[i] = token.Matcher{Type: typ, Match: m.Pattern}
+			// Compiled here, within the limits of token grants; the
+			// principal built next finds it in the cache.
+			if _, err := h.grantMatcher(out[i]); err != nil {
+				return nil, fmt.Errorf("%w: %s URL pattern %q: %w", ErrInvalidAccess, action, m.Pattern, err)
+			}
+		}
+		return out, nil
+	}
+	if len(a.Publish) > 0 {
+		ms, err := convert("publish", a.Publish)
+		if err != nil {
+			return nil, err
+		}
+		details = append(details, token.Detail{Publish: true, Topics: ms})
+	}
+	if len(a.Subscribe) > 0 {
+		ms, err := convert("subscribe", a.Subscribe)
+		if err != nil {
+			return nil, err
+		}
+		d := token.Detail{Subscribe: true, Topics: ms}
+		if a.Payload != nil {
+			b, err := json.Marshal(a.Payload)
+			if err != nil || len(b) == 0 || b[0] != '{' {
+				return nil, fmt.Errorf("%w: the payload must marshal to a JSON object", ErrInvalidAccess)
+			}
+			d.Payload = b
+		}
+		details = append(details, d)
+	}
+	return details, nil
+}
+
+// authorizeSession authorizes r, which presents no token, with the
+// application's authorizer. When ok is false it has answered the
+// request: 503 when the authorizer failed, 500 when its access cannot be
+// used.
+func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
+	p, subject, err := h.sessionPrincipal(r, role)
+	switch {
+	case errors.Is(err, ErrInvalidAccess):
+		h.log.ErrorContext(r.Context(), "mercure: the authorizer returned an access the hub cannot use", "subject", subject, "error", err)
+		writeProblem(w, http.StatusInternalServerError, "the application's authorization failed")
+		return nil, false
+	case err != nil:
+		h.authorizing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the authorizer fails; requests without a token get 503 until it recovers", err)
+		writeProblem(w, http.StatusServiceUnavailable, "authorization is unavailable")
+		return nil, false
+	}
+	h.authorizing.recovered(r.Context(), h.log, "mercure: the authorizer works again")
+	return p, true
+}
+
+// startRecheck arms the first re-check of s, a stream authorized by the
+// authorizer, with a copy of its request: in low-memory mode its handler
+// returns while the stream goes on.
+func (h *Hub) startRecheck(s *stream, r *http.Request) {
+	req := r.Clone(context.Background())
+	req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessionReq = req
+	s.recheck = time.AfterFunc(h.recheckDelay(), func() { h.recheckStream(s) })
+}
+
+// recheckDelay is when the next re-check of a stream is due: between
+// half the interval and the interval, at random, so that streams opened
+// at once spread their re-checks.
+func (h *Hub) recheckDelay() time.Duration {
+	d := h.cfg.recheck
+	return d/2 + rand.N(d/2+1)
+}
+
+// recheckStream asks the authorizer again for the session of s: a
+// revoked session, or one whose subscribe grants or payload changed,
+// ends the stream cleanly (what is queued is written first); a failure
+// keeps it, until the next re-check.
+func (h *Hub) recheckStream(s *stream) {
+	h.life.Lock()
+	if h.closed {
+		h.life.Unlock()
+		return // Shutdown ends the stream
+	}
+	h.active.Add(1) // Shutdown waits for this call
+	h.life.Unlock()
+	defer h.active.Done()
+	if s.ending() {
+		return
+	}
+	select {
+	case h.rechecks <- struct{}{}:
+	case <-h.ctx.Done():
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, max(h.cfg.recheck, time.Second))
+	p, subject, err := h.sessionPrincipal(s.sessionReq.WithContext(ctx), token.Subscriber)
+	cancel()
+	<-h.rechecks
+	switch {
+	case h.ctx.Err() != nil:
+		return
+	case errors.Is(err, ErrInvalidAccess):
+		// The rights of the session are no longer known: the stream must
+		// not keep the old ones. Its reconnection gets 500.
+		h.log.Error("mercure: the authorizer returned an access the hub cannot use; ending the stream", "subject", subject, "error", err)
+		s.endAfter(endGrantsChanged, nil)
+		return
+	case err != nil:
+		h.authorizing.failed(ctx, h.log, slog.LevelWarn, "mercure: the authorizer fails; streams keep their rights, requests without a token get 503 until it recovers", err)
+	case p == nil:
+		h.log.Debug("mercure: session revoked, ending its stream", "client", s.client)
+		s.endAfter(endRevoked, nil)
+		return
+	case p.grantKey != s.principal.grantKey:
+		h.log.Debug("mercure: the session's grants changed, ending its stream so that it reconnects", "subject", subject)
+		s.endAfter(endGrantsChanged, nil)
+		return
+	default:
+		h.authorizing.recovered(ctx, h.log, "mercure: the authorizer works again")
+	}
+	s.mu.Lock()
+	if !s.finished {
+		s.recheck.Reset(h.recheckDelay())
+	}
+	s.mu.Unlock()
+}
+
+// ending reports whether s has ended or is ending.
+func (s *stream) ending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finished || s.overflowed
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,5 +116,49 @@ func TestDrain_FitsTheContext(t *testing.T) {
 func TestWithDrain_RejectsNegative(t *testing.T) {
 	if _, err := mercure.New(testHubURL, mercure.WithDrain(-time.Second)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
+	}
+}
+
+// The README's recipe: Hub.Shutdown registered with RegisterOnShutdown
+// drains the streams when http.Server.Shutdown begins, so that Shutdown
+// returns once they ended rather than wait its whole deadline, and no
+// stream is cut.
+func TestDrain_RegisterOnShutdownRecipe(t *testing.T) {
+	hub, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDrain(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	hub.Mount(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hubDone := make(chan struct{})
+	srv.RegisterOnShutdown(func() {
+		defer close(hubDone)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := hub.Shutdown(ctx); err != nil {
+			t.Errorf("hub.Shutdown: %v", err)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	th := &testHub{Hub: hub, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, t: t}
+	subs := []*subscription{th.subscribe("match=urn%3Aa"), th.subscribe("match=urn%3Ab")}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("srv.Shutdown: %v (it waited for the streams)", err)
+	}
+	<-hubDone
+	for _, s := range subs {
+		wantDrainRetry(t, s.next(t))
+		<-s.done
+		if s.err != nil {
+			t.Fatalf("stream cut: %v", s.err)
+		}
 	}
 }

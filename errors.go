@@ -71,6 +71,11 @@ var (
 	// ErrHubClosed is returned once [Hub.Shutdown] has started.
 	ErrHubClosed = errors.New("mercure: hub is shut down")
 
+	// ErrInvalidToken is wrapped by the error [Hub.SetCookie] returns
+	// when the token is not a JWT with an expiry, which the cookie's
+	// needs; nothing is set then.
+	ErrInvalidToken = errors.New("mercure: invalid token")
+
 	// ErrInsecureCookie is returned by [Hub.SetCookie] when the hub URL
 	// is plain http:// on a host other than localhost: browsers drop the
 	// Secure cookie it would set, silently, and the streams it was meant

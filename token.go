@@ -3,7 +3,6 @@ package mercure
 import (
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -276,11 +275,11 @@ func (h *Hub) SetCookie(w http.ResponseWriter, tok string) error {
 	// Only exp is read here: the hub verifies the token when it is used.
 	parsed, err := jwt.ParseInsecure([]byte(tok))
 	if err != nil {
-		return fmt.Errorf("mercure: reading the token's expiry: %w", err)
+		return fmt.Errorf("%w: reading its expiry: %w", ErrInvalidToken, err)
 	}
 	exp, ok := parsed.Expiration()
 	if !ok {
-		return errors.New("mercure: token without exp")
+		return fmt.Errorf("%w: no exp", ErrInvalidToken)
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     h.cfg.cookieName,

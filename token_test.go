@@ -128,6 +128,12 @@ func TestAUTH12_SetCookie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, bad := range []string{"not a token", mintToken(t, authSubKey, nil, map[string]any{"sub": "no exp"})} {
+		rec := httptest.NewRecorder()
+		if err := th.SetCookie(rec, bad); !errors.Is(err, mercure.ErrInvalidToken) || rec.Header().Get("Set-Cookie") != "" {
+			t.Fatalf("SetCookie(%q): %v, Set-Cookie %q; want ErrInvalidToken and no cookie", bad, err, rec.Header().Get("Set-Cookie"))
+		}
+	}
 	rec := httptest.NewRecorder()
 	if err := th.SetCookie(rec, tok); err != nil {
 		t.Fatal(err)

@@ -104,10 +104,22 @@
 // subscriptions web API under its path, and lists the active ones to Go
 // code with [Hub.Subscriptions].
 //
+// # Operations
+//
+// [Hub.Metrics] counts what the hub does (package promhub exports it to
+// Prometheus); [Hub.Live] and [Hub.Ready], and their handlers, answer
+// health probes. The hub traces publishes, subscribes and its store's
+// calls through the OpenTelemetry API (see [WithTracerProvider]) and logs
+// to [slog.Default] unless [WithLogger] says otherwise: once when a
+// failure begins and once when it ends, with the trace of the request.
+//
 // # Shutting down
 //
-// [Hub.Shutdown] ends every stream and waits for their goroutines. Call it
-// before [http.Server.Shutdown], which does not wait for streams.
+// [Hub.Shutdown] ends every stream and waits for their goroutines; with
+// [WithDrain] it ends them gradually, so that their clients do not all
+// reconnect in the same second. Call it before [http.Server.Shutdown],
+// which does not wait for streams, or from [http.Server.RegisterOnShutdown]
+// (the README shows how).
 //
 // # Authorization
 //

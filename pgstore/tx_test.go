@@ -382,3 +382,19 @@ func TestTxInterleavings(t *testing.T) {
 		t.Fatalf("gaps reported: %d, %d", ga, gb)
 	}
 }
+
+// TestAppendIgnoresCancellation: the project's context contract. Append
+// with a cancelled context records the event (ctx carries values only;
+// WithTimeout bounds the call).
+func TestAppendIgnoresCancellation(t *testing.T) {
+	pool, prefix := db(t)
+	s := open(t, pool, prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Append(ctx, storetest.NewEvent("cancelled")); err != nil {
+		t.Fatalf("Append with a cancelled ctx: %v", err)
+	}
+	if got := ids(replayAll(t, s, mercure.Earliest)); len(got) != 1 || got[0] != "cancelled" {
+		t.Fatalf("replay: %q", got)
+	}
+}

@@ -536,3 +536,20 @@ func TestReplayTrimmedBetweenPages(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendIgnoresCancellation: the project's context contract. Append
+// with a cancelled context records the event (ctx carries values only;
+// WithTimeout bounds the call).
+func TestAppendIgnoresCancellation(t *testing.T) {
+	rdb, key := client(t)
+	s := open(t, rdb, key)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Append(ctx, storetest.NewEvent("cancelled")); err != nil {
+		t.Fatalf("Append with a cancelled ctx: %v", err)
+	}
+	if _, got := storetest.ReplayIDs(t, s, mercure.Earliest); len(got) != 1 || got[0] != "cancelled" {
+		t.Fatalf("replay: %q", got)
+	}
+}

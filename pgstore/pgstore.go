@@ -232,6 +232,7 @@ type Store struct {
 	feedErr   error // non-nil while the feed fails; guarded by lmu
 
 	presence presence
+	seq      sequencer
 }
 
 type listener struct {
@@ -268,6 +269,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	s := &Store{pool: pool, cfg: cfg, n: newNames(cfg.prefix), listeners: make(map[*listener]struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.presence.init(s)
+	s.seq.init(s)
 	tctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	if err := migrate(tctx, pool, s.n); err != nil {
@@ -283,8 +285,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if last > 0 && id != "" {
 		s.seen(uint64(last), id)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.feed(uint64(last))
+	go s.seq.run()
 	return s, nil
 }
 
@@ -334,9 +337,9 @@ func (s *Store) timeout(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 }
 
-// Append implements [mercure.Store]: it inserts the event, commits, then
-// runs the sequencer until the event has its seq, which it sets as
-// e.Seq. Listeners get the event from the feed, after Append returns or
+// Append implements [mercure.Store]: it inserts the event and commits,
+// then waits for the store's sequencer to give it its seq, which it sets
+// as e.Seq. Listeners get the event from the feed, after Append returns or
 // about then. ctx's cancellation is ignored (see the package doc).
 func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if s.closed() {
@@ -355,16 +358,11 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if err := s.pool.QueryRow(ctx, s.n.insert, e.ID, body, e.Time).Scan(&id); err != nil {
 		return fmt.Errorf("pgstore: append: %w", err)
 	}
-	for {
-		var seq *int64
-		if err := s.pool.QueryRow(ctx, s.n.sequence, seqBatch, id, s.cfg.maxEvents).Scan(&seq); err != nil {
-			return fmt.Errorf("pgstore: append: sequencing: %w", err)
-		}
-		if seq != nil {
-			e.Seq = uint64(*seq)
-			break
-		}
+	seq, err := s.seq.wait(ctx, id)
+	if err != nil {
+		return fmt.Errorf("pgstore: append: sequencing: %w", err)
 	}
+	e.Seq = seq
 	s.seen(e.Seq, e.ID)
 	for {
 		cur := s.appended.Load()
@@ -519,13 +517,15 @@ func (s *Store) feed(last uint64) {
 	}()
 	backoff := minBackoff
 	var aged time.Time // when the feed last pruned by age
+	sequence := true   // run a sequencer round before the next read
 	for !s.closed() {
 		var err error
 		if conn == nil {
 			conn, err = s.listenConn()
+			sequence = true // notifications were missed
 		}
 		if err == nil {
-			err = s.step(conn, &last, &aged)
+			err = s.step(conn, &last, &aged, &sequence)
 		}
 		if err == nil {
 			backoff = minBackoff
@@ -566,13 +566,15 @@ func (s *Store) listenConn() (*pgx.Conn, error) {
 
 // step sequences what is pending, delivers what follows last, prunes if
 // due, and waits for a notification or the poll interval.
-func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time) error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
-	var seq *int64
-	err := conn.QueryRow(ctx, s.n.sequence, seqBatch, nil, s.cfg.maxEvents).Scan(&seq)
-	cancel()
-	if err != nil {
-		return err
+func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time, sequence *bool) error {
+	if *sequence {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+		_, err := conn.Exec(ctx, s.n.sequence, seqBatch, []int64{}, s.cfg.maxEvents)
+		cancel()
+		if err != nil {
+			return err
+		}
+		*sequence = false
 	}
 	for {
 		evs, err := s.read(s.ctx, conn, s.n.feed, *last, page)
@@ -589,27 +591,31 @@ func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time) error {
 		return err
 	}
 	// Wait for a notification, then take those already received too.
+	// The sequencer's own notifications call for a read only; those of
+	// PublishTx's commits, and the polls, for a sequencer round first.
 	wctx, cancel := context.WithTimeout(s.ctx, s.cfg.poll)
-	_, err = conn.WaitForNotification(wctx)
+	nf, err := conn.WaitForNotification(wctx)
 	cancel()
 	switch {
 	case err == nil:
 	case s.closed():
 		return nil
 	case wctx.Err() != nil:
-		return nil // the poll interval passed
+		*sequence = true // the poll interval passed
+		return nil
 	default:
 		return err
 	}
-	for {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for ; nf != nil; nf, _ = conn.WaitForNotification(done) {
 		// With a context already done, WaitForNotification returns the
 		// notifications it has buffered, then the context's error.
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		if _, err := conn.WaitForNotification(done); err != nil {
-			return nil
+		if nf.Channel == s.n.txChannel {
+			*sequence = true
 		}
 	}
+	return nil
 }
 
 // deliver passes evs to the listeners, telling them first of a gap

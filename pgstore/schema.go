@@ -47,7 +47,7 @@ func newNames(prefix string) *names {
 	// The NOTIFY is sent when the application's transaction commits,
 	// and not at all when it rolls back.
 	n.insertNotify = r.Replace(`WITH n AS (SELECT pg_notify('TXCH', '')) INSERT INTO EV (update_id, body, at) SELECT $1, $2, $3 FROM n`)
-	n.sequence = r.Replace(`SELECT PFX_sequence($1, $2, $3)`)
+	n.sequence = r.Replace(`SELECT rid, rseq FROM PFX_sequence($1, $2, $3)`)
 	n.feed = r.Replace(`SELECT seq, body FROM EV WHERE seq > $1 ORDER BY seq LIMIT $2`)
 	n.replayStart = r.Replace(`SELECT m.last_seq,
 		(SELECT min(seq) FROM EV WHERE update_id = $1 AND seq IS NOT NULL AND seq <= m.last_seq),
@@ -83,8 +83,8 @@ CREATE TABLE SUBS (hub uuid NOT NULL, id text NOT NULL, doc json NOT NULL, PRIMA
 
 -- PFX_sequence stamps the committed events that have no seq yet, in
 -- insert order, with the next numbers of the sequence, at most lim of
--- them; with mine, it returns the seq of that event (NULL if it is
--- still unsequenced: call again), else the last seq. One caller at a
+-- them, and returns the insert ids and seqs of those of mine that have
+-- one. (When all of mine have one, it returns at once.) One caller at a
 -- time holds the advisory lock, until its transaction commits, and each
 -- statement reads a fresh snapshot: a caller sees every stamp of the
 -- callers before it, so that the stamped events are always a prefix of
@@ -92,24 +92,19 @@ CREATE TABLE SUBS (hub uuid NOT NULL, id text NOT NULL, doc json NOT NULL, PRIMA
 -- > 0, a round that stamps events also deletes those more than keep
 -- behind the last, in batches of a slack of keep/64 (1 to 100), at most
 -- 1000 at once: retention is done by the time the appends return.
-CREATE FUNCTION PFX_sequence(lim int, mine bigint, keep bigint) RETURNS bigint
+CREATE FUNCTION PFX_sequence(lim int, mine bigint[], keep bigint) RETURNS TABLE (rid bigint, rseq bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
 	last bigint;
 	done bigint;
 	n bigint;
-	s bigint;
 	cut bigint;
 BEGIN
-	IF mine IS NOT NULL THEN
-		SELECT seq INTO s FROM EV WHERE id = mine;
-		IF s IS NOT NULL THEN RETURN s; END IF;
+	IF cardinality(mine) > 0 AND NOT EXISTS (SELECT FROM EV WHERE id = ANY(mine) AND seq IS NULL) THEN
+		RETURN QUERY SELECT id, seq FROM EV WHERE id = ANY(mine);
+		RETURN;
 	END IF;
 	PERFORM pg_advisory_xact_lock(SEQLOCK);
-	IF mine IS NOT NULL THEN
-		SELECT seq INTO s FROM EV WHERE id = mine;
-		IF s IS NOT NULL THEN RETURN s; END IF;
-	END IF;
 	SELECT last_seq, pruned INTO last, done FROM META;
 	WITH c AS (
 		SELECT id, row_number() OVER (ORDER BY id) AS rn
@@ -127,11 +122,7 @@ BEGIN
 		UPDATE META SET last_seq = last + n, pruned = done;
 		PERFORM pg_notify('CHAN', (last + n)::text);
 	END IF;
-	IF mine IS NOT NULL THEN
-		SELECT seq INTO s FROM EV WHERE id = mine;
-		RETURN s;
-	END IF;
-	RETURN last + n;
+	RETURN QUERY SELECT id, seq FROM EV WHERE id = ANY(mine) AND seq IS NOT NULL;
 END
 $fn$;
 `)}

@@ -254,9 +254,6 @@ type latestEvent struct {
 // [ErrSchema] for tables of a later version, and with an error wrapping
 // [mercure.ErrInvalidOption] for a bad option.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
-	if pool == nil {
-		return nil, invalid("nil pool")
-	}
 	cfg := config{
 		prefix: DefaultPrefix, maxEvents: DefaultMaxEvents, timeout: DefaultTimeout,
 		poll: DefaultPollInterval, subTTL: DefaultSubscriptionTTL, validate: mercure.ValidateUpdate,
@@ -265,6 +262,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if pool == nil {
+		return nil, invalid("nil pool")
 	}
 	s := &Store{pool: pool, cfg: cfg, n: newNames(cfg.prefix), listeners: make(map[*listener]struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -31,16 +31,22 @@
 // them, when it commits: live subscribers and later replays see it at
 // that same position. A rolled-back row is never visible, never stamped.
 //
-// The sequencer runs in [Store.Append] (after its insert has committed,
-// so that concurrent appends share a round: the lock is held for one
-// short statement and its commit, not for the writers' inserts) and in
-// each store's feed, woken by the NOTIFY that [Store.PublishTx] sends on
-// commit, and on every poll (see [WithPollInterval]), so that a lost
-// notification delays an event, never loses it. Each round that stamps
-// rows sends one NOTIFY; every store's feed then reads the rows after the
-// last seq it delivered. Since seqs have no hole, a feed or a replay that
-// finds a row missing knows it was deleted by retention: the feed calls
-// Listener.Gap, a replay ends with [mercure.ErrHistoryGap].
+// Rounds run in one goroutine per store for its appends: an Append
+// inserts its event, commits, and waits for the next round, which stamps
+// every append committed meanwhile (the lock is held for one short
+// statement and its commit, never for the writers' inserts, and the
+// appends do not queue on it). The insert commits without waiting for
+// its WAL flush; the round's commit does wait, and flushes the insert's
+// WAL with its own, so that an acknowledged append is durable at the
+// cost of one fsync per round. Each store's feed runs a round too when
+// the NOTIFY that [Store.PublishTx] sends on commit arrives, and on
+// every poll (see [WithPollInterval]): a lost notification, or a hub
+// that died between its insert and its round, delays an event, never
+// loses it. Each round that stamps rows sends one NOTIFY; every store's
+// feed then reads the rows after the last seq it delivered. Since seqs
+// have no hole, a feed or a replay that finds a row missing knows it was
+// deleted by retention: the feed calls Listener.Gap, a replay ends with
+// [mercure.ErrHistoryGap].
 //
 // # Retention
 //

@@ -31,13 +31,14 @@
 // them, when it commits: live subscribers and later replays see it at
 // that same position. A rolled-back row is never visible, never stamped.
 //
-// Rounds run in one goroutine per store for its appends: an Append
-// inserts its event, commits, and waits for the next round, which stamps
-// every append committed meanwhile (the lock is held for one short
-// statement and its commit, never for the writers' inserts, and the
-// appends do not queue on it). The insert commits without waiting for
-// its WAL flush; the round's commit does wait, and flushes the insert's
-// WAL with its own, so that an acknowledged append is durable at the
+// A store's appends go through one goroutine of its own, which inserts
+// every append waiting in one statement (a group commit), then runs
+// rounds until each has its seq: appends arriving meanwhile make the
+// next batch, the lock is held for one short statement and its commit,
+// never for the writers' inserts, and appends never queue on it. The
+// insert commits without waiting for its WAL flush; the round's commit
+// does wait, and flushes the insert's WAL with its own, so that an
+// acknowledged append is durable at the
 // cost of one fsync per round. Each store's feed runs a round too when
 // the NOTIFY that [Store.PublishTx] sends on commit arrives, and on
 // every poll (see [WithPollInterval]): a lost notification, or a hub
@@ -343,9 +344,9 @@ func (s *Store) timeout(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 }
 
-// Append implements [mercure.Store]: it inserts the event and commits,
-// then waits for the store's sequencer to give it its seq, which it sets
-// as e.Seq. Listeners get the event from the feed, after Append returns or
+// Append implements [mercure.Store]: the store's sequencer inserts the
+// event (with the other appends waiting), commits, and gets its seq,
+// which Append sets as e.Seq. Listeners get the event from the feed, after Append returns or
 // about then. ctx's cancellation is ignored (see the package doc).
 func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if s.closed() {
@@ -360,13 +361,9 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	var id int64
-	if err := s.pool.QueryRow(ctx, s.n.insert, e.ID, body, e.Time).Scan(&id); err != nil {
-		return fmt.Errorf("pgstore: append: %w", err)
-	}
-	seq, err := s.seq.wait(ctx, id)
+	seq, err := s.seq.append(ctx, e.ID, body, e.Time)
 	if err != nil {
-		return fmt.Errorf("pgstore: append: sequencing: %w", err)
+		return fmt.Errorf("pgstore: append: %w", err)
 	}
 	e.Seq = seq
 	s.seen(e.Seq, e.ID)

@@ -24,7 +24,7 @@ type names struct {
 	channel, txChannel   string // NOTIFY channels: sequenced, committed
 	seqLock, migrateLock int64  // advisory lock keys
 
-	insert, insertNotify, sequence, feed, replayStart, replayPage, latest, prune, pruneAge string
+	insertBatch, insertNotify, sequence, feed, replayStart, replayPage, latest, prune, pruneAge string
 }
 
 func newNames(prefix string) *names {
@@ -43,16 +43,20 @@ func newNames(prefix string) *names {
 	n.seqLock = int64(h.Sum64())
 	n.migrateLock = n.seqLock ^ 1
 	r := strings.NewReplacer("EV", n.events, "META", n.meta, "CHAN", n.channel, "TXCH", n.txChannel, "PFX", prefix)
-	// Append's insert commits without waiting for its WAL to be flushed
-	// (synchronous_commit off, for its own transaction only): the
-	// sequencer round that Append waits for next commits synchronously,
-	// and flushing its commit record flushes the WAL before it, the
-	// insert's included. A stamp becomes visible only once flushed, so
-	// nothing unflushed is ever delivered, and Append returns once its
-	// event is durable, at the cost of one fsync per round instead of
-	// one per insert as well.
-	n.insert = r.Replace(`WITH c AS (SELECT set_config('synchronous_commit', 'off', true))
-		INSERT INTO EV (update_id, body, at) SELECT $1, $2, $3 FROM c RETURNING id`)
+	// Append's inserts commit without waiting for their WAL to be
+	// flushed (synchronous_commit off, for their own transaction only):
+	// the sequencer round that Append waits for next commits
+	// synchronously, and flushing its commit record flushes the WAL
+	// before it, the inserts' included. A stamp becomes visible only
+	// once flushed, so nothing unflushed is ever delivered, and Append
+	// returns once its event is durable, at the cost of one fsync per
+	// round instead of one per insert as well. One statement inserts a
+	// batch of appends, in the arrays' order (ORDER BY ord): the insert
+	// ids are drawn in that order.
+	n.insertBatch = r.Replace(`WITH c AS (SELECT set_config('synchronous_commit', 'off', true))
+		INSERT INTO EV (update_id, body, at)
+		SELECT u.i, u.b, u.a FROM c, unnest($1::text[], $2::json[], $3::timestamptz[]) WITH ORDINALITY AS u(i, b, a, ord)
+		ORDER BY u.ord RETURNING id`)
 	// The NOTIFY is sent when the application's transaction commits,
 	// and not at all when it rolls back.
 	n.insertNotify = r.Replace(`WITH n AS (SELECT pg_notify('TXCH', '')) INSERT INTO EV (update_id, body, at) SELECT $1, $2, $3 FROM n`)
@@ -108,6 +112,7 @@ DECLARE
 	done bigint;
 	n bigint;
 	cut bigint;
+	ids bigint[];
 BEGIN
 	IF cardinality(mine) > 0 AND NOT EXISTS (SELECT FROM EV WHERE id = ANY(mine) AND seq IS NULL) THEN
 		RETURN QUERY SELECT id, seq FROM EV WHERE id = ANY(mine);
@@ -115,11 +120,12 @@ BEGIN
 	END IF;
 	PERFORM pg_advisory_xact_lock(SEQLOCK);
 	SELECT last_seq, pruned INTO last, done FROM META;
-	WITH c AS (
-		SELECT id, row_number() OVER (ORDER BY id) AS rn
-		FROM EV WHERE seq IS NULL ORDER BY id LIMIT lim
-	)
-	UPDATE EV SET seq = last + c.rn FROM c WHERE EV.id = c.id;
+	-- The ids first, then an update by primary key: a join on the
+	-- table would let a cached plan scan it whole.
+	SELECT array_agg(id ORDER BY id) INTO ids FROM (
+		SELECT id FROM EV WHERE seq IS NULL ORDER BY id LIMIT lim
+	) c;
+	UPDATE EV SET seq = last + u.ord FROM unnest(ids) WITH ORDINALITY AS u(id, ord) WHERE EV.id = u.id;
 	GET DIAGNOSTICS n = ROW_COUNT;
 	IF n > 0 THEN
 		cut := last + n - keep;

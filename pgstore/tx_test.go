@@ -77,13 +77,14 @@ func (f *feed) wait(t testing.TB, n int) []*mercure.Event {
 // while (a rolled-back update, say, is never delivered).
 func (f *feed) settle(t testing.TB, n int) []*mercure.Event {
 	t.Helper()
-	evs := f.wait(t, n)
+	f.wait(t, n)
 	time.Sleep(300 * time.Millisecond)
-	if evs = f.events(); len(evs) != n {
+	if evs := f.events(); len(evs) != n {
 		t.Fatalf("feed passed %q, want only %d events", ids(evs), n)
 	}
-	return evs
+	return f.events()
 }
+
 
 func (f *feed) wantStatus(t testing.TB, down bool, within time.Duration) {
 	t.Helper()

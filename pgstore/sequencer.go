@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,9 @@ type appendReq struct {
 	at   time.Time
 	row  int64 // insert id, once inserted
 	done chan seqResult
+	// gone is set when the Append gave up before its batch was taken:
+	// its event is then not inserted at all.
+	gone atomic.Bool
 }
 
 type seqResult struct {
@@ -47,7 +51,8 @@ func (q *sequencer) init(s *Store) {
 }
 
 // append records an event and returns its seq. When ctx ends first, the
-// event may still be recorded.
+// event is not recorded if its batch was not taken yet, and may be if it
+// was.
 func (q *sequencer) append(ctx context.Context, id string, body []byte, at time.Time) (uint64, error) {
 	r := &appendReq{id: id, body: body, at: at, done: make(chan seqResult, 1)}
 	q.mu.Lock()
@@ -65,6 +70,7 @@ func (q *sequencer) append(ctx context.Context, id string, body []byte, at time.
 	case res := <-r.done:
 		return res.seq, res.err
 	case <-ctx.Done():
+		r.gone.Store(true)
 		return 0, ctx.Err()
 	}
 }
@@ -87,13 +93,15 @@ func (q *sequencer) run() {
 		for {
 			q.mu.Lock()
 			n := min(len(q.queue), maxBatch)
-			batch := slices.Clone(q.queue[:n])
+			batch := slices.DeleteFunc(slices.Clone(q.queue[:n]), func(r *appendReq) bool { return r.gone.Load() })
 			q.queue = q.queue[n:]
 			q.mu.Unlock()
 			if n == 0 {
 				break
 			}
-			q.batch(batch)
+			if len(batch) > 0 {
+				q.batch(batch)
+			}
 		}
 	}
 }

@@ -85,7 +85,6 @@ func (f *feed) settle(t testing.TB, n int) []*mercure.Event {
 	return f.events()
 }
 
-
 func (f *feed) wantStatus(t testing.TB, down bool, within time.Duration) {
 	t.Helper()
 	select {

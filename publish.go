@@ -105,11 +105,38 @@ func publishStatus(err error) int {
 	return http.StatusBadRequest
 }
 
+// Validate reports why [Hub.Publish] would refuse u, with the hub's
+// limits and reserved namespace (spec §Publication), or nil. A store that
+// records updates outside the hub (such as in an application's database
+// transaction) checks them with it, or with [ValidateUpdate].
+func (h *Hub) Validate(u Update) error { return h.validate(&u) }
+
+// ValidateUpdate reports why a hub with the default limits would refuse
+// u (spec §Publication), or nil. Unlike [Hub.Validate], it cannot tell
+// whether a topic lies in a hub's reserved namespace, which depends on
+// the hub's URL: it refuses only the topics below "/.well-known/mercure"
+// of any origin; nor whether the hub can authorize readers of a private
+// update.
+func ValidateUpdate(u Update) error {
+	return validateUpdate(&u, &defaultLimits, func(t string) bool {
+		return strings.Contains(t, "/.well-known/mercure")
+	})
+}
+
 // validate enforces PUB-2 to PUB-12 and the size limits on an update from
 // any source: an update the HTTP endpoint would refuse is refused from Go
 // code too.
 func (h *Hub) validate(u *Update) error {
-	lim := &h.cfg.limits
+	if err := validateUpdate(u, &h.cfg.limits, h.resolver.Reserved); err != nil {
+		return err
+	}
+	if u.Private && !h.authorizesSubscribers() {
+		return ErrPrivateUnreadable
+	}
+	return nil
+}
+
+func validateUpdate(u *Update, lim *Limits, reserved func(string) bool) error {
 	switch {
 	case len(u.Topics) == 0:
 		return ErrNoTopic
@@ -130,15 +157,12 @@ func (h *Hub) validate(u *Update) error {
 			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrTooLarge, i, lim.MaxFieldBytes)
 		case t == "*":
 			return ErrWildcardTopic
-		case h.resolver.Reserved(t):
+		case reserved(t):
 			return fmt.Errorf("%w: %q", ErrReservedTopic, t)
 		}
 	}
 	if !utf8.ValidString(u.Data) {
 		return ErrInvalidData
-	}
-	if u.Private && !h.authorizesSubscribers() {
-		return ErrPrivateUnreadable
 	}
 	if u.ID != "" && (!chars.Valid(u.ID) || u.ID[0] == '#' || u.ID == Earliest) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, u.ID)

@@ -89,6 +89,9 @@ type Store interface {
 	// every listener of every hub sharing the store (a store shared over
 	// the network may deliver it after Append returns). When Append
 	// returns nil, e is recorded: an accepted update is never lost.
+	// Append records e even when ctx is already done: ctx carries values
+	// (a trace), and a store on the network bounds its own time, failing
+	// rather than hanging while it is unreachable.
 	Append(ctx context.Context, e *Event) error
 
 	// Replay resolves the cursor lastEventID and returns the retained

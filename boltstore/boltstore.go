@@ -214,15 +214,15 @@ func (s *Store) Close() error {
 }
 
 // Append implements [mercure.Store]. It returns once e is committed to
-// disk, after every listener has been called with it.
-func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
+// disk, after every listener has been called with it. Like every store,
+// it records e even when ctx is done: the time it takes is a group
+// commit's, bounded by the disk.
+func (s *Store) Append(_ context.Context, e *mercure.Event) error {
 	r := &appendReq{e: e, err: make(chan error, 1)}
 	select {
 	case s.reqs <- r:
 	case <-s.done:
 		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	// Once handed over, the event is committed or fails: wait for that.
 	return <-r.err

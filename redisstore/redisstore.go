@@ -431,6 +431,7 @@ func (s *Store) closed() bool { return s.ctx.Err() != nil }
 
 // Append implements [mercure.Store]. It returns once Redis has added the
 // event to the stream; listeners get it from the feed, possibly later.
+// It ignores ctx's cancellation: [WithTimeout] bounds it.
 func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if s.closed() {
 		return ErrClosed
@@ -442,7 +443,10 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	// The project's context contract: ctx carries values only; the store
+	// bounds its own time. An update the hub accepted is recorded even
+	// if its caller has gone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 	defer cancel()
 	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.counter}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc).Text()
 	if err != nil {

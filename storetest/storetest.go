@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	t.Run("Listen", func(t *testing.T) { testListen(t, fresh(t)) })
 	t.Run("ConcurrentAppends", func(t *testing.T) { testConcurrent(t, fresh(t)) })
 	t.Run("ReplayLiveSeam", func(t *testing.T) { testSeam(t, fresh(t)) })
+	t.Run("AppendIgnoresCancellation", func(t *testing.T) { testAppendCancelled(t, fresh(t)) })
 	// The optional interfaces, when the store implements them.
 	t.Run("LatestID", func(t *testing.T) {
 		s, ok := fresh(t).(mercure.LatestStore)
@@ -457,6 +458,37 @@ func testConcurrent(t *testing.T, s mercure.Store) {
 // testSeam checks that listening first, replaying next and dropping the
 // live events the replay covered yields every event after the cursor
 // exactly once, while a publisher appends.
+// testAppendCancelled: Append records an event even when its context is
+// already done (the hub passes a request's context, whose client may be
+// gone), every time, and listeners get it.
+func testAppendCancelled(t *testing.T, s mercure.Store) {
+	got := make(chan string, 20)
+	defer s.Listen(mercure.Listener{Event: func(e *mercure.Event) { got <- e.ID }})()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var want []string
+	for i := range 20 { // a store that selects on ctx.Done() fails some
+		id := fmt.Sprintf("cancelled-%d", i)
+		if err := s.Append(ctx, NewEvent(id)); err != nil {
+			t.Fatalf("Append %d with a cancelled context: %v", i, err)
+		}
+		want = append(want, id)
+	}
+	if _, ids := ReplayIDs(t, s, mercure.Earliest); !slices.Equal(ids, want) {
+		t.Fatalf("replay %q, want %q", ids, want)
+	}
+	for _, id := range want {
+		select {
+		case g := <-got:
+			if g != id {
+				t.Fatalf("listener got %q, want %q", g, id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("listener never got %q", id)
+		}
+	}
+}
+
 func testSeam(t *testing.T, s mercure.Store) {
 	const total, subscribers = 2000, 6
 	pub := func(i int) string { return fmt.Sprint("p", i) }

@@ -14,6 +14,10 @@
 // for TLS), a Redis stream that every hub started with the same URL shares,
 // so that they act as one hub. The query parameter stream names the stream
 // key (default mercure); the other query parameters are go-redis options.
+// postgres://USER[:PASS]@HOST:PORT/DB (or postgresql://) keeps the history
+// in PostgreSQL tables that every hub started with the same URL shares;
+// the query parameter prefix names the tables (default mercure), the
+// others are pgx connection parameters (sslmode=disable, say).
 package main
 
 import (
@@ -40,8 +44,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/promhub"
 	"github.com/mercurekit/mercure/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -89,7 +95,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		addr            = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL          = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history         = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
-		storeSpec       = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) shared by hubs")
+		storeSpec       = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) or postgres://USER@HOST:PORT/DB[?prefix=NAME] shared by hubs")
 		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile      = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
@@ -208,8 +214,15 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		opts = append(opts, mercure.WithStore(st))
 		closeStore = closeFn
+	case strings.HasPrefix(*storeSpec, "postgres://") || strings.HasPrefix(*storeSpec, "postgresql://"):
+		st, closeFn, err := openPostgres(*storeSpec, int64(max(*history, 1)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = closeFn
 	default:
-		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH or redis://HOST:PORT/DB", *storeSpec)
+		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH, redis://HOST:PORT/DB or postgres://USER@HOST:PORT/DB", *storeSpec)
 	}
 	var closeTraces func(context.Context) error
 	if *traces != "" {
@@ -306,6 +319,44 @@ func openRedis(spec string, maxLen int64) (*redisstore.Store, func() error, erro
 		return nil, nil, err
 	}
 	return st, func() error { return errors.Join(st.Close(), client.Close()) }, nil
+}
+
+// openPostgres opens a store on the PostgreSQL database of a postgres://
+// or postgresql:// URL, keeping about maxEvents events. Its query
+// parameter prefix names the tables (default mercure); the others go to
+// pgx. The returned func closes the store, then the pool.
+func openPostgres(spec string, maxEvents int64) (*pgstore.Store, func() error, error) {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return nil, nil, errors.New("-store: invalid postgres URL")
+	}
+	q := u.Query()
+	prefix := q.Get("prefix")
+	if prefix == "" {
+		prefix = pgstore.DefaultPrefix
+	}
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+	}
+	st, err := pgstore.New(ctx, pool, pgstore.WithPrefix(prefix), pgstore.WithMaxEvents(maxEvents))
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+	}
+	return st, func() error {
+		err := st.Close()
+		pool.Close()
+		return err
+	}, nil
 }
 
 // readJWKS reads a JWK Set file; an empty path means no keys.

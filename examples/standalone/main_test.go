@@ -24,12 +24,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
 	"github.com/mercurekit/mercure/internal/redistest"
 )
@@ -322,6 +324,81 @@ func TestStandalone_BadStore(t *testing.T) {
 	if d := time.Since(start); d > 6*time.Second {
 		t.Fatalf("unreachable Redis failed after %v", d)
 	}
+	start = time.Now()
+	if _, err := configure([]string{"-store", "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable"}, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("unreachable PostgreSQL accepted")
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Fatalf("unreachable PostgreSQL failed after %v", d)
+	}
+	if _, err := configure([]string{"-store", "postgres://postgres@127.0.0.1:1/postgres?prefix=Bad-Name"}, slog.New(slog.DiscardHandler)); !errors.Is(err, mercure.ErrInvalidOption) {
+		t.Fatalf("invalid table prefix: %v, want ErrInvalidOption", err)
+	}
+}
+
+// -store postgres://... shares the history between hubs: an update
+// published on one reaches the subscribers of the other, and is replayed
+// from PostgreSQL.
+func TestStandalone_PostgresStore(t *testing.T) {
+	dsn := os.Getenv("MERCURE_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("set MERCURE_TEST_POSTGRES to a DSN (such as postgres://postgres@localhost:6432/postgres?sslmode=disable) to run this test")
+	}
+	prefix := fmt.Sprintf("standalone_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			return
+		}
+		defer pool.Close()
+		pool.Exec(context.Background(), fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s_events, %[1]s_meta, %[1]s_hubs, %[1]s_subs, %[1]s_schema;
+			DROP FUNCTION IF EXISTS %[1]s_sequence`, prefix))
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("prefix", prefix)
+	u.RawQuery = q.Encode()
+	args := []string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", u.String()}
+	var urls [2]string
+	for i := range urls {
+		s, err := configure(args, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(s.handler)
+		t.Cleanup(func() {
+			srv.Close()
+			if err := s.hub.Shutdown(context.Background()); err != nil {
+				t.Error(err)
+			}
+			if err := s.closeStore(); err != nil {
+				t.Error(err)
+			}
+		})
+		urls[i] = srv.URL + "/.well-known/mercure"
+	}
+	a, b := urls[0], urls[1]
+	publish := func(data string) {
+		t.Helper()
+		res, err := http.PostForm(a, url.Values{"topic": {"x"}, "data": {data}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("publish %s: %d", data, res.StatusCode)
+		}
+	}
+	lines := subscribe(t, b+"?match=x")
+	publish("hello")
+	want(t, lines, "data: hello")
+	publish("again")
+	lines = subscribe(t, b+"?match=x&last_event_id=earliest")
+	want(t, lines, "data: hello")
+	want(t, lines, "data: again")
 }
 
 // -store redis://... shares the history between hubs: an update published

@@ -1,13 +1,18 @@
 // Package storebench holds only benchmarks: the publish throughput and the
 // publish → deliver latency of a hub on each history store (the default
-// memory store, boltstore and redisstore, the latter also with two hub
-// instances sharing one Redis stream). It has no code of its own.
+// memory store, boltstore, redisstore and pgstore, the last two also with
+// two hub instances sharing one Redis stream or one table), and pgstore's
+// transactional publish. It has no code of its own.
 //
 // Run them with
 //
-//	MERCURE_TEST_REDIS=localhost:6399 go test -run '^$' -bench . -benchmem ./internal/storebench/
+//	MERCURE_TEST_REDIS=localhost:6399 \
+//	MERCURE_TEST_POSTGRES='postgres://postgres@localhost:6432/postgres?sslmode=disable' \
+//	go test -run '^$' -bench . -benchmem ./internal/storebench/
 //
-// Without MERCURE_TEST_REDIS the Redis benchmarks are skipped. The Redis
+// Without MERCURE_TEST_REDIS the Redis benchmarks are skipped, without
+// MERCURE_TEST_POSTGRES the PostgreSQL ones; these write only to tables
+// of their own, named "bench_…", and drop them when they end. The Redis
 // benchmarks write only to stream keys of their own, named
 // "mercure-bench:…", and delete them when they end.
 package storebench

@@ -19,10 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/redisstore"
 )
 
@@ -44,7 +47,7 @@ const (
 )
 
 // storeKinds are the single-instance configurations, by sub-benchmark name.
-var storeKinds = []string{"memory", "bolt", "redis"}
+var storeKinds = []string{"memory", "bolt", "redis", "postgres"}
 
 // epoch is the origin of the send times carried in the updates: the
 // publisher and the subscriber share this process, so both read the
@@ -62,8 +65,43 @@ type instance struct {
 
 var keyN atomic.Int64
 
-// startHubs starts n hubs (n > 1 only for "redis": n instances sharing one
-// stream, each with its own Redis client, as n processes would have) on
+// pgPrefix is the table prefix of the last pool pgPool made, which the
+// second instance of a two-instance benchmark shares.
+var pgPrefix string
+
+// pgPool returns a pool on MERCURE_TEST_POSTGRES (64 connections: more
+// than the benchmarks' 32 publishers) and a table prefix of the
+// benchmark's own, whose tables are dropped when it ends (after the
+// stores close).
+func pgPool(b *testing.B) (*pgxpool.Pool, string) {
+	dsn := os.Getenv("MERCURE_TEST_POSTGRES")
+	if dsn == "" {
+		b.Skip("set MERCURE_TEST_POSTGRES to a DSN (e.g. postgres://postgres@localhost:6432/postgres?sslmode=disable) to run the PostgreSQL benchmarks")
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 64
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prefix := fmt.Sprintf("bench_%d_%d", os.Getpid(), keyN.Add(1))
+	b.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s_events, %[1]s_meta, %[1]s_hubs, %[1]s_subs, %[1]s_schema, %[1]s_app;
+			DROP FUNCTION IF EXISTS %[1]s_sequence`, prefix))
+		if err != nil {
+			b.Errorf("dropping %s_*: %v", prefix, err)
+		}
+		pool.Close()
+	})
+	return pool, prefix
+}
+
+// startHubs starts n hubs (n > 1 only for "redis" and "postgres": n
+// instances sharing one stream or table, each with its own client or
+// pool, as n processes would have) on
 // the store named kind, optionally each behind an httptest server. Every
 // resource is released when b ends, in order: hubs shut down, then their
 // servers close, then the stores close, then the Redis keys are deleted.
@@ -104,6 +142,20 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 				})
 			}
 			st, err := redisstore.New(rdb, key, redisstore.WithMaxLen(retained))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			stores = append(stores, st)
+		}
+	case "postgres":
+		for i := range n {
+			pool, prefix := pgPool(b)
+			if i > 0 {
+				prefix = pgPrefix
+			}
+			pgPrefix = prefix
+			st, err := pgstore.New(context.Background(), pool, pgstore.WithPrefix(prefix), pgstore.WithMaxEvents(retained))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -255,6 +307,8 @@ func BenchmarkDeliver(b *testing.B) {
 		{"bolt", "bolt", 1},
 		{"redis", "redis", 1},
 		{"redis-2-instances", "redis", 2},
+		{"postgres", "postgres", 1},
+		{"postgres-2-instances", "postgres", 2},
 	}
 	for _, c := range configs {
 		for _, window := range []int{1, 64} {
@@ -467,4 +521,61 @@ func (s *subscriber) read(ctx context.Context, sc *bufio.Scanner, total int) err
 func (s *subscriber) close() {
 	s.cancel()
 	<-s.done
+}
+
+// BenchmarkPublishTx measures pgstore's transactional publish: each
+// operation is one transaction holding the application's own insert (a
+// row of a table of its own) and Store.PublishTx, committed; 32
+// goroutines as in BenchmarkPublish, and one ("serial"). The feed then
+// sequences the updates and reads them back, as in production, but
+// nobody waits for them: ns/op is the wall time per committed
+// transaction.
+func BenchmarkPublishTx(b *testing.B) {
+	for _, par := range []int{16, 0} {
+		name := "32-goroutines"
+		if par == 0 {
+			name = "serial"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool, prefix := pgPool(b)
+			st, err := pgstore.New(context.Background(), pool, pgstore.WithPrefix(prefix), pgstore.WithMaxEvents(retained))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			ctx := context.Background()
+			if _, err := pool.Exec(ctx, `CREATE TABLE `+prefix+`_app (id bigserial PRIMARY KEY, title text NOT NULL)`); err != nil {
+				b.Fatal(err)
+			}
+			insert := `INSERT INTO ` + prefix + `_app (title) VALUES ($1)`
+			op := func() error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, insert, "a task"); err != nil {
+						return err
+					}
+					_, err := st.PublishTx(ctx, tx, mercure.Update{Topics: []string{topic}, Data: payload})
+					return err
+				})
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if par == 0 {
+				for b.Loop() {
+					if err := op(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.SetParallelism(par)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := op(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

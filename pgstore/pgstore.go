@@ -1,0 +1,683 @@
+// Package pgstore is a [mercure.Store] on PostgreSQL, shared by every hub
+// (in any number of processes) that uses the same database and table
+// prefix, and able to record an update inside the application's own
+// transaction (see [Store.PublishTx]): the update is delivered if and only
+// if the transaction commits, once, after the commit. It needs PostgreSQL
+// 13 or later and the pgx driver (a [pgxpool.Pool]).
+//
+// # Layout
+//
+// New creates the tables it needs, or migrates them, and records their
+// version in the table prefix+"_schema" (see [SchemaVersion]). Events are
+// rows of prefix+"_events": an insert id (bigserial), the delivery
+// position seq, the update id, the event's JSON and its time. A cursor
+// resolves by the index on (update_id, seq) to the oldest retained
+// occurrence of its id (REC-7).
+//
+// # Order under concurrency
+//
+// An insert id is taken when a row is inserted, but the row becomes
+// visible only when its transaction commits, maybe after rows with larger
+// ids: a reader that followed insert ids would pass over a row committed
+// late, and never see it. So events are not read by insert id. Their
+// delivery position, seq, is given after commit, by a sequencer: the
+// function prefix+"_sequence" takes an advisory lock, stamps the committed
+// rows without a seq, in insert id order, with the next numbers of a
+// counter (prefix+"_meta"), and commits. Callers hold the lock in turn
+// and each reads a snapshot taken after the previous one committed, so
+// the stamped rows are always a prefix of the sequence 1, 2, 3, … with no
+// hole: a reader that reads by seq never passes a position that is filled
+// later. A transaction held open across other commits is stamped after
+// them, when it commits: live subscribers and later replays see it at
+// that same position. A rolled-back row is never visible, never stamped.
+//
+// A store's appends go through one goroutine of its own, which inserts
+// every append waiting in one statement (a group commit), then runs
+// rounds until each has its seq: appends arriving meanwhile make the
+// next batch, the lock is held for one short statement and its commit,
+// never for the writers' inserts, and appends never queue on it. The
+// insert commits without waiting for its WAL flush; the round's commit
+// does wait, and flushes the insert's WAL with its own, so that an
+// acknowledged append is durable at the
+// cost of one fsync per round. Each store's feed runs a round too when
+// the NOTIFY that [Store.PublishTx] sends on commit arrives, and on
+// every poll (see [WithPollInterval]): a lost notification, or a hub
+// that died between its insert and its round, delays an event, never
+// loses it. Each round that stamps rows sends one NOTIFY; every store's
+// feed then reads the rows after the last seq it delivered. Since seqs
+// have no hole, a feed or a replay that finds a row missing knows it was
+// deleted by retention: the feed calls Listener.Gap, a replay ends with
+// [mercure.ErrHistoryGap].
+//
+// # Retention
+//
+// The sequencer round that stamps events also deletes the oldest ones
+// once there are more than [WithMaxEvents], with a slack of 1/64 (at
+// most 100), so that deletions come in batches, at most 1000 at once:
+// retention is done in the transaction that extends the sequence, and
+// over by the time Append returns. Each store's feed deletes the events
+// older than [WithMaxAge], at most once a second and 1000 at once.
+// Deletion always takes a prefix of the sequence: an event newer than
+// the age limit goes too if an older one follows it. Stores sharing
+// tables should share these options.
+//
+// # Outages
+//
+// Every call to PostgreSQL is bounded by [WithTimeout]: Append fails
+// rather than hang while the database is away (the hub answers 503).
+// Append ignores its context's cancellation (it carries values only): an
+// update accepted is recorded unless the database fails. An Append that
+// fails may still have recorded its event (its commit went through but
+// the reply was lost, or the sequencing failed): it is then delivered
+// later, once. The feed reports an outage to its listeners and resumes
+// after the last event it delivered.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mercurekit/mercure"
+)
+
+var (
+	// ErrClosed is returned by the store's methods once it is closed.
+	ErrClosed = errors.New("pgstore: store closed")
+	// ErrSchema is returned by New when the tables were written by a
+	// later version of this package.
+	ErrSchema = errors.New("pgstore: unknown schema version")
+)
+
+const (
+	// DefaultTimeout bounds each call to PostgreSQL (see [WithTimeout]).
+	DefaultTimeout = 5 * time.Second
+	// DefaultMaxEvents is how many events a store keeps unless
+	// [WithMaxEvents] says otherwise.
+	DefaultMaxEvents = 100_000
+	// DefaultPollInterval is how often an idle feed looks for events
+	// whose notification it missed (see [WithPollInterval]).
+	DefaultPollInterval = time.Second
+	// DefaultPrefix names the tables unless [WithPrefix] says otherwise.
+	DefaultPrefix = "mercure"
+
+	page       = 512  // rows per read of the feed and of a replay
+	seqBatch   = 4096 // rows stamped per sequencer round
+	pruneBatch = 1000 // rows deleted per statement
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// An Option configures [New]. Options return an error wrapping
+// [mercure.ErrInvalidOption] for a value they refuse.
+type Option func(*config) error
+
+type config struct {
+	prefix    string
+	maxEvents int64
+	maxAge    time.Duration
+	timeout   time.Duration
+	poll      time.Duration
+	subTTL    time.Duration
+	validate  func(mercure.Update) error
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: pgstore: "+format, append([]any{mercure.ErrInvalidOption}, args...)...)
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
+
+// WithPrefix names the store's tables, functions and channels
+// prefix+"_events" and so on: stores with the same prefix on the same
+// database are one hub. It must be a lowercase SQL identifier of at most
+// 40 characters; it may be qualified by no schema (set the connection's
+// search_path instead). The default is [DefaultPrefix].
+func WithPrefix(prefix string) Option {
+	return func(c *config) error {
+		if !prefixRE.MatchString(prefix) {
+			return invalid("table prefix %q is not a lowercase identifier of at most 40 characters", prefix)
+		}
+		c.prefix = prefix
+		return nil
+	}
+}
+
+// WithMaxEvents keeps about the n latest events, at least n (see the
+// package documentation); 0 means no limit. The default is
+// [DefaultMaxEvents].
+func WithMaxEvents(n int64) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return invalid("negative max events %d", n)
+		}
+		c.maxEvents = n
+		return nil
+	}
+}
+
+// WithMaxAge drops the events older than d (see the package
+// documentation); 0, the default, means no limit by age.
+func WithMaxAge(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("negative max age %v", d)
+		}
+		c.maxAge = d
+		return nil
+	}
+}
+
+// WithTimeout bounds each call the store makes to PostgreSQL (an append,
+// the start of a replay, one page of a replay, one read of the feed, a
+// write of the shared subscriptions). The default is [DefaultTimeout].
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("timeout %v is not positive", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithPollInterval sets how often the feed looks for events without
+// having been notified: the longest delay a lost notification causes.
+// The default is [DefaultPollInterval].
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("poll interval %v is not positive", d)
+		}
+		c.poll = d
+		return nil
+	}
+}
+
+// WithValidator sets the check [Store.PublishTx] applies to an update
+// before recording it; pass a hub's [mercure.Hub.Validate] to apply that
+// hub's limits and reserved namespace. The default is
+// [mercure.ValidateUpdate].
+func WithValidator(f func(mercure.Update) error) Option {
+	return func(c *config) error {
+		if f == nil {
+			return invalid("nil validator")
+		}
+		c.validate = f
+		return nil
+	}
+}
+
+// Store is a [mercure.Store] on PostgreSQL. The zero value is not usable;
+// call [New].
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  config
+	n    *names
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	// appended is the highest Seq appended by this Store: a listener
+	// added later skips the events up to it, which Append returned
+	// before Listen was called.
+	appended atomic.Uint64
+	latest   atomic.Pointer[latestEvent]
+
+	lmu       sync.Mutex
+	listeners map[*listener]struct{}
+	feedErr   error // non-nil while the feed fails; guarded by lmu
+
+	presence presence
+	seq      sequencer
+}
+
+type listener struct {
+	mercure.Listener
+	after uint64 // skip events with Seq <= after
+}
+
+type latestEvent struct {
+	seq uint64
+	id  string
+}
+
+// New returns a store on pool's database, creating or migrating its
+// tables. Listeners receive every event sequenced after New returns, by
+// any hub sharing the tables. Close stops the store; the pool stays open
+// (the store holds one of its connections for its feed while it runs).
+//
+// New fails when the database cannot be reached within the timeout, with
+// [ErrSchema] for tables of a later version, and with an error wrapping
+// [mercure.ErrInvalidOption] for a bad option.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	cfg := config{
+		prefix: DefaultPrefix, maxEvents: DefaultMaxEvents, timeout: DefaultTimeout,
+		poll: DefaultPollInterval, subTTL: DefaultSubscriptionTTL, validate: mercure.ValidateUpdate,
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if pool == nil {
+		return nil, invalid("nil pool")
+	}
+	s := &Store{pool: pool, cfg: cfg, n: newNames(cfg.prefix), listeners: make(map[*listener]struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.presence.init(s)
+	s.seq.init(s)
+	tctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	if err := migrate(tctx, pool, s.n); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	var last int64
+	var id string
+	if err := pool.QueryRow(tctx, s.n.latest).Scan(&last, &id); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if last > 0 && id != "" {
+		s.seen(uint64(last), id)
+	}
+	s.wg.Add(2)
+	go s.feed(uint64(last))
+	go s.seq.run()
+	return s, nil
+}
+
+// Close stops the feed and withdraws this store's subscriptions from the
+// shared list. It does not close the pool.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.presence.mu.Lock() // no writer starts after this
+		s.cancel()
+		s.presence.mu.Unlock()
+		s.wg.Wait()
+		s.presence.withdraw()
+	})
+	return nil
+}
+
+func (s *Store) closed() bool { return s.ctx.Err() != nil }
+
+// seen records an event as the latest if it is.
+func (s *Store) seen(seq uint64, id string) {
+	for {
+		cur := s.latest.Load()
+		if cur != nil && cur.seq >= seq {
+			return
+		}
+		if s.latest.CompareAndSwap(cur, &latestEvent{seq, id}) {
+			return
+		}
+	}
+}
+
+// LatestID returns the id of the latest event this Store has appended or
+// read from its feed, including the latest one in the table when New was
+// called; [mercure.Earliest] if none. It implements [mercure.LatestStore]
+// and never blocks.
+func (s *Store) LatestID() string {
+	if l := s.latest.Load(); l != nil {
+		return l.id
+	}
+	return mercure.Earliest
+}
+
+// timeout returns ctx without its cancellation, bounded by the store's
+// timeout: the store's calls outlive a caller that gives up, but not a
+// database that does not answer.
+func (s *Store) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
+}
+
+// Append implements [mercure.Store]: the store's sequencer inserts the
+// event (with the other appends waiting), commits, and gets its seq,
+// which Append sets as e.Seq. Listeners get the event from the feed, after Append returns or
+// about then. ctx's cancellation is ignored (see the package doc).
+func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
+	if s.closed() {
+		return ErrClosed
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	body, err := marshal(e)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	seq, err := s.seq.append(ctx, e.ID, body, e.Time)
+	if err != nil {
+		return fmt.Errorf("pgstore: append: %w", err)
+	}
+	e.Seq = seq
+	s.seen(e.Seq, e.ID)
+	for {
+		cur := s.appended.Load()
+		if cur >= e.Seq || s.appended.CompareAndSwap(cur, e.Seq) {
+			return nil
+		}
+	}
+}
+
+// Replay implements [mercure.Store]. Head and the cursor are resolved in
+// one statement; events are then read in pages of 512, up to Head. Since
+// seqs have no hole, a page that does not start right after the last
+// event passed (or, from Earliest, at the first event retained when the
+// replay began) reveals events deleted under the replay: Events then
+// ends with an error wrapping [mercure.ErrHistoryGap].
+func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
+	if s.closed() {
+		return mercure.Backlog{}, ErrClosed
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	var head int64
+	var cursor, first *int64
+	arg := lastEventID
+	if arg == mercure.Earliest {
+		arg = ""
+	}
+	if err := s.pool.QueryRow(tctx, s.n.replayStart, arg).Scan(&head, &cursor, &first); err != nil {
+		return mercure.Backlog{}, fmt.Errorf("pgstore: replay: %w", err)
+	}
+	b := mercure.Backlog{Cursor: mercure.Earliest, Head: uint64(head)}
+	r := replayer{s: s, ctx: ctx, head: uint64(head)}
+	switch {
+	case cursor != nil:
+		b.Cursor, r.pos = lastEventID, uint64(*cursor)
+	case first != nil:
+		r.pos = uint64(*first) - 1
+	default:
+		r.pos = uint64(head) // nothing retained
+	}
+	b.Events = r.events
+	return b, nil
+}
+
+// replayer reads a backlog. Its events method works on a copy, so that
+// every range over Events starts afresh.
+type replayer struct {
+	s         *Store
+	ctx       context.Context
+	pos, head uint64 // the last seq passed, and the last to read
+}
+
+func (r replayer) events(yield func(*mercure.Event, error) bool) {
+	for r.pos < r.head {
+		evs, err := r.s.read(r.ctx, r.s.pool, r.s.n.replayPage, r.pos, int64(r.head))
+		if err != nil {
+			yield(nil, fmt.Errorf("pgstore: replay: %w", err))
+			return
+		}
+		if len(evs) == 0 || evs[0].Seq != r.pos+1 {
+			yield(nil, fmt.Errorf("pgstore: replay after seq %d: %w", r.pos, mercure.ErrHistoryGap))
+			return
+		}
+		// Retention deletes the oldest rows first, and a page is read
+		// in one snapshot: a hole inside a page is a row someone deleted
+		// by hand, passed over.
+		for _, e := range evs {
+			r.pos = e.Seq
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+// marshal returns the JSON that a row holds of e.
+func marshal(e *mercure.Event) ([]byte, error) {
+	b, err := marshalEvent(e, true)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return b, nil
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// read runs a page query (feed or replay) with the store's timeout.
+func (s *Store) read(ctx context.Context, q querier, sql string, after uint64, arg int64) ([]*mercure.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	var rows pgx.Rows
+	var err error
+	if sql == s.n.feed {
+		rows, err = q.Query(ctx, sql, int64(after), arg)
+	} else {
+		rows, err = q.Query(ctx, sql, int64(after), arg, page)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var evs []*mercure.Event
+	for rows.Next() {
+		var seq int64
+		var body []byte
+		if err := rows.Scan(&seq, &body); err != nil {
+			return nil, err
+		}
+		e, err := unmarshalEvent(body)
+		if err != nil {
+			return nil, fmt.Errorf("event at seq %d: %w", seq, err)
+		}
+		e.Seq = uint64(seq)
+		evs = append(evs, e)
+	}
+	return evs, rows.Err()
+}
+
+// Listen implements [mercure.Store]. l's functions are called from the
+// store's feed goroutine: l.Event one event at a time in Seq order,
+// l.Status when the feed loses the database and when it is back. Events
+// this Store appended before Listen was called are not passed to
+// l.Event. A listener added during an outage is told at once.
+func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
+	s.lmu.Lock()
+	l := &listener{Listener: ml, after: s.appended.Load()}
+	s.listeners[l] = struct{}{}
+	if s.feedErr != nil && l.Status != nil {
+		l.Status(s.feedErr)
+	}
+	s.lmu.Unlock()
+	return func() {
+		s.lmu.Lock()
+		delete(s.listeners, l)
+		s.lmu.Unlock()
+	}
+}
+
+// feed passes to the listeners the events after seq last, woken by the
+// sequencer's NOTIFY, and runs the sequencer itself when PublishTx's
+// NOTIFY arrives and on every poll. On errors it reconnects with backoff
+// and resumes after the last event it delivered.
+func (s *Store) feed(last uint64) {
+	defer s.wg.Done()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	backoff := minBackoff
+	var aged time.Time // when the feed last pruned by age
+	sequence := true   // run a sequencer round before the next read
+	for !s.closed() {
+		var err error
+		if conn == nil {
+			conn, err = s.listenConn()
+			sequence = true // notifications were missed
+		}
+		if err == nil {
+			err = s.step(conn, &last, &aged, &sequence)
+		}
+		if err == nil {
+			backoff = minBackoff
+			continue
+		}
+		if conn != nil {
+			conn.Close(context.Background())
+			conn = nil
+		}
+		if s.closed() {
+			return
+		}
+		s.setFeedErr(err)
+		select {
+		case <-time.After(backoff):
+		case <-s.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// listenConn takes a connection out of the pool for the feed, listening
+// to the store's channels.
+func (s *Store) listenConn() (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	defer cancel()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pc.Exec(ctx, `LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
+		pc.Release()
+		return nil, err
+	}
+	return pc.Hijack(), nil
+}
+
+// step sequences what is pending, delivers what follows last, prunes if
+// due, and waits for a notification or the poll interval.
+func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time, sequence *bool) error {
+	if *sequence {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+		_, err := conn.Exec(ctx, s.n.sequence, seqBatch, []int64{}, s.cfg.maxEvents)
+		cancel()
+		if err != nil {
+			return err
+		}
+		*sequence = false
+	}
+	for {
+		evs, err := s.read(s.ctx, conn, s.n.feed, *last, page)
+		if err != nil {
+			return err
+		}
+		s.setFeedErr(nil)
+		s.deliver(evs, last)
+		if len(evs) < page {
+			break
+		}
+	}
+	if err := s.prune(conn, aged); err != nil {
+		return err
+	}
+	// Wait for a notification, then take those already received too.
+	// The sequencer's own notifications call for a read only; those of
+	// PublishTx's commits, and the polls, for a sequencer round first.
+	wctx, cancel := context.WithTimeout(s.ctx, s.cfg.poll)
+	nf, err := conn.WaitForNotification(wctx)
+	cancel()
+	switch {
+	case err == nil:
+	case s.closed():
+		return nil
+	case wctx.Err() != nil:
+		*sequence = true // the poll interval passed
+		return nil
+	default:
+		return err
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for ; nf != nil; nf, _ = conn.WaitForNotification(done) {
+		// With a context already done, WaitForNotification returns the
+		// notifications it has buffered, then the context's error.
+		if nf.Channel == s.n.txChannel {
+			*sequence = true
+		}
+	}
+	return nil
+}
+
+// deliver passes evs to the listeners, telling them first of a gap
+// before any event that does not follow the previous one.
+func (s *Store) deliver(evs []*mercure.Event, last *uint64) {
+	if len(evs) == 0 {
+		return
+	}
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	for _, e := range evs {
+		if e.Seq != *last+1 {
+			for l := range s.listeners {
+				if l.Gap != nil {
+					l.Gap()
+				}
+			}
+		}
+		*last = e.Seq
+		s.seen(e.Seq, e.ID)
+		for l := range s.listeners {
+			if e.Seq > l.after {
+				l.Event(e)
+			}
+		}
+	}
+}
+
+// prune deletes the events older than the maximum age, at most once a
+// second (retention by count is the sequencer's).
+func (s *Store) prune(conn *pgx.Conn, aged *time.Time) error {
+	if s.cfg.maxAge == 0 || time.Since(*aged) < time.Second {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	defer cancel()
+	var cut int64
+	if err := conn.QueryRow(ctx, s.n.pruneAge, s.cfg.maxAge.Seconds(), pruneBatch).Scan(&cut); err != nil {
+		return err
+	}
+	if cut > 0 {
+		if _, err := conn.Exec(ctx, s.n.prune, cut, pruneBatch); err != nil {
+			return err
+		}
+	}
+	*aged = time.Now()
+	return nil
+}
+
+// setFeedErr reports a change of the feed's state to the listeners.
+func (s *Store) setFeedErr(err error) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if (err == nil) == (s.feedErr == nil) {
+		return
+	}
+	s.feedErr = err
+	for l := range s.listeners {
+		if l.Status != nil {
+			l.Status(err)
+		}
+	}
+}

@@ -1,0 +1,384 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/storetest"
+)
+
+// feed records what a store's feed passes to a listener.
+type feed struct {
+	mu     sync.Mutex
+	evs    []*mercure.Event
+	gaps   int
+	status chan error
+}
+
+func listen(t testing.TB, s mercure.Store) *feed {
+	f := &feed{status: make(chan error, 100)}
+	t.Cleanup(s.Listen(mercure.Listener{
+		Event: func(e *mercure.Event) {
+			f.mu.Lock()
+			f.evs = append(f.evs, e)
+			f.mu.Unlock()
+		},
+		Status: func(err error) { f.status <- err },
+		Gap: func() {
+			f.mu.Lock()
+			f.gaps++
+			f.mu.Unlock()
+		},
+	}))
+	return f
+}
+
+func (f *feed) events() []*mercure.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.evs)
+}
+
+func (f *feed) gapCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gaps
+}
+
+// wait waits until the feed has passed n events and returns them.
+func (f *feed) wait(t testing.TB, n int) []*mercure.Event {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		evs := f.events()
+		if len(evs) >= n {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("feed passed %d events (%q), want %d", len(evs), ids(evs), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// settle checks that the feed passes nothing more than n events for a
+// while (a rolled-back update, say, is never delivered).
+func (f *feed) settle(t testing.TB, n int) []*mercure.Event {
+	t.Helper()
+	f.wait(t, n)
+	time.Sleep(300 * time.Millisecond)
+	if evs := f.events(); len(evs) != n {
+		t.Fatalf("feed passed %q, want only %d events", ids(evs), n)
+	}
+	return f.events()
+}
+
+func (f *feed) wantStatus(t testing.TB, down bool, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-f.status:
+		if (err != nil) != down {
+			t.Fatalf("feed status %v, want down=%v", err, down)
+		}
+	case <-time.After(within):
+		t.Fatalf("no feed status (want down=%v) within %v", down, within)
+	}
+}
+
+func ids(evs []*mercure.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID
+	}
+	return out
+}
+
+// sameOrder checks that two sequences of events hold the same ids with
+// the same Seqs, in order.
+func sameOrder(t testing.TB, what string, got, want []*mercure.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %q, want %q", what, ids(got), ids(want))
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || got[i].Seq != want[i].Seq {
+			t.Fatalf("%s: event %d is %s/%d, want %s/%d", what, i, got[i].ID, got[i].Seq, want[i].ID, want[i].Seq)
+		}
+	}
+}
+
+func replayAll(t testing.TB, s mercure.Store, cursor string) []*mercure.Event {
+	t.Helper()
+	b, err := s.Replay(context.Background(), cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*mercure.Event
+	for e, err := range b.Events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+func upd(id string) mercure.Update {
+	return mercure.Update{Topics: []string{"https://example.com/tx/" + id}, Data: "data " + id, ID: id}
+}
+
+func mustAppend(t testing.TB, s mercure.Store, id string) {
+	t.Helper()
+	if err := s.Append(context.Background(), storetest.NewEvent(id)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxHeldOpenAcrossCommits holds a transaction open, its update
+// inserted (so holding an earlier insert id), while other updates commit
+// and are delivered: once it commits, its update is delivered after them,
+// live on two stores and on replay, in the same order with the same Seqs,
+// and a reader that had already passed the others' positions gets it.
+func TestTxHeldOpenAcrossCommits(t *testing.T) {
+	pool, prefix := db(t)
+	a, b := open(t, pool, prefix), open(t, pool, prefix)
+	fa, fb := listen(t, a), listen(t, b)
+	ctx := context.Background()
+
+	held, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	if _, err := a.PublishTx(ctx, held, upd("held")); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, a, "a1")
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishTx(ctx, other, upd("t2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, b, "a3")
+	for _, f := range []*feed{fa, fb} {
+		if got := ids(f.settle(t, 3)); strings.Join(got, " ") != "a1 t2 a3" {
+			t.Fatalf("before the held transaction commits: %q", got)
+		}
+	}
+	if got := ids(replayAll(t, a, mercure.Earliest)); strings.Join(got, " ") != "a1 t2 a3" {
+		t.Fatalf("replay before the held transaction commits: %q", got)
+	}
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, a, "a4")
+	live := fa.settle(t, 5)
+	if got := ids(live); strings.Join(got, " ") != "a1 t2 a3 held a4" {
+		t.Fatalf("live after the commit: %q", got)
+	}
+	sameOrder(t, "feed of the other store", fb.settle(t, 5), live)
+	sameOrder(t, "replay from earliest", replayAll(t, b, mercure.Earliest), live)
+	sameOrder(t, "replay from a3, passed before held committed", replayAll(t, a, "a3"), live[3:])
+}
+
+// TestTxRollback: an update published in a transaction that rolls back
+// is never delivered nor replayed, and does not stall the others.
+func TestTxRollback(t *testing.T) {
+	pool, prefix := db(t)
+	s := open(t, pool, prefix)
+	f := listen(t, s)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PublishTx(ctx, tx, upd("rolled-back")); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "x")
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "y")
+	live := f.settle(t, 2)
+	if got := ids(live); strings.Join(got, " ") != "x y" {
+		t.Fatalf("live: %q", got)
+	}
+	if live[1].Seq != live[0].Seq+1 {
+		t.Fatalf("Seqs %d then %d: the rolled-back update left a hole", live[0].Seq, live[1].Seq)
+	}
+	sameOrder(t, "replay", replayAll(t, s, mercure.Earliest), live)
+}
+
+// TestTxSQL publishes through database/sql on pgx's stdlib driver, with
+// the application's own insert in the same transaction: both commit, or
+// neither. The id is generated as the hub does.
+func TestTxSQL(t *testing.T) {
+	pool, prefix := db(t)
+	s := open(t, pool, prefix)
+	f := listen(t, s)
+	sdb := stdlib.OpenDBFromPool(pool)
+	defer sdb.Close()
+	ctx := context.Background()
+	if _, err := sdb.ExecContext(ctx, `CREATE TABLE `+prefix+`_books (title text)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE `+prefix+`_books`) })
+	var published []string
+	for i, commit := range []bool{true, false, true} {
+		tx, err := sdb.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+prefix+`_books VALUES ($1)`, fmt.Sprint("book ", i)); err != nil {
+			t.Fatal(err)
+		}
+		id, err := s.PublishSQLTx(ctx, tx, mercure.Update{Topics: []string{"https://example.com/books"}, Data: fmt.Sprint("book ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(id, "urn:uuid:") {
+			t.Fatalf("generated id %q, want a urn:uuid:", id)
+		}
+		if commit {
+			published = append(published, id)
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := f.settle(t, 2)
+	if got := ids(live); !slices.Equal(got, published) {
+		t.Fatalf("live %q, want %q", got, published)
+	}
+	if live[0].Data != "book 0" || live[1].Data != "book 2" {
+		t.Fatalf("data %q, %q", live[0].Data, live[1].Data)
+	}
+	var books int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+prefix+`_books`).Scan(&books); err != nil || books != 2 {
+		t.Fatalf("%d books (%v), want 2", books, err)
+	}
+}
+
+// TestTxValidates: PublishTx refuses what the hub would, before writing.
+func TestTxValidates(t *testing.T) {
+	pool, prefix := db(t)
+	ctx := context.Background()
+	s := open(t, pool, prefix)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := s.PublishTx(ctx, tx, mercure.Update{Data: "no topic"}); !errors.Is(err, mercure.ErrNoTopic) {
+		t.Fatalf("no topic: %v, want ErrNoTopic", err)
+	}
+	if _, err := s.PublishTx(ctx, tx, mercure.Update{Topics: []string{"t"}, ID: mercure.Earliest}); !errors.Is(err, mercure.ErrInvalidID) {
+		t.Fatalf("id earliest: %v, want ErrInvalidID", err)
+	}
+	own := open(t, pool, prefix, pgstore.WithValidator(func(mercure.Update) error { return errRefused }))
+	if _, err := own.PublishTx(ctx, tx, upd("x")); !errors.Is(err, errRefused) {
+		t.Fatalf("WithValidator: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := replayAll(t, s, mercure.Earliest); len(got) != 0 {
+		t.Fatalf("refused updates recorded: %q", ids(got))
+	}
+}
+
+var errRefused = errors.New("refused")
+
+// TestTxInterleavings runs transactions that publish, some held open for
+// random times across others' commits, some rolled back, with plain
+// appends, on two stores: each store's feed passes exactly the committed
+// updates, once, in the same order as each other and as a replay.
+func TestTxInterleavings(t *testing.T) {
+	pool, prefix := db(t)
+	a, b := open(t, pool, prefix), open(t, pool, prefix)
+	fa, fb := listen(t, a), listen(t, b)
+	ctx := context.Background()
+	const workers, per = 8, 25
+	var mu sync.Mutex
+	committed := map[string]bool{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		s := []*pgstore.Store{a, b}[w%2]
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 15))
+			for i := range per {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if r.IntN(4) == 0 {
+					if err := s.Append(ctx, storetest.NewEvent(id)); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					committed[id] = true
+					mu.Unlock()
+					continue
+				}
+				commit := r.IntN(5) != 0
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if _, err := s.PublishTx(ctx, tx, upd(id)); err != nil {
+						return err
+					}
+					time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond)
+					if !commit {
+						return errRefused
+					}
+					return nil
+				})
+				if err != nil && !errors.Is(err, errRefused) {
+					t.Error(err)
+					return
+				}
+				if commit {
+					mu.Lock()
+					committed[id] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	n := len(committed)
+	live := fa.settle(t, n)
+	sameOrder(t, "feed of store B", fb.settle(t, n), live)
+	sameOrder(t, "replay", replayAll(t, a, mercure.Earliest), live)
+	for i, e := range live {
+		if !committed[e.ID] {
+			t.Fatalf("delivered %s, which was rolled back", e.ID)
+		}
+		if i > 0 && e.Seq != live[i-1].Seq+1 {
+			t.Fatalf("Seq %d after %d", e.Seq, live[i-1].Seq)
+		}
+	}
+	if ga, gb := fa.gapCount(), fb.gapCount(); ga != 0 || gb != 0 {
+		t.Fatalf("gaps reported: %d, %d", ga, gb)
+	}
+}

@@ -71,8 +71,17 @@ type Update struct {
 // out makes Publish return an error wrapping [ErrStore]. The context also
 // carries the caller's trace: Publish's span is a child of its span.
 func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
-	ctx, span := h.tracer.Start(ctx, spanPublish, trace.WithAttributes(attrSource.String("go")))
-	defer func() { endPublishSpan(span, &u, id, err) }()
+	if !h.tracing() {
+		return h.publishGo(ctx, u)
+	}
+	ctx, span := h.tracer.Start(ctx, spanPublish, sourceGo)
+	id, err = h.publishGo(ctx, u)
+	endPublishSpan(span, &u, id, err)
+	return id, err
+}
+
+// publishGo is Publish, without its span.
+func (h *Hub) publishGo(ctx context.Context, u Update) (id string, err error) {
 	// Own the caller's slices and pointers before checking them: the
 	// caller may change them while the update is validated or retained.
 	u.Topics = slices.Clone(u.Topics)
@@ -204,7 +213,7 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 // appendEvent appends e to the store, in a span; it counts and logs a
 // failure (once per outage) unless ctx ended.
 func (h *Hub) appendEvent(ctx context.Context, e *Event) error {
-	actx, span := h.tracer.Start(ctx, spanStoreAppend)
+	actx, span := h.startSpan(ctx, spanStoreAppend, nil)
 	err := h.store.Append(actx, e)
 	endSpan(span, err)
 	switch {
@@ -226,8 +235,10 @@ var publishWait = 5 * time.Second
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
-	ctx, span := h.tracer.Start(requestContext(r), spanPublish, trace.WithAttributes(attrSource.String("http")))
-	if span.SpanContext().IsValid() {
+	span := noSpan
+	if h.tracing() {
+		var ctx context.Context
+		ctx, span = h.tracer.Start(requestContext(r), spanPublish, sourceHTTP)
 		r = r.WithContext(ctx) // a copy of the request only when traced
 	}
 	rw := &refusalWriter{ResponseWriter: w}

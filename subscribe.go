@@ -258,7 +258,10 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	// The span covers the request until its stream is open, not the
 	// stream's life: a trace of hours helps no one, and a span held per
 	// stream would cost memory per connection.
-	ctx, span := h.tracer.Start(requestContext(r), spanSubscribe)
+	ctx, span := r.Context(), noSpan
+	if h.tracing() {
+		ctx, span = h.tracer.Start(requestContext(r), spanSubscribe)
+	}
 	rw := &refusalWriter{ResponseWriter: w} // for the refusals' status
 	setup := true
 	endSetup := func(err error) {
@@ -396,7 +399,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 //
 // ctx is the request's, with the subscribe span.
 func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
-	ctx, span := h.tracer.Start(ctx, spanReplay)
+	ctx, span := h.startSpan(ctx, spanReplay, nil)
 	replayed := 0
 	var failure error
 	defer func() {
@@ -430,7 +433,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	defer func() { <-h.replays }()
 	ctx, cancelReplay := context.WithTimeout(ctx, h.cfg.limits.ReplayTimeout)
 	defer cancelReplay()
-	sctx, sspan := h.tracer.Start(ctx, spanStoreReplay)
+	sctx, sspan := h.startSpan(ctx, spanStoreReplay, nil)
 	backlog, err := h.store.Replay(sctx, cursor)
 	endSpan(sspan, err)
 	switch {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // tracerName is the instrumentation scope of the hub's spans.
@@ -56,6 +57,39 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 		c.tracerProvider = tp
 		return nil
 	}
+}
+
+// Start options of the publish spans, built once.
+var (
+	sourceGo   = trace.WithAttributes(attrSource.String("go"))
+	sourceHTTP = trace.WithAttributes(attrSource.String("http"))
+)
+
+// noSpan is the span of what is not traced: it records nothing.
+var noSpan trace.Span = noop.Span{}
+
+// untracedGlobal is the global tracer provider as it is before an
+// application installs one: a hub on it records nothing.
+var untracedGlobal = otel.GetTracerProvider()
+
+// tracing reports whether the hub's spans may be recorded: a provider was
+// given to the hub, or one was installed globally (before or after New).
+// Otherwise the hub starts no span at all, since even a span that records
+// nothing costs allocations on the publish path.
+func (h *Hub) tracing() bool {
+	return h.cfg.tracerProvider != nil || otel.GetTracerProvider() != untracedGlobal
+}
+
+// startSpan starts a span named name under ctx, with opt if not nil, or
+// returns ctx and noSpan when the hub does not trace.
+func (h *Hub) startSpan(ctx context.Context, name string, opt trace.SpanStartOption) (context.Context, trace.Span) {
+	switch {
+	case !h.tracing():
+		return ctx, noSpan
+	case opt != nil:
+		return h.tracer.Start(ctx, name, opt)
+	}
+	return h.tracer.Start(ctx, name)
 }
 
 // newTracer returns the hub's tracer.

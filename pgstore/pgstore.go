@@ -571,7 +571,7 @@ func (s *Store) listenConn() (*pgx.Conn, error) {
 func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time, sequence *bool) error {
 	if *sequence {
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
-		_, err := conn.Exec(ctx, s.n.sequence, seqBatch, []int64{}, s.cfg.maxEvents)
+		_, err := conn.Exec(ctx, s.n.sequence, seqBatch, s.cfg.maxEvents)
 		cancel()
 		if err != nil {
 			return err

@@ -24,7 +24,7 @@ type names struct {
 	channel, txChannel   string // NOTIFY channels: sequenced, committed
 	seqLock, migrateLock int64  // advisory lock keys
 
-	insertBatch, insertNotify, sequence, feed, replayStart, replayPage, latest, prune, pruneAge string
+	appendBatch, insertNotify, sequence, feed, replayStart, replayPage, latest, prune, pruneAge string
 }
 
 func newNames(prefix string) *names {
@@ -43,24 +43,11 @@ func newNames(prefix string) *names {
 	n.seqLock = int64(h.Sum64())
 	n.migrateLock = n.seqLock ^ 1
 	r := strings.NewReplacer("EV", n.events, "META", n.meta, "CHAN", n.channel, "TXCH", n.txChannel, "PFX", prefix)
-	// Append's inserts commit without waiting for their WAL to be
-	// flushed (synchronous_commit off, for their own transaction only):
-	// the sequencer round that Append waits for next commits
-	// synchronously, and flushing its commit record flushes the WAL
-	// before it, the inserts' included. A stamp becomes visible only
-	// once flushed, so nothing unflushed is ever delivered, and Append
-	// returns once its event is durable, at the cost of one fsync per
-	// round instead of one per insert as well. One statement inserts a
-	// batch of appends, in the arrays' order (ORDER BY ord): the insert
-	// ids are drawn in that order.
-	n.insertBatch = r.Replace(`WITH c AS (SELECT set_config('synchronous_commit', 'off', true))
-		INSERT INTO EV (update_id, body, at)
-		SELECT u.i, u.b, u.a FROM c, unnest($1::text[], $2::json[], $3::timestamptz[]) WITH ORDINALITY AS u(i, b, a, ord)
-		ORDER BY u.ord RETURNING id`)
+	n.appendBatch = r.Replace(`SELECT rseq FROM PFX_append($1, $2::text[], $3::json[], $4::timestamptz[], $5)`)
 	// The NOTIFY is sent when the application's transaction commits,
 	// and not at all when it rolls back.
 	n.insertNotify = r.Replace(`WITH n AS (SELECT pg_notify('TXCH', '')) INSERT INTO EV (update_id, body, at) SELECT $1, $2, $3 FROM n`)
-	n.sequence = r.Replace(`SELECT rid, rseq FROM PFX_sequence($1, $2, $3)`)
+	n.sequence = r.Replace(`SELECT PFX_sequence($1, $2)`)
 	n.feed = r.Replace(`SELECT seq, body FROM EV WHERE seq > $1 ORDER BY seq LIMIT $2`)
 	n.replayStart = r.Replace(`SELECT m.last_seq,
 		(SELECT min(seq) FROM EV WHERE update_id = $1 AND seq IS NOT NULL AND seq <= m.last_seq),
@@ -94,18 +81,16 @@ INSERT INTO META (last_seq, pruned) VALUES (0, 0);
 CREATE TABLE HUBS (hub uuid PRIMARY KEY, expires timestamptz NOT NULL);
 CREATE TABLE SUBS (hub uuid NOT NULL, id text NOT NULL, doc json NOT NULL, PRIMARY KEY (hub, id));
 
--- PFX_sequence stamps the committed events that have no seq yet, in
--- insert order, with the next numbers of the sequence, at most lim of
--- them, and returns the insert ids and seqs of those of mine that have
--- one. (When all of mine have one, it returns at once.) One caller at a
--- time holds the advisory lock, until its transaction commits, and each
+-- PFX_sequence stamps the committed events that have no seq yet (those
+-- of applications' transactions), in insert order, with the next numbers
+-- of the sequence, at most lim of them. One caller at a time holds the advisory lock, until its transaction commits, and each
 -- statement reads a fresh snapshot: a caller sees every stamp of the
 -- callers before it, so that the stamped events are always a prefix of
 -- the sequence without a hole, in the order readers see them. With keep
 -- > 0, a round that stamps events also deletes those more than keep
 -- behind the last, in batches of a slack of keep/64 (1 to 100), at most
 -- 1000 at once: retention is done by the time the appends return.
-CREATE FUNCTION PFX_sequence(lim int, mine bigint[], keep bigint) RETURNS TABLE (rid bigint, rseq bigint)
+CREATE FUNCTION PFX_sequence(lim int, keep bigint) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
 	last bigint;
@@ -114,10 +99,6 @@ DECLARE
 	cut bigint;
 	ids bigint[];
 BEGIN
-	IF cardinality(mine) > 0 AND NOT EXISTS (SELECT FROM EV WHERE id = ANY(mine) AND seq IS NULL) THEN
-		RETURN QUERY SELECT id, seq FROM EV WHERE id = ANY(mine);
-		RETURN;
-	END IF;
 	PERFORM pg_advisory_xact_lock(SEQLOCK);
 	SELECT last_seq, pruned INTO last, done FROM META;
 	-- The ids first, then an update by primary key: a join on the
@@ -137,7 +118,49 @@ BEGIN
 		UPDATE META SET last_seq = last + n, pruned = done;
 		PERFORM pg_notify('CHAN', (last + n)::text);
 	END IF;
-	RETURN QUERY SELECT id, seq FROM EV WHERE id = ANY(mine) AND seq IS NOT NULL;
+END
+$fn$;
+
+-- PFX_append records a batch of a store's own appends, numbered at once:
+-- under the sequencer's lock it stamps the committed events that have no
+-- seq yet (those of applications' transactions), as PFX_sequence does,
+-- then inserts the batch with the next numbers, in the arrays' order, and
+-- returns their seqs. Each event is written once, with its seq: no
+-- update, no entry in the index of unsequenced events. Retention as in
+-- PFX_sequence.
+CREATE FUNCTION PFX_append(lim int, uids text[], bodies json[], ats timestamptz[], keep bigint) RETURNS TABLE (rseq bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	last bigint;
+	done bigint;
+	n bigint;
+	cut bigint;
+	ids bigint[];
+BEGIN
+	PERFORM pg_advisory_xact_lock(SEQLOCK);
+	SELECT last_seq, pruned INTO last, done FROM META;
+	SELECT array_agg(id ORDER BY id) INTO ids FROM (
+		SELECT id FROM EV WHERE seq IS NULL ORDER BY id LIMIT lim
+	) c;
+	UPDATE EV SET seq = last + u.ord FROM unnest(ids) WITH ORDINALITY AS u(id, ord) WHERE EV.id = u.id;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	last := last + n;
+	RETURN QUERY WITH ins AS (
+		INSERT INTO EV (seq, update_id, body, at)
+		SELECT last + u.ord, u.i, u.b, u.a FROM unnest(uids, bodies, ats) WITH ORDINALITY AS u(i, b, a, ord)
+		ORDER BY u.ord RETURNING seq
+	) SELECT ins.seq FROM ins ORDER BY ins.seq;
+	n := cardinality(uids);
+	IF n > 0 THEN
+		cut := last + n - keep;
+		IF keep > 0 AND cut - done >= least(greatest(keep / 64, 1), 100) THEN
+			cut := least(cut, done + 1000);
+			DELETE FROM EV WHERE seq > done AND seq <= cut;
+			done := cut;
+		END IF;
+	END IF;
+	UPDATE META SET last_seq = last + n, pruned = done;
+	PERFORM pg_notify('CHAN', (last + n)::text);
 END
 $fn$;
 `)}

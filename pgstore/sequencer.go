@@ -9,18 +9,14 @@ import (
 	"time"
 )
 
-// errNotSequenced is the error of an Append whose row a sequencer round
-// did not find: deleted by someone else before it had a seq.
-var errNotSequenced = errors.New("the event's row is gone")
-
 // maxBatch bounds the appends one insert statement takes.
 const maxBatch = 1000
 
 // sequencer records this store's appends and gets their seqs, in one
-// goroutine: it takes every append waiting, inserts them all in one
-// statement (group commit), then runs sequencer rounds until each has its
-// seq. Appends that arrive meanwhile make the next batch, so that a batch
-// costs two statements and one fsync however many appends it holds, and
+// goroutine: it takes every append waiting and records them all with one
+// statement that numbers them under the sequencer's lock (group commit).
+// Appends that arrive meanwhile make the next batch, so that a batch
+// costs one statement and one fsync however many appends it holds, and
 // appends never queue on the advisory lock themselves.
 type sequencer struct {
 	s     *Store
@@ -33,7 +29,6 @@ type appendReq struct {
 	id   string
 	body []byte
 	at   time.Time
-	row  int64 // insert id, once inserted
 	done chan seqResult
 	// gone is set when the Append gave up before its batch was taken:
 	// its event is then not inserted at all.
@@ -90,9 +85,12 @@ func (q *sequencer) run() {
 			q.mu.Unlock()
 			return
 		}
+		last := 0 // the size of the batch before
 		for {
+			q.gather(last)
 			q.mu.Lock()
 			n := min(len(q.queue), maxBatch)
+			last = n
 			batch := slices.DeleteFunc(slices.Clone(q.queue[:n]), func(r *appendReq) bool { return r.gone.Load() })
 			q.queue = q.queue[n:]
 			q.mu.Unlock()
@@ -106,102 +104,75 @@ func (q *sequencer) run() {
 	}
 }
 
-// batch inserts a batch and sequences it, answering each append.
+// gatherWindow bounds how long the sequencer waits for a batch to fill.
+const gatherWindow = 300 * time.Microsecond
+
+// gather waits, gatherWindow at most, until as many appends wait as the
+// batch before held. Writers that got their answer from a batch append
+// again one after the other: without the wait, the next batch would take
+// the first few of them, and the rest would wait a whole round (its
+// fsync) for the one after, batches alternating small and large. A lone
+// writer (a batch of one) never waits.
+func (q *sequencer) gather(last int) {
+	if last <= 1 {
+		return
+	}
+	deadline := time.Now().Add(gatherWindow)
+	for {
+		q.mu.Lock()
+		n := len(q.queue)
+		q.mu.Unlock()
+		wait := time.Until(deadline)
+		if n >= last || wait <= 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-q.wake:
+		case <-t.C:
+		case <-q.s.ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// batch records a batch with one call of PFX_append, which numbers it
+// at once, and answers each append: one statement, one transaction and
+// one fsync for the whole batch.
 func (q *sequencer) batch(batch []*appendReq) {
 	s := q.s
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
-	fail := func(reqs []*appendReq, err error) {
-		for _, r := range reqs {
-			r.done <- seqResult{err: err}
-		}
-	}
 	ids := make([]string, len(batch))
 	bodies := make([]string, len(batch))
 	ats := make([]time.Time, len(batch))
 	for i, r := range batch {
 		ids[i], bodies[i], ats[i] = r.id, string(r.body), r.at
 	}
-	rows, err := s.pool.Query(ctx, s.n.insertBatch, ids, bodies, ats)
-	var rowIDs []int64
+	seqs := make([]uint64, 0, len(batch))
+	rows, err := s.pool.Query(ctx, s.n.appendBatch, seqBatch, ids, bodies, ats, s.cfg.maxEvents)
 	if err == nil {
 		for rows.Next() {
-			var id int64
-			if err = rows.Scan(&id); err != nil {
+			var seq int64
+			if err = rows.Scan(&seq); err != nil {
 				break
 			}
-			rowIDs = append(rowIDs, id)
+			seqs = append(seqs, uint64(seq))
 		}
 		rows.Close()
 		if err == nil {
 			err = rows.Err()
 		}
 	}
-	if err == nil && len(rowIDs) != len(batch) {
+	if err == nil && len(seqs) != len(batch) {
 		err = errors.New("the insert returned a wrong count of rows")
 	}
-	if err != nil {
-		fail(batch, err)
-		return
-	}
-	// Insert ids are drawn in the order of the rows inserted, which is
-	// the batch's (see insertBatch).
-	slices.Sort(rowIDs)
-	pending := make(map[int64]*appendReq, len(batch))
 	for i, r := range batch {
-		r.row = rowIDs[i]
-		pending[r.row] = r
-	}
-	for len(pending) > 0 {
-		seqs, err := q.round(ctx, pending)
 		if err != nil {
-			fail(mapValues(pending), err)
-			return
-		}
-		if len(seqs) == 0 {
-			// A round stamps every committed row, up to seqBatch of
-			// them, and these were committed before it began: if none
-			// got a seq, they are not there to get one.
-			fail(mapValues(pending), errNotSequenced)
-			return
-		}
-		for row, seq := range seqs {
-			if r, ok := pending[row]; ok {
-				r.done <- seqResult{seq: seq}
-				delete(pending, row)
-			}
+			r.done <- seqResult{err: err}
+		} else {
+			// Numbered in the batch's order (see PFX_append).
+			r.done <- seqResult{seq: seqs[i]}
 		}
 	}
-}
-
-func mapValues(m map[int64]*appendReq) []*appendReq {
-	out := make([]*appendReq, 0, len(m))
-	for _, r := range m {
-		out = append(out, r)
-	}
-	return out
-}
-
-// round runs one sequencer round and returns the seqs of the pending
-// rows that have one.
-func (q *sequencer) round(ctx context.Context, pending map[int64]*appendReq) (map[int64]uint64, error) {
-	s := q.s
-	rows := make([]int64, 0, len(pending))
-	for row := range pending {
-		rows = append(rows, row)
-	}
-	res, err := s.pool.Query(ctx, s.n.sequence, seqBatch, rows, s.cfg.maxEvents)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Close()
-	seqs := make(map[int64]uint64, len(rows))
-	for res.Next() {
-		var row, seq int64
-		if err := res.Scan(&row, &seq); err != nil {
-			return nil, err
-		}
-		seqs[row] = uint64(seq)
-	}
-	return seqs, res.Err()
 }

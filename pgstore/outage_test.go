@@ -139,9 +139,9 @@ func TestGapAfterRetentionDuringOutage(t *testing.T) {
 	}
 }
 
-// TestCrashBeforeSequencing: a hub that dies after its insert committed
-// but before it sequenced it (or whose PublishTx notification is lost)
-// delays the update until another store's poll, never loses it.
+// TestCrashBeforeSequencing: a transaction's row committed without a
+// seq (its PublishTx notification lost, or its hub killed before a
+// round) delays the update until a store's poll, never loses it.
 func TestCrashBeforeSequencing(t *testing.T) {
 	pool, prefix := db(t)
 	s := open(t, pool, prefix, pgstore.WithPollInterval(50*time.Millisecond))
@@ -152,6 +152,29 @@ func TestCrashBeforeSequencing(t *testing.T) {
 	}
 	if got := f.wait(t, 1); got[0].ID != "orphan" || got[0].Seq != 1 {
 		t.Fatalf("feed passed %s/%d", got[0].ID, got[0].Seq)
+	}
+}
+
+// An append batch first numbers the committed rows still without a seq
+// (here a transaction's, whose notification was lost), then its own
+// after them: committed earlier, delivered earlier.
+func TestAppendNumbersOrphansFirst(t *testing.T) {
+	pool, prefix := db(t)
+	s := open(t, pool, prefix, pgstore.WithPollInterval(time.Hour))
+	f := listen(t, s)
+	if _, err := pool.Exec(context.Background(),
+		`INSERT INTO `+prefix+`_events (update_id, body, at) VALUES ('orphan', '{"t":["x"],"i":"orphan"}', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(context.Background(), storetest.NewEvent("mine")); err != nil {
+		t.Fatal(err)
+	}
+	got := f.wait(t, 2)
+	if got[0].ID != "orphan" || got[0].Seq != 1 || got[1].ID != "mine" || got[1].Seq != 2 {
+		t.Fatalf("feed: %s/%d, %s/%d; want orphan/1, mine/2", got[0].ID, got[0].Seq, got[1].ID, got[1].Seq)
+	}
+	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); len(ids) != 2 || ids[0] != "orphan" || ids[1] != "mine" {
+		t.Fatalf("replay %q", ids)
 	}
 }
 

@@ -31,19 +31,19 @@
 // them, when it commits: live subscribers and later replays see it at
 // that same position. A rolled-back row is never visible, never stamped.
 //
-// A store's appends go through one goroutine of its own, which inserts
-// every append waiting in one statement (a group commit), then runs
-// rounds until each has its seq: appends arriving meanwhile make the
-// next batch, the lock is held for one short statement and its commit,
-// never for the writers' inserts, and appends never queue on it. The
-// insert commits without waiting for its WAL flush; the round's commit
-// does wait, and flushes the insert's WAL with its own, so that an
-// acknowledged append is durable at the
-// cost of one fsync per round. Each store's feed runs a round too when
-// the NOTIFY that [Store.PublishTx] sends on commit arrives, and on
-// every poll (see [WithPollInterval]): a lost notification, or a hub
-// that died between its insert and its round, delays an event, never
-// loses it. Each round that stamps rows sends one NOTIFY; every store's
+// A store's appends go through one goroutine of its own, which records
+// every append waiting with one statement (a group commit): the function
+// prefix+"_append" takes the same lock, stamps the committed rows without
+// a seq as a round does, then inserts the batch with the next numbers, so
+// that each event is written once, already in its place. Appends arriving
+// meanwhile make the next batch (which waits up to 300 µs to gather as
+// many as the one before), the lock is held for one short statement and
+// its commit, and appends never queue on it; an acknowledged append is
+// durable, at the cost of one fsync per batch. Rows inserted by
+// [Store.PublishTx] are stamped by rounds: each store's feed runs one
+// when the NOTIFY that PublishTx sends on commit arrives, and on every
+// poll (see [WithPollInterval]), so that a lost notification delays an
+// event, never loses it. Each round that stamps rows sends one NOTIFY; every store's
 // feed then reads the rows after the last seq it delivered. Since seqs
 // have no hole, a feed or a replay that finds a row missing knows it was
 // deleted by retention: the feed calls Listener.Gap, a replay ends with

@@ -70,11 +70,14 @@
 // it missed before the live ones, with neither gap nor duplicate.
 //
 // Other stores plug in with [WithStore]: package boltstore keeps history in
-// a file, so that it survives restarts; package redisstore keeps it in a
-// Redis stream shared by any number of hub instances, which then act as
-// one hub: an update published on any instance reaches the subscribers of
-// all, a client may resume on another instance, and the subscriptions API
-// of each lists the subscribers of all (a [SubscriptionStore]). A store on
+// a file, so that it survives restarts; packages redisstore and pgstore
+// keep it in a Redis stream or in PostgreSQL tables shared by any number
+// of hub instances, which then act as one hub: an update published on any
+// instance reaches the subscribers of all, a client may resume on another
+// instance, and the subscriptions API of each lists the subscribers of all
+// (a [SubscriptionStore]). With pgstore, an application records an update
+// in its own database transaction: subscribers get it if and only if the
+// transaction commits. A store on
 // the network reports outages through [Listener]; [Hub.Stats] shows them
 // and [Hub.Publish] fails with [ErrStore] rather than wait. Package
 // storetest holds the behavioural tests every store must pass.
@@ -155,7 +158,8 @@
 //
 // [WithInsecurePublishing] accepts publications without a token, for
 // closed networks only. A hub without any issuer or authorizer has
-// anonymous subscribers only, and private updates reach no stream.
+// anonymous subscribers only, and it refuses private updates
+// ([ErrPrivateUnreadable]): no stream could receive them.
 //
 // See the examples directory for a standalone hub.
 package mercure

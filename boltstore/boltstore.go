@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/eventjson"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -498,7 +499,7 @@ func idRef(v []byte) (seq, n uint64) {
 // big-endian, then the JSON of its update, so that pruning by age reads
 // only 8 bytes.
 func encode(e *mercure.Event) ([]byte, error) {
-	j, err := marshalEvent(e, false)
+	j, err := eventjson.Marshal(eventjson.Update(e.Update), time.Time{}) // the time is kept apart
 	if err != nil {
 		return nil, err
 	}
@@ -510,11 +511,9 @@ func decode(seq uint64, v []byte) (*mercure.Event, error) {
 	if len(v) < 8 {
 		return nil, fmt.Errorf("boltstore: event %d: short value", seq)
 	}
-	e, err := unmarshalEvent(v[8:])
+	u, _, err := eventjson.Unmarshal(v[8:])
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: event %d: %w", seq, err)
 	}
-	e.Seq = seq
-	e.Time = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
-	return e, nil
+	return &mercure.Event{Update: mercure.Update(u), Seq: seq, Time: time.Unix(0, int64(binary.BigEndian.Uint64(v)))}, nil
 }

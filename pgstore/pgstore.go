@@ -79,13 +79,15 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/eventjson"
+	"github.com/mercurekit/mercure/internal/fanout"
+	"github.com/mercurekit/mercure/internal/latest"
 )
 
 var (
@@ -227,28 +229,12 @@ type Store struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	// appended is the highest Seq appended by this Store: a listener
-	// added later skips the events up to it, which Append returned
-	// before Listen was called.
-	appended atomic.Uint64
-	latest   atomic.Pointer[latestEvent]
+	latest latest.Event
 
-	lmu       sync.Mutex
-	listeners map[*listener]struct{}
-	feedErr   error // non-nil while the feed fails; guarded by lmu
+	listeners fanout.Listeners[*mercure.Event]
 
 	presence presence
 	seq      sequencer
-}
-
-type listener struct {
-	mercure.Listener
-	after uint64 // skip events with Seq <= after
-}
-
-type latestEvent struct {
-	seq uint64
-	id  string
 }
 
 // New returns a store on pool's database, creating or migrating its
@@ -272,7 +258,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if pool == nil {
 		return nil, invalid("nil pool")
 	}
-	s := &Store{pool: pool, cfg: cfg, n: newNames(cfg.prefix), listeners: make(map[*listener]struct{})}
+	s := &Store{pool: pool, cfg: cfg, n: newNames(cfg.prefix)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.presence.init(s)
 	s.seq.init(s)
@@ -289,7 +275,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	if last > 0 && id != "" {
-		s.seen(uint64(last), id)
+		s.latest.Seen(uint64(last), id)
 	}
 	s.wg.Add(2)
 	go s.feed(uint64(last))
@@ -312,26 +298,13 @@ func (s *Store) Close() error {
 
 func (s *Store) closed() bool { return s.ctx.Err() != nil }
 
-// seen records an event as the latest if it is.
-func (s *Store) seen(seq uint64, id string) {
-	for {
-		cur := s.latest.Load()
-		if cur != nil && cur.seq >= seq {
-			return
-		}
-		if s.latest.CompareAndSwap(cur, &latestEvent{seq, id}) {
-			return
-		}
-	}
-}
-
 // LatestID returns the id of the latest event this Store has appended or
 // read from its feed, including the latest one in the table when New was
 // called; [mercure.Earliest] if none. It implements [mercure.LatestStore]
 // and never blocks.
 func (s *Store) LatestID() string {
-	if l := s.latest.Load(); l != nil {
-		return l.id
+	if id, ok := s.latest.ID(); ok {
+		return id
 	}
 	return mercure.Earliest
 }
@@ -365,13 +338,9 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 		return fmt.Errorf("pgstore: append: %w", err)
 	}
 	e.Seq = seq
-	s.seen(e.Seq, e.ID)
-	for {
-		cur := s.appended.Load()
-		if cur >= e.Seq || s.appended.CompareAndSwap(cur, e.Seq) {
-			return nil
-		}
-	}
+	s.latest.Seen(e.Seq, e.ID)
+	s.listeners.Appended(e.Seq)
+	return nil
 }
 
 // Replay implements [mercure.Store]. Head and the cursor are resolved in
@@ -442,7 +411,7 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 
 // marshal returns the JSON that a row holds of e.
 func marshal(e *mercure.Event) ([]byte, error) {
-	b, err := marshalEvent(e, true)
+	b, err := eventjson.Marshal(eventjson.Update(e.Update), e.Time)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
@@ -475,12 +444,11 @@ func (s *Store) read(ctx context.Context, q querier, sql string, after uint64, a
 		if err := rows.Scan(&seq, &body); err != nil {
 			return nil, err
 		}
-		e, err := unmarshalEvent(body)
+		u, at, err := eventjson.Unmarshal(body)
 		if err != nil {
 			return nil, fmt.Errorf("event at seq %d: %w", seq, err)
 		}
-		e.Seq = uint64(seq)
-		evs = append(evs, e)
+		evs = append(evs, &mercure.Event{Update: mercure.Update(u), Seq: uint64(seq), Time: at})
 	}
 	return evs, rows.Err()
 }
@@ -491,18 +459,7 @@ func (s *Store) read(ctx context.Context, q querier, sql string, after uint64, a
 // this Store appended before Listen was called are not passed to
 // l.Event. A listener added during an outage is told at once.
 func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
-	s.lmu.Lock()
-	l := &listener{Listener: ml, after: s.appended.Load()}
-	s.listeners[l] = struct{}{}
-	if s.feedErr != nil && l.Status != nil {
-		l.Status(s.feedErr)
-	}
-	s.lmu.Unlock()
-	return func() {
-		s.lmu.Lock()
-		delete(s.listeners, l)
-		s.lmu.Unlock()
-	}
+	return s.listeners.Add(ml.Event, ml.Status, ml.Gap)
 }
 
 // feed passes to the listeners the events after seq last, woken by the
@@ -540,7 +497,7 @@ func (s *Store) feed(last uint64) {
 		if s.closed() {
 			return
 		}
-		s.setFeedErr(err)
+		s.listeners.Status(err)
 		select {
 		case <-time.After(backoff):
 		case <-s.ctx.Done():
@@ -583,7 +540,7 @@ func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time, sequence *bo
 		if err != nil {
 			return err
 		}
-		s.setFeedErr(nil)
+		s.listeners.Status(nil)
 		s.deliver(evs, last)
 		if len(evs) < page {
 			break
@@ -626,23 +583,13 @@ func (s *Store) deliver(evs []*mercure.Event, last *uint64) {
 	if len(evs) == 0 {
 		return
 	}
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
 	for _, e := range evs {
 		if e.Seq != *last+1 {
-			for l := range s.listeners {
-				if l.Gap != nil {
-					l.Gap()
-				}
-			}
+			s.listeners.Gap()
 		}
 		*last = e.Seq
-		s.seen(e.Seq, e.ID)
-		for l := range s.listeners {
-			if e.Seq > l.after {
-				l.Event(e)
-			}
-		}
+		s.latest.Seen(e.Seq, e.ID)
+		s.listeners.Deliver(e.Seq, e)
 	}
 }
 
@@ -665,19 +612,4 @@ func (s *Store) prune(conn *pgx.Conn, aged *time.Time) error {
 	}
 	*aged = time.Now()
 	return nil
-}
-
-// setFeedErr reports a change of the feed's state to the listeners.
-func (s *Store) setFeedErr(err error) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	if (err == nil) == (s.feedErr == nil) {
-		return
-	}
-	s.feedErr = err
-	for l := range s.listeners {
-		if l.Status != nil {
-			l.Status(err)
-		}
-	}
 }

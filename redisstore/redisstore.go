@@ -61,10 +61,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/eventjson"
+	"github.com/mercurekit/mercure/internal/fanout"
+	"github.com/mercurekit/mercure/internal/latest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -149,29 +151,12 @@ type Store struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	// appended is the highest Seq appended by this Store: a listener
-	// added later skips the events up to it, which Append already
-	// returned before Listen was called.
-	appended atomic.Uint64
-
 	// latest is the latest event known to this Store (see LatestID).
-	latest atomic.Pointer[latestEvent]
+	latest latest.Event
 
-	lmu       sync.Mutex
-	listeners map[*listener]struct{}
-	feedErr   error // non-nil while the feed fails; guarded by lmu
+	listeners fanout.Listeners[*mercure.Event]
 
 	presence presence
-}
-
-type listener struct {
-	mercure.Listener
-	after uint64 // skip events with Seq <= after
-}
-
-type latestEvent struct {
-	seq uint64
-	id  string
 }
 
 // occLua holds the functions of both scripts for the lists of occurrences
@@ -338,7 +323,6 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 		replayScript: redis.NewScript(replayLua),
 		ctx:          ctx,
 		cancel:       cancel,
-		listeners:    make(map[*listener]struct{}),
 	}
 	s.presence.init(s)
 	// The feed starts after the last entry now: reading from "$" in each
@@ -375,7 +359,7 @@ func (s *Store) lastEntry(ctx context.Context) (id string, n uint64, err error) 
 		return "0-0", n, nil
 	}
 	if e, err := decode(msgs[0]); err == nil {
-		s.seen(e.Seq, e.ID)
+		s.latest.Seen(e.Seq, e.ID)
 	}
 	return msgs[0].ID, n, nil
 }
@@ -387,19 +371,6 @@ func number(m redis.XMessage) uint64 {
 	return n
 }
 
-// seen records an event as the latest if it is.
-func (s *Store) seen(seq uint64, id string) {
-	for {
-		cur := s.latest.Load()
-		if cur != nil && cur.seq >= seq {
-			return
-		}
-		if s.latest.CompareAndSwap(cur, &latestEvent{seq, id}) {
-			return
-		}
-	}
-}
-
 // LatestID returns the id of the latest event this Store has appended or
 // read from the stream, including the last one in the stream when New
 // was called; [mercure.Earliest] if none. It implements
@@ -407,8 +378,8 @@ func (s *Store) seen(seq uint64, id string) {
 // reports its last event id (spec §Reconnection, State Reconciliation, and
 // Event Sourcing).
 func (s *Store) LatestID() string {
-	if l := s.latest.Load(); l != nil {
-		return l.id
+	if id, ok := s.latest.ID(); ok {
+		return id
 	}
 	return mercure.Earliest
 }
@@ -439,7 +410,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	v, err := marshalEvent(e, true)
+	v, err := eventjson.Marshal(eventjson.Update(e.Update), e.Time)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -457,13 +428,9 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 		return err
 	}
 	e.Seq = seq
-	s.seen(seq, e.ID)
-	for {
-		cur := s.appended.Load()
-		if cur >= seq || s.appended.CompareAndSwap(cur, seq) {
-			return nil
-		}
-	}
+	s.latest.Seen(seq, e.ID)
+	s.listeners.Appended(seq)
+	return nil
 }
 
 // Replay implements [mercure.Store]. Head and the cursor are resolved
@@ -599,18 +566,7 @@ func call[T any](s *Store, ctx context.Context, f func(context.Context) (T, erro
 // Store appended before Listen was called are not passed to l.Event. A
 // listener added during an outage is told at once.
 func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
-	s.lmu.Lock()
-	l := &listener{Listener: ml, after: s.appended.Load()}
-	s.listeners[l] = struct{}{}
-	if s.feedErr != nil && l.Status != nil {
-		l.Status(s.feedErr)
-	}
-	s.lmu.Unlock()
-	return func() {
-		s.lmu.Lock()
-		delete(s.listeners, l)
-		s.lmu.Unlock()
-	}
+	return s.listeners.Add(ml.Event, ml.Status, ml.Gap)
 }
 
 // readLoop feeds the listeners from the stream, starting after the entry
@@ -642,14 +598,14 @@ func (s *Store) readLoop(last string, n uint64) {
 		}
 		if errors.Is(err, redis.Nil) {
 			backoff = minBackoff
-			s.setFeedErr(nil)
+			s.listeners.Status(nil)
 			continue // the block timed out
 		}
 		if err != nil {
 			if s.closed() {
 				return
 			}
-			s.setFeedErr(err)
+			s.listeners.Status(err)
 			select {
 			case <-time.After(backoff):
 			case <-s.ctx.Done():
@@ -659,13 +615,13 @@ func (s *Store) readLoop(last string, n uint64) {
 			continue
 		}
 		backoff = minBackoff
-		s.setFeedErr(nil)
+		s.listeners.Status(nil)
 		for _, st := range res {
 			for _, m := range st.Messages {
 				last = m.ID
 				if next := number(m); next != 0 {
 					if next != n+1 {
-						s.reportGap()
+						s.listeners.Gap()
 					}
 					n = next
 				}
@@ -675,45 +631,9 @@ func (s *Store) readLoop(last string, n uint64) {
 					// skip it rather than stall the feed.
 					continue
 				}
-				s.seen(e.Seq, e.ID)
-				s.deliver(e)
+				s.latest.Seen(e.Seq, e.ID)
+				s.listeners.Deliver(e.Seq, e)
 			}
-		}
-	}
-}
-
-// setFeedErr reports a change of the feed's state to the listeners.
-func (s *Store) setFeedErr(err error) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	if (err == nil) == (s.feedErr == nil) {
-		return
-	}
-	s.feedErr = err
-	for l := range s.listeners {
-		if l.Status != nil {
-			l.Status(err)
-		}
-	}
-}
-
-// reportGap tells the listeners that the feed skipped entries.
-func (s *Store) reportGap() {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	for l := range s.listeners {
-		if l.Gap != nil {
-			l.Gap()
-		}
-	}
-}
-
-func (s *Store) deliver(e *mercure.Event) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	for l := range s.listeners {
-		if e.Seq > l.after {
-			l.Event(e)
 		}
 	}
 }
@@ -747,10 +667,9 @@ func decode(m redis.XMessage) (*mercure.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: entry %s: no field %q", m.ID, field)
 	}
-	e, err := unmarshalEvent([]byte(v))
+	u, at, err := eventjson.Unmarshal([]byte(v))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: entry %s: %w", m.ID, err)
 	}
-	e.Seq = seq
-	return e, nil
+	return &mercure.Event{Update: mercure.Update(u), Seq: seq, Time: at}, nil
 }

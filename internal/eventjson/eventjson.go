@@ -1,8 +1,11 @@
 // Package eventjson is the compact JSON form in which the durable and
 // shared stores keep an event's update and time.
 //
-// It does not import the root package: a store converts its
-// mercure.Event to and from an Event (the same fields, without Seq).
+// It does not import the root package: its Update has the fields of
+// mercure.Update, in the same order and of the same types, so that a
+// store converts one to the other with a type conversion
+// (eventjson.Update(e.Update), mercure.Update(u)), which stops compiling
+// should the two ever differ.
 package eventjson
 
 import (
@@ -10,16 +13,14 @@ import (
 	"time"
 )
 
-// Event is the stored part of a mercure.Event: the fields of its update
-// and its time.
-type Event struct {
+// Update is mercure.Update, field for field.
+type Update struct {
 	Topics  []string
 	Data    string
 	Private bool
 	ID      string
 	Type    string
 	Retry   *time.Duration
-	Time    time.Time
 }
 
 // record is the JSON form of an event. Short keys: every stored event
@@ -34,35 +35,36 @@ type record struct {
 	Time    *int64   `json:"ts,omitempty"` // Unix nanoseconds
 }
 
-// Marshal returns the JSON of e's update and, withTime, of its time (a
-// store that keeps the time apart leaves it out).
-func Marshal(e *Event, withTime bool) ([]byte, error) {
-	r := record{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type}
-	if e.Retry != nil {
-		ns := int64(*e.Retry)
+// Marshal returns the JSON of u and, unless at is zero, of the event's
+// time (a store that keeps the time apart passes the zero time).
+func Marshal(u Update, at time.Time) ([]byte, error) {
+	r := record{Topics: u.Topics, Data: u.Data, Private: u.Private, ID: u.ID, Type: u.Type}
+	if u.Retry != nil {
+		ns := int64(*u.Retry)
 		r.Retry = &ns
 	}
-	if withTime {
-		ns := e.Time.UnixNano()
+	if !at.IsZero() {
+		ns := at.UnixNano()
 		r.Time = &ns
 	}
 	return json.Marshal(r)
 }
 
-// Unmarshal returns the event whose JSON b is; its Time is zero unless b
-// holds one.
-func Unmarshal(b []byte) (*Event, error) {
+// Unmarshal returns the update and the time whose JSON b is; the time is
+// zero unless b holds one.
+func Unmarshal(b []byte) (Update, time.Time, error) {
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
+		return Update{}, time.Time{}, err
 	}
-	e := &Event{Topics: r.Topics, Data: r.Data, Private: r.Private, ID: r.ID, Type: r.Type}
+	u := Update{Topics: r.Topics, Data: r.Data, Private: r.Private, ID: r.ID, Type: r.Type}
 	if r.Retry != nil {
 		d := time.Duration(*r.Retry)
-		e.Retry = &d
+		u.Retry = &d
 	}
+	var at time.Time
 	if r.Time != nil {
-		e.Time = time.Unix(0, *r.Time)
+		at = time.Unix(0, *r.Time)
 	}
-	return e, nil
+	return u, at, nil
 }

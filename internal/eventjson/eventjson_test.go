@@ -10,36 +10,31 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	retry := 3 * time.Second
-	full := eventjson.Event{
+	full := eventjson.Update{
 		Topics:  []string{"https://example.com/a", "urn:b"},
 		Data:    "x\ny",
 		Private: true,
 		ID:      "urn:uuid:1",
 		Type:    "t",
 		Retry:   &retry,
-		Time:    time.Unix(0, 1_700_000_000_123_456_789),
 	}
-	bare := eventjson.Event{Topics: []string{"urn:c"}, ID: "even", Time: full.Time}
-	for _, withTime := range []bool{true, false} {
-		for _, e := range []eventjson.Event{full, bare} {
-			b, err := eventjson.Marshal(&e, withTime)
+	bare := eventjson.Update{Topics: []string{"urn:c"}, ID: "even"}
+	at := time.Unix(0, 1_700_000_000_123_456_789)
+	for _, when := range []time.Time{at, {}} {
+		for _, u := range []eventjson.Update{full, bare} {
+			b, err := eventjson.Marshal(u, when)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := eventjson.Unmarshal(b)
+			got, gotAt, err := eventjson.Unmarshal(b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := e
-			if !withTime {
-				want.Time = time.Time{}
+			if !gotAt.Equal(when) {
+				t.Fatalf("time %v decoded from %s, want %v", gotAt, b, when)
 			}
-			if !got.Time.Equal(want.Time) {
-				t.Fatalf("withTime %v: time %v decoded from %s, want %v", withTime, got.Time, b, want.Time)
-			}
-			got.Time, want.Time = time.Time{}, time.Time{}
-			if !reflect.DeepEqual(*got, want) {
-				t.Fatalf("withTime %v: got %+v from %s, want %+v", withTime, *got, b, want)
+			if !reflect.DeepEqual(got, u) {
+				t.Fatalf("got %+v from %s, want %+v", got, b, u)
 			}
 		}
 	}

@@ -1,11 +1,9 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/netproxy"
 	"github.com/mercurekit/mercure/internal/pgtest"
+	"github.com/mercurekit/mercure/internal/ssetest"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -80,8 +80,8 @@ func TestListenDuringOutage(t *testing.T) {
 func TestConnectionsCut(t *testing.T) {
 	pool, prefix := db(t)
 	cfg := pool.Config()
-	p := newProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	host, port, _ := strings.Cut(p.addr, ":")
+	p := netproxy.Start(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port), nil)
+	host, port, _ := strings.Cut(p.Addr(), ":")
 	dsn := fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", cfg.ConnConfig.User, host, port, cfg.ConnConfig.Database)
 	cut := open(t, newPool(t, dsn), prefix, pgstore.WithTimeout(time.Second), pgstore.WithPollInterval(100*time.Millisecond))
 	direct := open(t, pool, prefix)
@@ -90,7 +90,7 @@ func TestConnectionsCut(t *testing.T) {
 	mustAppend(t, cut, "e1")
 	f.wait(t, 2)
 
-	p.cut()
+	p.Cut()
 	f.wantStatus(t, true, 5*time.Second)
 	start := time.Now()
 	if err := cut.Append(context.Background(), storetest.NewEvent("lost")); err == nil {
@@ -102,7 +102,7 @@ func TestConnectionsCut(t *testing.T) {
 	for i := range 600 { // more than a page of the feed
 		mustAppend(t, direct, fmt.Sprint("d", i))
 	}
-	p.mend(t)
+	p.Mend(t)
 	f.wantStatus(t, false, 15*time.Second)
 	mustAppend(t, cut, "e2")
 	live := f.settle(t, 603)
@@ -117,20 +117,20 @@ func TestConnectionsCut(t *testing.T) {
 func TestGapAfterRetentionDuringOutage(t *testing.T) {
 	pool, prefix := db(t)
 	cfg := pool.Config()
-	p := newProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	host, port, _ := strings.Cut(p.addr, ":")
+	p := netproxy.Start(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port), nil)
+	host, port, _ := strings.Cut(p.Addr(), ":")
 	dsn := fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", cfg.ConnConfig.User, host, port, cfg.ConnConfig.Database)
 	cut := open(t, newPool(t, dsn), prefix, pgstore.WithTimeout(time.Second), pgstore.WithMaxEvents(10))
 	direct := open(t, pool, prefix, pgstore.WithMaxEvents(10))
 	f := listen(t, cut)
 	mustAppend(t, direct, "first")
 	f.wait(t, 1)
-	p.cut()
+	p.Cut()
 	f.wantStatus(t, true, 5*time.Second)
 	for i := range 50 {
 		mustAppend(t, direct, fmt.Sprint("d", i))
 	}
-	p.mend(t)
+	p.Mend(t)
 	f.wantStatus(t, false, 15*time.Second)
 	waitFor(t, "the gap", func() bool { return f.gapCount() == 1 })
 	evs := f.wait(t, 2)
@@ -223,73 +223,11 @@ func newInstance(t *testing.T, dsn, prefix string, opts ...pgstore.Option) *inst
 	return in
 }
 
-// sseClient is a subscriber reading one stream's events.
-type sseClient struct {
-	ids    chan string
-	header http.Header
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // subscribe opens a stream on in matching topic, resuming after
 // lastEventID when it is not empty.
-func subscribe(t *testing.T, in *instance, lastEventID string) *sseClient {
+func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		in.srv.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
-	}
-	resp, err := in.srv.Client().Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		t.Fatalf("subscribe: %s: %s", resp.Status, body)
-	}
-	c := &sseClient{ids: make(chan string, 1000), header: resp.Header, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-				c.ids <- id
-			}
-		}
-	}()
-	t.Cleanup(c.close)
-	return c
-}
-
-func (c *sseClient) close() { c.cancel(); <-c.done }
-
-// collect reads ids until want have been read or nothing comes for a
-// while.
-func (c *sseClient) collect(want int) []string {
-	var got []string
-	for len(got) < want {
-		select {
-		case id := <-c.ids:
-			got = append(got, id)
-		case <-time.After(10 * time.Second):
-			return got
-		}
-	}
-	select { // anything extra?
-	case id := <-c.ids:
-		got = append(got, id)
-	case <-time.After(200 * time.Millisecond):
-	}
-	return got
+	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
 func publish(in *instance, data string) (string, error) {
@@ -321,19 +259,19 @@ func TestTwoHubsReconnectToOtherInstance(t *testing.T) {
 	for i, in := range []*instance{b, a, b} {
 		first = append(first, mustPublish(t, in, fmt.Sprint("first ", i)))
 	}
-	if got := sub.collect(3); !slices.Equal(got, first) {
+	if got := sub.Collect(3); !slices.Equal(got, first) {
 		t.Fatalf("instance A sent %q, want %q", got, first)
 	}
-	sub.close()
+	sub.Close()
 	var rest []string
 	for i, in := range []*instance{a, b, a, b} {
 		rest = append(rest, mustPublish(t, in, fmt.Sprint("rest ", i)))
 	}
 	resumed := subscribe(t, b, first[2])
-	if h := resumed.header.Get("Mercure-Last-Event-ID"); h != first[2] {
+	if h := resumed.Header.Get("Mercure-Last-Event-ID"); h != first[2] {
 		t.Fatalf("Mercure-Last-Event-ID %q, want %q (REC-9)", h, first[2])
 	}
-	if got := resumed.collect(len(rest)); !slices.Equal(got, rest) {
+	if got := resumed.Collect(len(rest)); !slices.Equal(got, rest) {
 		t.Fatalf("instance B resumed with %q, want %q", got, rest)
 	}
 	all := replayAll(t, b.store, mercure.Earliest) // subscription events too
@@ -401,11 +339,11 @@ func TestTwoHubsPostgresRestartMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked = append(acked, id)
-	if got := sub.collect(len(acked)); !slices.Equal(got, acked) {
+	if got := sub.Collect(len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("subscriber of B got %q\nwant %q", got, acked)
 	}
 	resumed := subscribe(t, a, acked[1])
-	if got := resumed.collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
+	if got := resumed.Collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
 		t.Fatalf("replay on A after the restart: %q\nwant %q", got, acked[2:])
 	}
 }

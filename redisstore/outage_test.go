@@ -1,11 +1,9 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/internal/ssetest"
 	"github.com/mercurekit/mercure/redisstore"
 	"github.com/mercurekit/mercure/storetest"
 	"github.com/redis/go-redis/v9"
@@ -128,7 +127,7 @@ func TestListenDuringOutage(t *testing.T) {
 func TestAppendRetryIsIdempotent(t *testing.T) {
 	admin, key := client(t)
 	proxy := newProxy(t, admin.Options().Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	defer rdb.Close()
 	s := open(t, rdb, key)
 	defer s.Close()
@@ -225,73 +224,11 @@ func newInstance(t *testing.T, addr, key string, opts ...redisstore.Option) *ins
 	return in
 }
 
-// sseClient is a subscriber reading one stream's events.
-type sseClient struct {
-	ids    chan string
-	header http.Header
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // subscribe opens a stream on in matching topic, resuming after
 // lastEventID when it is not empty.
-func subscribe(t *testing.T, in *instance, lastEventID string) *sseClient {
+func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		in.srv.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
-	}
-	resp, err := in.srv.Client().Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		t.Fatalf("subscribe: %s: %s", resp.Status, body)
-	}
-	c := &sseClient{ids: make(chan string, 1000), header: resp.Header, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-				c.ids <- id
-			}
-		}
-	}()
-	t.Cleanup(c.close)
-	return c
-}
-
-func (c *sseClient) close() { c.cancel(); <-c.done }
-
-// collect reads ids until want have been read or nothing comes for a
-// while.
-func (c *sseClient) collect(want int) []string {
-	var got []string
-	for len(got) < want {
-		select {
-		case id := <-c.ids:
-			got = append(got, id)
-		case <-time.After(10 * time.Second):
-			return got
-		}
-	}
-	select { // anything extra?
-	case id := <-c.ids:
-		got = append(got, id)
-	case <-time.After(200 * time.Millisecond):
-	}
-	return got
+	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
 func publish(in *instance, data string) (string, error) {
@@ -321,19 +258,19 @@ func TestReconnectToOtherInstance(t *testing.T) {
 	for i := range 3 {
 		first = append(first, mustPublish(t, a, fmt.Sprint("first ", i)))
 	}
-	if got := sub.collect(3); !slices.Equal(got, first) {
+	if got := sub.Collect(3); !slices.Equal(got, first) {
 		t.Fatalf("instance A sent %q, want %q", got, first)
 	}
-	sub.close()
+	sub.Close()
 	var rest []string
 	for i, in := range []*instance{a, b, a, b} {
 		rest = append(rest, mustPublish(t, in, fmt.Sprint("rest ", i)))
 	}
 	resumed := subscribe(t, b, first[2])
-	if h := resumed.header.Get("Mercure-Last-Event-ID"); h != first[2] {
+	if h := resumed.Header.Get("Mercure-Last-Event-ID"); h != first[2] {
 		t.Fatalf("Mercure-Last-Event-ID %q, want %q (REC-9)", h, first[2])
 	}
-	if got := resumed.collect(len(rest)); !slices.Equal(got, rest) {
+	if got := resumed.Collect(len(rest)); !slices.Equal(got, rest) {
 		t.Fatalf("instance B resumed with %q, want %q", got, rest)
 	}
 }
@@ -383,11 +320,11 @@ func TestRedisRestartMidStream(t *testing.T) {
 	for i := range 5 {
 		acked = append(acked, mustPublish(t, a, fmt.Sprint("after ", i)))
 	}
-	if got := sub.collect(len(acked)); !slices.Equal(got, acked) {
+	if got := sub.Collect(len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("subscriber of B got %q\nwant %q", got, acked)
 	}
 	resumed := subscribe(t, a, acked[1])
-	if got := resumed.collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
+	if got := resumed.Collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
 		t.Fatalf("replay on A after the restart: %q\nwant %q", got, acked[2:])
 	}
 }
@@ -445,7 +382,7 @@ func TestHungRedis(t *testing.T) {
 func partitioned(t *testing.T, maxLen int64) (p *proxy, a, b *redisstore.Store) {
 	admin, key := client(t)
 	p = newProxy(t, admin.Options().Addr)
-	rdbA := redis.NewClient(&redis.Options{Addr: p.addr})
+	rdbA := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { rdbA.Close() })
 	a = open(t, rdbA, key, redisstore.WithMaxLen(maxLen), redisstore.WithTimeout(time.Second))
 	b = open(t, admin, key, redisstore.WithMaxLen(maxLen))
@@ -498,12 +435,12 @@ func TestGapAfterTrimDuringOutage(t *testing.T) {
 	j := record(t, a)
 	appendN(t, b, "before", 1)
 	waitFor(t, "the first event", func() bool { return len(j.entries()) == 1 })
-	proxy.cut()
+	proxy.Cut()
 	j.wantStatus(t, true)
 	for i := range 30 {
 		appendN(t, b, fmt.Sprint("e", i), 1)
 	}
-	proxy.mend(t)
+	proxy.Mend(t)
 	j.wantStatus(t, false)
 	waitFor(t, "the last event", func() bool { log := j.entries(); return log[len(log)-1] == "e29" })
 	log := j.entries()
@@ -530,14 +467,14 @@ func TestNoGapWhenNothingWasTrimmed(t *testing.T) {
 		Status: func(err error) { f.status <- err },
 		Gap:    func() { gaps <- struct{}{} },
 	})()
-	proxy.cut()
+	proxy.Cut()
 	f.wantStatus(t, true, 5*time.Second)
 	for _, id := range []string{"p", "q"} {
 		if err := b.Append(context.Background(), storetest.NewEvent(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	proxy.mend(t)
+	proxy.Mend(t)
 	f.wantStatus(t, false, 10*time.Second)
 	f.wantEvents(t, "p", "q")
 	if len(gaps) > 0 {
@@ -595,7 +532,7 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 	admin, key := client(t)
 	p := newProxy(t, admin.Options().Addr)
 	p.rate = 20 << 20 // 20 MiB/s
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr, ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	a := open(t, rdb, key, redisstore.WithTimeout(500*time.Millisecond))
 	defer a.Close()
@@ -658,12 +595,12 @@ return 1`
 func TestGapFromEmptyStream(t *testing.T) {
 	proxy, a, b := partitioned(t, 10)
 	j := record(t, a)
-	proxy.cut()
+	proxy.Cut()
 	j.wantStatus(t, true)
 	for i := range 30 {
 		appendN(t, b, fmt.Sprint("e", i), 1)
 	}
-	proxy.mend(t)
+	proxy.Mend(t)
 	j.wantStatus(t, false)
 	waitFor(t, "e29", func() bool { log := j.entries(); return len(log) > 0 && log[len(log)-1] == "e29" })
 	if log := j.entries(); log[0] != "GAP" {

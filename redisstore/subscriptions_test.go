@@ -83,7 +83,7 @@ func TestSharedSubscriptions(t *testing.T) {
 	waitSubscribers(t, b, "B to list both", both...)
 	waitSubscribers(t, a, "A to list both", both...)
 
-	onA.close()
+	onA.Close()
 	subB := slices.DeleteFunc(slices.Clone(both), func(id string) bool { return id == subA[0] })
 	waitSubscribers(t, b, "B to drop A's ended subscriber", subB...)
 	waitSubscribers(t, a, "A to drop its ended subscriber", subB...)

@@ -1,0 +1,122 @@
+// Package netproxy is a TCP proxy for tests of stores on the network:
+// it forwards connections to a server and cuts them on demand, as a
+// network partition between one instance and the server would.
+package netproxy
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// Filters returns, for one new connection, the functions that see each
+// chunk going to the server and to the client; a function that returns
+// false drops its chunk and closes the connection. Either may be nil.
+type Filters func() (toServer, toClient func([]byte) bool)
+
+// Proxy forwards TCP connections from Addr to its target.
+type Proxy struct {
+	addr, target string
+	filters      Filters
+
+	mu    sync.Mutex
+	l     net.Listener
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+// Start returns a proxy to target, listening on a loopback port, with
+// filters if not nil; it is cut and its goroutines waited for when t
+// ends.
+func Start(t testing.TB, target string, filters Filters) *Proxy {
+	p := &Proxy{addr: "127.0.0.1:0", target: target, filters: filters}
+	p.Mend(t)
+	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
+	return p
+}
+
+// Addr is the address clients connect to; it stays the same after Mend.
+func (p *Proxy) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// Mend accepts connections again, on the same address.
+func (p *Proxy) Mend(t testing.TB) {
+	l, err := net.Listen("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.l, p.addr = l, l.Addr().String()
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			if p.l != l { // cut while this connection was being set up
+				p.mu.Unlock()
+				c.Close()
+				s.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			var toServer, toClient func([]byte) bool
+			if p.filters != nil {
+				toServer, toClient = p.filters()
+			}
+			p.wg.Add(2)
+			go p.pipe(s, c, toServer)
+			go p.pipe(c, s, toClient)
+		}
+	}()
+}
+
+// pipe copies from src to dst while pass (if not nil) lets each chunk
+// through, then closes both.
+func (p *Proxy) pipe(dst, src net.Conn, pass func([]byte) bool) {
+	defer p.wg.Done()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if pass != nil && !pass(buf[:n]) {
+				return
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Cut closes every connection and stops accepting new ones.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		p.l.Close()
+		p.l = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}

@@ -1,0 +1,86 @@
+// Package ssetest is a subscriber for tests of stores shared by several
+// hub instances: it reads the ids of one stream's events.
+package ssetest
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Stream is one subscriber's stream.
+type Stream struct {
+	IDs    chan string // the ids of the events read, in order
+	Header http.Header // the response's
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Subscribe opens a stream on the hub that srv serves at path with the
+// query q (e.g. "match=..."), resuming after lastEventID when it is not
+// empty; it fails t unless the hub answers 200. The stream is closed when
+// t ends.
+func Subscribe(t testing.TB, srv *httptest.Server, path, q, lastEventID string) *Stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path+"?"+q, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		t.Fatalf("subscribe: %s: %s", resp.Status, body)
+	}
+	s := &Stream{IDs: make(chan string, 1000), Header: resp.Header, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+				s.IDs <- id
+			}
+		}
+	}()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close ends the stream and waits for its reader.
+func (s *Stream) Close() { s.cancel(); <-s.done }
+
+// Collect reads ids until want have been read or none comes for 10 s,
+// then any extra one that comes within 200 ms.
+func (s *Stream) Collect(want int) []string {
+	var got []string
+	for len(got) < want {
+		select {
+		case id := <-s.IDs:
+			got = append(got, id)
+		case <-time.After(10 * time.Second):
+			return got
+		}
+	}
+	select { // anything extra?
+	case id := <-s.IDs:
+		got = append(got, id)
+	case <-time.After(200 * time.Millisecond):
+	}
+	return got
+}

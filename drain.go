@@ -30,15 +30,12 @@ func WithDrain(d time.Duration) Option {
 	}
 }
 
-// drainRetry is the reconnection delay a drained stream is told, in
-// milliseconds: a second, ± half a second of jitter.
-func drainRetry() []byte {
+// drainField is the SSE event that sets the reconnection delay a drained
+// stream is told: a second, ± half a second of jitter.
+func drainField() []byte {
 	ms := 500 + rand.IntN(1000)
-	return strconv.AppendInt([]byte("retry: "), int64(ms), 10)
+	return append(strconv.AppendInt([]byte("retry: "), int64(ms), 10), "\n\n"...)
 }
-
-// drainField is the SSE event that sets the client's reconnection delay.
-func drainField() []byte { return append(drainRetry(), "\n\n"...) }
 
 // drainStep is how often the drain ends the streams that are due.
 const drainStep = 10 * time.Millisecond

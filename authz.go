@@ -11,6 +11,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -42,7 +43,7 @@ type grantSet struct {
 	refs     int // streams sharing the set; under hub.mu
 
 	// The verdict for the event being dispatched; under hub.mu.
-	memoEvent *Event
+	memoEvent *engine.Event
 	memo      bool
 }
 
@@ -63,7 +64,7 @@ func (p *principal) mayPublish(topics []string) bool {
 // mayRead reports whether p may receive the private event e: it needs
 // subscribe on at least one of its topics, canonical or alternate
 // (AUTH-35). Routing plays no part (AUTH-8).
-func (p *principal) mayRead(e *Event, r *topicurl.Resolver) bool {
+func (p *principal) mayRead(e *engine.Event, r *topicurl.Resolver) bool {
 	if p == nil || p.subscribe == nil {
 		return false
 	}
@@ -73,7 +74,7 @@ func (p *principal) mayRead(e *Event, r *topicurl.Resolver) bool {
 // mayReadDispatched is mayRead for dispatch, which handles one event at a
 // time: the verdict is computed once per grant set, however many streams
 // share it.
-func (p *principal) mayReadDispatched(e *Event, r *topicurl.Resolver) bool {
+func (p *principal) mayReadDispatched(e *engine.Event, r *topicurl.Resolver) bool {
 	if p == nil || p.subscribe == nil {
 		return false
 	}
@@ -84,7 +85,7 @@ func (p *principal) mayReadDispatched(e *Event, r *topicurl.Resolver) bool {
 	return g.memo
 }
 
-func (g *grantSet) reads(e *Event, r *topicurl.Resolver) bool {
+func (g *grantSet) reads(e *engine.Event, r *topicurl.Resolver) bool {
 	return slices.ContainsFunc(g.matchers, func(m matcher) bool { return m.matchesEvent(e, r) })
 }
 

@@ -10,98 +10,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/mercurekit/mercure/internal/engine"
+	"github.com/mercurekit/mercure/internal/index"
 )
 
-// MAT-9: URL patterns are evaluated without the hub's lock: while one
-// dispatch evaluates them, streams open, and the exact subscribers of the
-// update being dispatched already have it.
-func TestDispatchEvaluatesPatternsWithoutTheLock(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure")
-	if err != nil {
-		t.Fatal(err)
-	}
-	exact, stopExact := serveStream(t, h, "match=x")
-	defer stopExact()
-	pattern, stopPattern := serveStream(t, h, "match_urlpattern=https://example.com/:a")
-	defer stopPattern()
-
-	entered, release := make(chan struct{}), make(chan struct{})
-	h.dispatcher.testHookEvaluate = func() {
-		close(entered)
-		<-release
-	}
-	published := make(chan error, 1)
-	go func() {
-		_, err := h.Publish(context.Background(), Update{Topics: []string{"x", "https://example.com/1"}})
-		published <- err
-	}()
-	<-entered
-	waitFor(t, "the exact subscriber to get the update while patterns wait", func() bool { n, _ := exact.state(); return n == 1 })
-	// A new stream registers while the evaluation is held up.
-	_, stopLate := serveStream(t, h, "match_urlpattern=https://example.com/:b/:c")
-	close(release)
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the pattern subscriber to get it", func() bool { n, _ := pattern.state(); return n == 1 })
-	stopLate()
-}
-
-// A stream stuck on a peer that stopped reading is cut, on overflow and
-// at shutdown, without a hub-wide lock held.
-func TestAbortsHappenOutsideHubLocks(t *testing.T) {
-	for _, via := range []string{"overflow", "shutdown"} {
-		t.Run(via, func(t *testing.T) {
-			h, err := New("https://example.com/.well-known/mercure", WithLimits(Limits{QueueEvents: 1}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := newBlockingWriter()
-			w.hub = h
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil))
-			}()
-			publish := func() {
-				t.Helper()
-				if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			waitFor(t, "the stream to open", func() bool { return h.Stats().Streams == 1 })
-			publish()
-			waitFor(t, "the stream to block on its peer", w.writing.Load)
-			if via == "overflow" {
-				publish() // queued
-				publish() // over QueueEvents: the stream is cut
-				waitFor(t, "the stream to be cut", func() bool { return h.Stats().Overflows == 1 })
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := h.Shutdown(ctx); err != nil {
-				t.Fatal(err)
-			}
-			<-done
-			if n := w.underHub.Load(); n != 0 {
-				t.Fatalf("a write deadline was set %d times under a hub-wide lock", n)
-			}
-		})
-	}
-}
-
 // blockingWriter is a ResponseWriter whose writes block until a write
-// deadline in the past cuts them, like a peer that stopped reading. With
-// hub set, it records whether the hub held one of its locks when the
-// deadline was set: on HTTP/2 that is a message to the connection's
-// goroutine, which must never wait on the hub.
+// deadline in the past cuts them, like a peer that stopped reading.
 type blockingWriter struct {
 	httptest.ResponseRecorder
-	hub      *Hub
-	release  chan struct{}
-	once     sync.Once
-	writing  atomic.Bool // a write is waiting
-	underHub atomic.Int32
+	release chan struct{}
+	once    sync.Once
+	writing atomic.Bool // a write is waiting
 }
 
 func newBlockingWriter() *blockingWriter {
@@ -119,15 +40,6 @@ func (w *blockingWriter) Flush() {}
 func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 	if d.IsZero() || d.After(time.Now()) {
 		return nil
-	}
-	if w.hub != nil {
-		for _, mu := range []*sync.Mutex{&w.hub.mu, &w.hub.life} {
-			if !mu.TryLock() {
-				w.underHub.Add(1)
-				continue
-			}
-			mu.Unlock()
-		}
 	}
 	w.once.Do(func() { close(w.release) })
 	return nil
@@ -155,7 +67,7 @@ func TestMaxQueuedBytes(t *testing.T) {
 		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, Data: strings.Repeat("d", 250)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.waitDispatched(context.Background()); err != nil {
+		if err := h.engine.WaitDispatched(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,130 +149,56 @@ func TestReplaySlotsAndTimeout(t *testing.T) {
 	<-third
 }
 
-// openStream runs a stream of h for query on a flushCounter until the
-// returned func is called (the hub stays up).
-func openStream(t *testing.T, h *Hub, query string) (*flushCounter, func()) {
+// holdDispatch registers a stream on topic that holds h's dispatcher at
+// the first private update it is offered, after the index look-up, until
+// release is called; held is closed once it holds.
+func holdDispatch(t *testing.T, h *Hub, topic string) (held <-chan struct{}, release func()) {
 	t.Helper()
-	w := &flushCounter{header: http.Header{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
-	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
-	return w, func() { cancel(); <-done }
-}
-
-// holdDispatch makes h's dispatcher stop after its next look-up until
-// the returned release is called; held is closed once it stops there.
-func holdDispatch(h *Hub) (held <-chan struct{}, release func()) {
-	stopped, resume := make(chan struct{}), make(chan struct{})
+	o := &holder{held: make(chan struct{}), release: make(chan struct{})}
+	st, _ := h.engine.NewStream(httptest.NewRecorder(), o, "holder", time.Time{}, 0)
+	if err := h.engine.Open(st, []engine.Matcher{{Kind: index.Exact, Value: topic}}); err != nil {
+		t.Fatal(err)
+	}
 	var once sync.Once
-	h.dispatcher.testHookDispatch = func() {
-		once.Do(func() {
-			close(stopped)
-			<-resume
-		})
-	}
-	var released sync.Once
-	return stopped, func() { released.Do(func() { close(resume) }) }
+	release = func() { once.Do(func() { close(o.release) }) }
+	t.Cleanup(func() { release(); st.Finish(nil) })
+	return o.held, release
 }
 
-// publishSoon publishes u and fails the test if Publish has not returned
-// within a few seconds: Publish records; it must not wait for the fan-out.
-func publishSoon(t *testing.T, h *Hub, u Update) string {
-	t.Helper()
-	type result struct {
-		id  string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		id, err := h.Publish(context.Background(), u)
-		done <- result{id, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		return r.id
-	case <-time.After(5 * time.Second):
-		t.Fatal("Publish waited for the dispatch in progress")
-		return ""
-	}
+// holder is the owner of holdDispatch's stream.
+type holder struct {
+	once          sync.Once
+	held, release chan struct{}
 }
 
-// Publishing records and answers; the fan-out happens after. While a
-// dispatch is held in the middle, publishes return, streams open and
-// close (registration does not wait for it), and afterwards each stream
-// has exactly what it should: the held update and the next for the one
-// that was open, only the next for the one that opened meanwhile
-// (recorded before it opened, the held update is not live for it), and
-// nothing queued for the one that closed.
-func TestPublishDoesNotWaitForFanOut(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Shutdown(context.Background())
-	before, stopBefore := openStream(t, h, "match=x")
-	defer stopBefore()
-	leaving, stopLeaving := openStream(t, h, "match=x")
-
-	held, release := holdDispatch(h)
-	defer release()
-	publishSoon(t, h, Update{Topics: []string{"x"}, Data: "first"})
-	<-held
-	// The dispatch of "first" has looked the index up and waits.
-	during, stopDuring := openStream(t, h, "match=x")
-	defer stopDuring()
-	stopLeaving()
-	publishSoon(t, h, Update{Topics: []string{"x"}, Data: "second"})
-	if n, _ := before.state(); n != 0 {
-		t.Fatalf("%d events delivered while the dispatch was held", n)
-	}
-	release()
-	waitFor(t, "both updates to reach the first stream", func() bool { n, _ := before.state(); return n == 2 })
-	waitFor(t, "the second update to reach the stream opened meanwhile", func() bool { n, _ := during.state(); return n == 1 })
-	if err := h.waitDispatched(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	before.mu.Lock()
-	got := before.body.String()
-	before.mu.Unlock()
-	if i, j := strings.Index(got, "data: first"), strings.Index(got, "data: second"); i < 0 || j < i {
-		t.Fatalf("the first stream got %q: want first, then second", got)
-	}
-	during.mu.Lock()
-	got = during.body.String()
-	during.mu.Unlock()
-	if strings.Contains(got, "first") {
-		t.Fatalf("the stream opened after the first update was recorded got it live: %q", got)
-	}
-	if n, _ := leaving.state(); n != 0 {
-		t.Fatalf("the stream closed during the dispatch got %d events", n)
-	}
-	waitFor(t, "the queues to empty", func() bool { return h.Stats().QueuedBytes == 0 })
+func (o *holder) ReadsPrivate(*engine.Event) bool {
+	o.once.Do(func() { close(o.held) })
+	<-o.release
+	return false
 }
+
+func (o *holder) Ended() func() { return nil }
 
 // Limits.MaxPendingUpdates: a hub that cannot keep up holds publishers
 // back rather than pile updates up; a publisher that gives up records
 // nothing; the others go through once the dispatcher catches up. A POST
 // gets 503 after publishWait.
 func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure", WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}))
+	h, err := New("https://example.com/.well-known/mercure", WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}),
+		WithIssuer(Issuer{ID: "https://example.com", SubscriberKeys: hmacKeys(t)}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Shutdown(context.Background())
-	held, release := holdDispatch(h)
+	t.Cleanup(func() { h.Shutdown(context.Background()) }) // after holdDispatch's
+	held, release := holdDispatch(t, h, "x")
 	defer release()
-	// With no stream, the index look-up still happens: the hook holds.
-	publishSoon(t, h, Update{Topics: []string{"x"}, ID: "1"})
+	if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "1", Private: true}); err != nil {
+		t.Fatal(err)
+	}
 	<-held
-	publishSoon(t, h, Update{Topics: []string{"x"}, ID: "2"})
+	if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "2"}); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -398,4 +236,14 @@ func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
 	if got := h.LastEventID(); got != "4" {
 		t.Fatalf("LastEventID %q, want 4", got)
 	}
+}
+
+// hmacKeys is a key set that verifies tokens signed with an HMAC secret.
+func hmacKeys(t *testing.T) jwk.Set {
+	t.Helper()
+	keys, err := Keys(HMACSecret("an HMAC secret of at least 32 bytes!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

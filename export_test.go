@@ -15,11 +15,12 @@ func WithKeyRefreshLimit(d time.Duration) Option {
 // PatternCompiles returns how many URL patterns the hub has compiled.
 func (h *Hub) PatternCompiles() int { return h.patterns.Compiles() }
 
-// DisablePoller makes a hub in low-memory mode, before its first stream,
-// run as on systems without a poller: a goroutine reads each detached
-// stream's connection, and unfinished writes are retried on a timer.
-func (h *Hub) DisablePoller() {
-	h.lm.mu.Lock()
-	defer h.lm.mu.Unlock()
-	h.lm.noPoll = true
+// WithoutPoller makes a hub in low-memory mode run as on systems without
+// a poller: a goroutine reads each detached stream's connection, and
+// unfinished writes are retried on a timer.
+func WithoutPoller() Option {
+	return func(c *config) error {
+		c.noPoller = true
+		return nil
+	}
 }

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/rs/cors"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -45,18 +45,15 @@ type Hub struct {
 	store       Store
 	unlisten    func()
 
-	// mu guards the subscriber index and the interned grant sets.
-	// Dispatch holds it only to look the index up (see dispatch).
-	mu        sync.Mutex
-	index     *index.Index[*stream]
-	grantSets map[string]*grantSet // interned subscribe grants of open streams
-	// patternsUsed is whether the index has held a URL pattern: until it
-	// has, dispatch does not resolve topics as URLs.
-	patternsUsed atomic.Bool
-	feed         feed
-	dispatcher
+	// engine runs the streams: the feed from the store, dispatch, the
+	// queues and the writers.
+	engine *engine.Engine
 
-	// life guards closed, streams and the stream WaitGroup.
+	// mu guards the interned grant sets.
+	mu        sync.Mutex
+	grantSets map[string]*grantSet // interned subscribe grants of open streams
+
+	// life guards closed.
 	life   sync.Mutex
 	closed bool
 	ctx    context.Context // canceled when Shutdown starts
@@ -65,24 +62,19 @@ type Hub struct {
 	// canceled when Shutdown stops waiting for streams.
 	events     context.Context
 	stopEvents context.CancelFunc
-	streams    map[*stream]struct{}
-	active     sync.WaitGroup
-	conns      connCounter
+	// rechecking counts the Authorizer re-checks running, for Shutdown.
+	rechecking sync.WaitGroup
 
 	subscriptions   subscriptionRegistry
 	lastEventID     atomic.Pointer[string]
-	lastSeq         atomic.Uint64 // of the latest event the store passed on
 	warnedDeadlines atomic.Bool
-	shutting        atomic.Bool   // Shutdown has begun (a drain, then the end)
-	appends         transition    // the store refusing updates, logged once per transition
-	reads           transition    // the store failing replays, likewise
-	presence        transition    // the store failing to share subscriptions
-	listing         transition    // the store failing to list them
-	authorizing     transition    // the application's Authorizer failing
-	rechecks        chan struct{} // a slot per Authorizer re-check running
-	dispatched      atomic.Uint64
-	overflows       atomic.Uint64
-	queued          atomic.Int64          // bytes in the streams' queues
+	shutting        atomic.Bool           // Shutdown has begun (a drain, then the end)
+	appends         transition            // the store refusing updates, logged once per transition
+	reads           transition            // the store failing replays, likewise
+	presence        transition            // the store failing to share subscriptions
+	listing         transition            // the store failing to list them
+	authorizing     transition            // the application's Authorizer failing
+	rechecks        chan struct{}         // a slot per Authorizer re-check running
 	replays         chan struct{}         // a slot per replay running (Limits.MaxReplays)
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
 
@@ -91,8 +83,6 @@ type Hub struct {
 	warnedAPIOff        atomic.Bool // see notServed
 
 	segs []string // the hub path's decoded segments, for routing (see route)
-
-	lm lowMem // detached streams (WithLowMemoryStreams)
 
 	metrics counters // see Metrics
 }
@@ -123,10 +113,8 @@ type Stats struct {
 
 // Stats returns a snapshot of the hub's activity.
 func (h *Hub) Stats() Stats {
-	h.life.Lock()
-	streams := len(h.streams)
-	h.life.Unlock()
-	st := Stats{Streams: streams, Dispatched: h.dispatched.Load(), Overflows: h.overflows.Load(), QueuedBytes: max(h.queued.Load(), 0)}
+	c := h.engine.Counters()
+	st := Stats{Streams: h.engine.Streams(), Dispatched: c.Dispatched.Load(), Overflows: c.Overflows.Load(), QueuedBytes: h.engine.QueuedBytes()}
 	if err := h.feedErr.Load(); err != nil {
 		st.FeedError = *err
 	}
@@ -178,11 +166,8 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		tracer:    newTracer(cfg.tracerProvider),
 		resolver:  resolver,
 		store:     cfg.store,
-		index:     index.New[*stream](resolver),
 		patterns:  index.NewCache(hubURL, resolver, patternCacheSize),
 		grantSets: make(map[string]*grantSet),
-		streams:   make(map[*stream]struct{}),
-		conns:     connCounter{perClient: make(map[string]int)},
 		replays:   make(chan struct{}, cfg.limits.MaxReplays),
 		rechecks:  make(chan struct{}, maxRechecks),
 	}
@@ -199,10 +184,8 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 			MaxAge:           600,
 		})
 	}
+	h.engine = engine.New(h.engineConfig())
 	h.ctx, h.stop = context.WithCancel(context.Background())
-	if cfg.lowMemory {
-		context.AfterFunc(h.ctx, h.lm.wakeAll) // detached streams end too
-	}
 	h.events, h.stopEvents = context.WithCancel(context.Background())
 	if h.authServers != nil {
 		if err := h.authServers.start(h.ctx); err != nil {
@@ -256,16 +239,20 @@ func parseHubURL(hubURL string) (*url.URL, error) {
 // [PatternLimits.MaxSize]): a few megabytes.
 const patternCacheSize = 1 << 16
 
-// feedGap ends every open stream when the store's feed skipped events: no
-// stream may go on as if it had them. Each client resumes from history.
-// The dispatcher runs it before the next event, so that no queue gets an
-// event from after the gap before its stream is ended.
-func (h *Hub) feedGap() {
-	h.life.Lock()
-	defer h.life.Unlock()
-	h.log.Warn("mercure: the store's feed skipped events dropped from history; ending the open streams so that their clients resume from history", "streams", len(h.streams))
-	for s := range h.streams {
-		s.endAfterGap()
+// listener is what the hub gives the store to Listen with.
+func (h *Hub) listener() Listener {
+	return Listener{
+		Event: func(e *Event) {
+			// The hub advertises it at once (REC-13): it is recorded, so a
+			// replay from it misses nothing. A stream that opens from now
+			// on does not get it live.
+			h.lastEventID.Store(&e.ID)
+			h.engine.Push(e.delivery())
+		},
+		// Only reported: it needs no order with the events.
+		Status: h.feedStatus,
+		// Ordered with the events: the streams must get those before it.
+		Gap: h.engine.Gap,
 	}
 }
 
@@ -390,10 +377,6 @@ func (h *Hub) SubscribeHandler() http.Handler {
 	})
 }
 
-// shutdownGrace is how long Shutdown lets streams end on their own before
-// it cuts the writes of those stuck on peers that stopped reading.
-const shutdownGrace = time.Second
-
 // Shutdown stops the hub: it refuses new streams and publications, ends
 // every open stream (each ends its response properly, so clients see a
 // clean end of stream and reconnect), stops listening to the store, and
@@ -408,13 +391,14 @@ const shutdownGrace = time.Second
 // it with [http.Server.RegisterOnShutdown] (see the README).
 func (h *Hub) Shutdown(ctx context.Context) error {
 	if h.shutting.CompareAndSwap(false, true) && h.cfg.drain > 0 {
-		h.drainStreams(ctx)
+		h.engine.Drain(ctx, h.cfg.drain)
 	}
 	h.life.Lock()
 	first := !h.closed
 	if first {
 		h.closed = true
 		h.stop()
+		h.engine.Stop()
 	}
 	h.life.Unlock()
 	if first {
@@ -422,63 +406,24 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}
 	// What the feed still holds is dropped, the streams ending; the
 	// dispatcher must not outlive Shutdown.
-	if err := h.waitDispatched(ctx); err != nil {
-		h.abortStreams()
+	if err := h.engine.WaitDispatched(ctx); err != nil {
+		h.engine.AbortAll()
 		return err
 	}
 	if h.authServers != nil {
 		if err := h.authServers.shutdown(ctx); err != nil {
-			h.abortStreams()
+			h.engine.AbortAll()
 			return err
 		}
 	}
 	// The streams' end events are bounded by ctx too: past it, Shutdown
 	// no longer waits for a store that does not answer.
 	defer context.AfterFunc(ctx, h.stopEvents)()
-	finished := make(chan struct{})
-	go func() {
-		h.active.Wait()
-		h.lm.wait() // the writers of the detached streams
-		close(finished)
-	}()
-	grace := time.NewTimer(shutdownGrace)
-	defer grace.Stop()
-	select {
-	case <-finished:
-		return nil
-	case <-grace.C:
-		h.abortStreams()
-	case <-ctx.Done():
-		h.abortStreams()
-		return ctx.Err()
+	if err := h.engine.Wait(ctx); err != nil {
+		return err
 	}
-	select {
-	case <-finished:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// abortStreams makes every write still blocked on a peer fail now. The
-// streams are aborted after h.life is released: on HTTP/2, cutting a
-// write is a message to the connection's own goroutine.
-func (h *Hub) abortStreams() {
-	h.life.Lock()
-	streams := make([]*stream, 0, len(h.streams))
-	for s := range h.streams {
-		streams = append(streams, s)
-	}
-	h.life.Unlock()
-	for _, s := range streams {
-		s.abort()
-	}
-}
-
-// connCounter enforces the connection limits (SUB-12).
-type connCounter struct {
-	total     int
-	perClient map[string]int
+	h.rechecking.Wait() // they end at once: h.ctx is done
+	return nil
 }
 
 // retryAfter is the Retry-After of the statuses that say "not now", in

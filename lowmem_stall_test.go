@@ -82,10 +82,11 @@ var bigLimits = mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueByt
 func TestLowMemory_StalledClientsCostOnlyTheirStreams(t *testing.T) {
 	for _, poller := range []bool{true, false} {
 		t.Run(fmt.Sprint("poller=", poller), func(t *testing.T) {
-			th := newLowMemHub(t, mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits)
+			opts := []mercure.Option{mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits}
 			if !poller {
-				th.DisablePoller() // unfinished writes are retried on a timer
+				opts = append(opts, mercure.WithoutPoller()) // unfinished writes are retried on a timer
 			}
+			th := newLowMemHub(t, opts...)
 			testStalledClients(t, th)
 		})
 	}

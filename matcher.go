@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
@@ -48,14 +49,14 @@ func (m *matcher) matches(topic string) bool {
 
 // matchesEvent reports whether the matcher selects one of e's topics,
 // resolving them against the hub URL at most once per event.
-func (m *matcher) matchesEvent(e *Event, r *topicurl.Resolver) bool {
+func (m *matcher) matchesEvent(e *engine.Event, r *topicurl.Resolver) bool {
 	switch m.kind {
 	case index.Wildcard:
 		return true
 	case index.Exact:
 		return slices.Contains(e.Topics, m.value)
 	}
-	for _, u := range e.urls(r) {
+	for _, u := range e.URLs(r) {
 		if u.Href != "" && m.pattern.Test(u.Href) { // MAT-8: unparsable topics never match
 			return true
 		}

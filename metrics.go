@@ -1,9 +1,10 @@
 package mercure
 
 import (
-	"math"
 	"sync/atomic"
-	"time"
+
+	"github.com/mercurekit/mercure/internal/engine"
+	"github.com/mercurekit/mercure/internal/hist"
 )
 
 // The hub counts what it does with plain atomic counters, updated whether
@@ -18,7 +19,7 @@ import (
 const (
 	CloseClientGone    = "client_gone"    // the client left
 	CloseTokenExpired  = "token_expired"  // the subscriber's token expired
-	CloseLifetime      = "lifetime"       // the maximum lifetime ended (WithMaxLifetime)
+	CloseLifetime      = "lifetime"       // the maximum lifetime ended (WithMaxStreamLifetime)
 	CloseQueueOverflow = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
 	CloseWriteError    = "write_error"    // a write failed or timed out
 	CloseHistoryGap    = "history_gap"    // the store's feed or a replay skipped events
@@ -28,25 +29,19 @@ const (
 	CloseGrantsChanged = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
 )
 
-// endReason is why a stream ended, an index into closeReasons; 0 is unset.
-type endReason uint8
-
-const (
-	endUnset endReason = iota
-	endClientGone
-	endTokenExpired
-	endLifetime
-	endQueueOverflow
-	endWriteError
-	endHistoryGap
-	endReplayError
-	endShutdown
-	endRevoked
-	endGrantsChanged
-	numEndReasons
-)
-
-var closeReasons = [numEndReasons]string{"", CloseClientGone, CloseTokenExpired, CloseLifetime, CloseQueueOverflow, CloseWriteError, CloseHistoryGap, CloseReplayError, CloseShutdown, CloseRevoked, CloseGrantsChanged}
+// closeReasons names the engine's end reasons.
+var closeReasons = [engine.NumEndReasons]string{
+	engine.EndClientGone:    CloseClientGone,
+	engine.EndTokenExpired:  CloseTokenExpired,
+	engine.EndLifetime:      CloseLifetime,
+	engine.EndQueueOverflow: CloseQueueOverflow,
+	engine.EndWriteError:    CloseWriteError,
+	engine.EndHistoryGap:    CloseHistoryGap,
+	engine.EndReplayError:   CloseReplayError,
+	engine.EndShutdown:      CloseShutdown,
+	engine.EndRevoked:       CloseRevoked,
+	engine.EndGrantsChanged: CloseGrantsChanged,
+}
 
 // Reasons an access token was refused, the label values of
 // mercure_token_failures_total{reason}: see [Metrics.TokenFailures].
@@ -87,23 +82,19 @@ func refusalIndex(status int) int {
 	return 7
 }
 
-// counters are the hub's metrics.
+// counters are the hub's metrics; the engine keeps those of its streams
+// (see [engine.Counters]).
 type counters struct {
-	streamsOpened  atomic.Uint64
-	streamsClosed  [numEndReasons]atomic.Uint64
-	publishedHTTP  atomic.Uint64
-	publishedGo    atomic.Uint64
-	refused        [len(refusalStatuses)]atomic.Uint64
-	deliveries     atomic.Uint64
-	deliveredBytes atomic.Uint64
-	replays        atomic.Uint64
-	replayed       atomic.Uint64
-	tokenFailures  [len(tokenReasons)]atomic.Uint64
-	storeErrors    atomic.Uint64
+	streamsOpened atomic.Uint64
+	publishedHTTP atomic.Uint64
+	publishedGo   atomic.Uint64
+	refused       [len(refusalStatuses)]atomic.Uint64
+	replays       atomic.Uint64
+	replayed      atomic.Uint64
+	tokenFailures [len(tokenReasons)]atomic.Uint64
+	storeErrors   atomic.Uint64
 
-	publishDuration  histogram
-	dispatchDuration histogram
-	deliveryDelay    histogram
+	publishDuration hist.Histogram
 }
 
 func (c *counters) tokenFailure(reason string) {
@@ -116,53 +107,10 @@ func (c *counters) tokenFailure(reason string) {
 	c.tokenFailures[len(tokenReasons)-1].Add(1)
 }
 
-// delaySampleEvery is how many events a stream writes per sample of
-// mercure_delivery_delay_seconds: its first, then one in this many.
-const delaySampleEvery = 64
-
-// histogramBounds are the upper bounds of the duration histograms'
-// buckets, in seconds: from 100µs to 10s.
-var histogramBounds = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-
-var histogramBoundsNS = func() (b [len(histogramBounds)]int64) {
-	for i, s := range histogramBounds {
-		b[i] = int64(math.Round(s * 1e9))
-	}
-	return b
-}()
-
-// histogram is a fixed-bucket histogram of durations made of atomic
-// counters: observing costs a short scan and two or three atomic adds.
-type histogram struct {
-	buckets [len(histogramBounds) + 1]atomic.Uint64 // the last is +Inf
-	count   atomic.Uint64
-	sumNS   atomic.Int64
-}
-
-func (h *histogram) observe(d time.Duration) {
-	ns := int64(max(d, 0))
-	i := 0
-	for i < len(histogramBoundsNS) && ns > histogramBoundsNS[i] {
-		i++
-	}
-	h.buckets[i].Add(1)
-	h.sumNS.Add(ns)
-	h.count.Add(1) // last: a snapshot's count never exceeds its buckets' sum
-}
-
-func (h *histogram) snapshot() Histogram {
-	s := Histogram{Bounds: histogramBounds[:], Buckets: make([]uint64, len(histogramBounds))}
-	var cum uint64
-	for i := range histogramBounds {
-		cum += h.buckets[i].Load()
-		s.Buckets[i] = cum
-	}
-	s.Count = h.count.Load()
-	// Read apart from the buckets: under load the count may run a little
-	// ahead of them; the snapshot stays consistent.
-	s.Count = max(s.Count, cum)
-	s.Sum = float64(h.sumNS.Load()) / 1e9
-	return s
+// snapshot copies h.
+func snapshot(h *hist.Histogram) Histogram {
+	buckets, count, sum := h.Snapshot()
+	return Histogram{Bounds: hist.Bounds[:], Buckets: buckets, Count: count, Sum: sum}
 }
 
 // Histogram is a snapshot of a duration histogram, in Prometheus's
@@ -228,25 +176,25 @@ type Metrics struct {
 // Metrics returns a snapshot of the hub's counters. It takes a few locks
 // briefly; call it at most a few times a second.
 func (h *Hub) Metrics() Metrics {
-	c := &h.metrics
+	c, ec := &h.metrics, h.engine.Counters()
 	m := Metrics{
 		Stats:            h.Stats(),
 		StreamsOpened:    c.streamsOpened.Load(),
-		StreamsClosed:    make(map[string]uint64, numEndReasons-1),
+		StreamsClosed:    make(map[string]uint64, engine.NumEndReasons-1),
 		UpdatesPublished: map[string]uint64{"http": c.publishedHTTP.Load(), "go": c.publishedGo.Load()},
 		UpdatesRefused:   make(map[string]uint64, len(refusalStatuses)),
-		Deliveries:       c.deliveries.Load(),
-		DeliveredBytes:   c.deliveredBytes.Load(),
-		PublishDuration:  c.publishDuration.snapshot(),
-		DispatchDuration: c.dispatchDuration.snapshot(),
-		DeliveryDelay:    c.deliveryDelay.snapshot(),
+		Deliveries:       ec.Deliveries.Load(),
+		DeliveredBytes:   ec.DeliveredBytes.Load(),
+		PublishDuration:  snapshot(&c.publishDuration),
+		DispatchDuration: snapshot(&ec.DispatchDuration),
+		DeliveryDelay:    snapshot(&ec.DeliveryDelay),
 		Replays:          c.replays.Load(),
 		ReplayedEvents:   c.replayed.Load(),
 		TokenFailures:    make(map[string]uint64, len(tokenReasons)),
 		StoreErrors:      c.storeErrors.Load(),
 	}
-	for i := endReason(1); i < numEndReasons; i++ {
-		m.StreamsClosed[closeReasons[i]] = c.streamsClosed[i].Load()
+	for i := engine.EndReason(1); i < engine.NumEndReasons; i++ {
+		m.StreamsClosed[closeReasons[i]] = ec.StreamsClosed[i].Load()
 	}
 	for i, r := range refusalStatuses {
 		m.UpdatesRefused[r] = c.refused[i].Load()

@@ -61,6 +61,7 @@ type config struct {
 	keyRefreshLimit time.Duration // tests only; see authserver.DefaultRefreshLimit
 	subscriptions   bool
 	lowMemory       bool // see WithLowMemoryStreams
+	noPoller        bool // tests: see WithoutPoller
 	tracerProvider  trace.TracerProvider
 	drain           time.Duration // see WithDrain
 	authorizer      Authorizer    // see WithAuthorizer

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/token"
 )
@@ -195,8 +196,8 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	}
 	e := &Event{Update: u, Time: time.Now()}
 	e.encoded() // once, here, rather than under the store's lock
-	if h.patternsUsed.Load() {
-		e.urls(h.resolver) // on the publisher's goroutine, not the dispatcher's
+	if h.engine.PatternsUsed() {
+		e.resolved.Resolve(h.resolver, e.Topics) // on the publisher's goroutine, not the dispatcher's
 	}
 	if err := h.waitRoom(ctx); err != nil {
 		return "", err
@@ -206,7 +207,7 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	if err := h.appendEvent(context.WithoutCancel(ctx), e); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	h.metrics.publishDuration.observe(time.Since(e.Time))
+	h.metrics.publishDuration.Observe(time.Since(e.Time))
 	return u.ID, nil
 }
 
@@ -227,6 +228,17 @@ func (h *Hub) appendEvent(ctx context.Context, e *Event) error {
 }
 
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
+
+// waitRoom waits until the dispatcher has room for one more update, or
+// ctx ends: only a hub that receives updates faster than it can hand
+// them to its streams waits (see [Limits.MaxPendingUpdates]).
+func (h *Hub) waitRoom(ctx context.Context) error {
+	err := h.engine.WaitRoom(ctx)
+	if errors.Is(err, engine.ErrClosed) {
+		return ErrHubClosed
+	}
+	return err
+}
 
 // publishWait bounds how long a POST waits for room in the dispatcher's
 // backlog (see [Limits.MaxPendingUpdates]) before it gets 503; a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/chars"
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/token"
 )
 
@@ -221,7 +222,7 @@ func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role toke
 // startRecheck arms the first re-check of s, a stream authorized by the
 // authorizer, with a copy of its request: in low-memory mode its handler
 // returns while the stream goes on.
-func (h *Hub) startRecheck(s *stream, r *http.Request) {
+func (h *Hub) startRecheck(s *subscriber, r *http.Request) {
 	req := r.Clone(context.Background())
 	req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
 	s.mu.Lock()
@@ -242,16 +243,16 @@ func (h *Hub) recheckDelay() time.Duration {
 // revoked session, or one whose subscribe grants or payload changed,
 // ends the stream cleanly (what is queued is written first); a failure
 // keeps it, until the next re-check.
-func (h *Hub) recheckStream(s *stream) {
+func (h *Hub) recheckStream(s *subscriber) {
 	h.life.Lock()
 	if h.closed {
 		h.life.Unlock()
 		return // Shutdown ends the stream
 	}
-	h.active.Add(1) // Shutdown waits for this call
+	h.rechecking.Add(1) // Shutdown waits for this call
 	h.life.Unlock()
-	defer h.active.Done()
-	if s.ending() {
+	defer h.rechecking.Done()
+	if s.stream.Ending() {
 		return
 	}
 	select {
@@ -270,31 +271,24 @@ func (h *Hub) recheckStream(s *stream) {
 		// The rights of the session are no longer known: the stream must
 		// not keep the old ones. Its reconnection gets 500.
 		h.log.Error("mercure: the authorizer returned an access the hub cannot use; ending the stream", "subject", subject, "error", err)
-		s.endAfter(endGrantsChanged, nil)
+		s.stream.End(engine.EndGrantsChanged, nil)
 		return
 	case err != nil:
 		h.authorizing.failed(ctx, h.log, slog.LevelWarn, "mercure: the authorizer fails; streams keep their rights, requests without a token get 503 until it recovers", err)
 	case p == nil:
 		h.log.Debug("mercure: session revoked, ending its stream", "client", s.client)
-		s.endAfter(endRevoked, nil)
+		s.stream.End(engine.EndRevoked, nil)
 		return
 	case p.grantKey != s.principal.grantKey:
 		h.log.Debug("mercure: the session's grants changed, ending its stream so that it reconnects", "subject", subject)
-		s.endAfter(endGrantsChanged, nil)
+		s.stream.End(engine.EndGrantsChanged, nil)
 		return
 	default:
 		h.authorizing.recovered(ctx, h.log, "mercure: the authorizer works again")
 	}
 	s.mu.Lock()
-	if !s.finished {
+	if !s.ended {
 		s.recheck.Reset(h.recheckDelay())
 	}
 	s.mu.Unlock()
-}
-
-// ending reports whether s has ended or is ending.
-func (s *stream) ending() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.finished || s.overflowed
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/sse"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
@@ -35,31 +36,25 @@ type Event struct {
 	// publishing hub sets it before Append; a hub receiving the event from
 	// another instance computes it on first use.
 	sse atomic.Pointer[[]byte]
-	// resolved caches the topics resolved as URLs, for URL pattern
-	// matchers outside the index (replays).
-	resolved atomic.Pointer[resolvedTopics]
+	// resolved caches the topics resolved as URLs, shared with the
+	// engine's view of the event.
+	resolved topicurl.Cache
+	// delivered is the engine's view of the event, built once its Seq is
+	// set (see delivery).
+	delivered atomic.Pointer[engine.Event]
 }
 
-// resolvedTopics is an event's topics resolved against one hub URL; the
-// Href of one that does not parse is "" (MAT-8).
-type resolvedTopics struct {
-	by   *topicurl.Resolver
-	urls []topicurl.URL
-}
-
-// urls returns e's topics resolved by r, computing them on first use.
-func (e *Event) urls(r *topicurl.Resolver) []topicurl.URL {
-	if c := e.resolved.Load(); c != nil && c.by == r {
-		return c.urls
+// delivery returns the engine's view of e, building it on first use:
+// only once e.Seq is set, by the store.
+func (e *Event) delivery() *engine.Event {
+	if d := e.delivered.Load(); d != nil {
+		return d
 	}
-	urls := make([]topicurl.URL, len(e.Topics))
-	for i, t := range e.Topics {
-		if u, ok := r.Resolve(t); ok {
-			urls[i] = u
-		}
+	d := &engine.Event{Seq: e.Seq, Topics: e.Topics, Private: e.Private, Time: e.Time, Bytes: e.encoded(), Resolved: &e.resolved}
+	if !e.delivered.CompareAndSwap(nil, d) {
+		return e.delivered.Load()
 	}
-	e.resolved.Store(&resolvedTopics{by: r, urls: urls})
-	return urls
+	return d
 }
 
 // encoded returns the event's SSE bytes, encoding them on first use.

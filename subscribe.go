@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/index"
-	"github.com/mercurekit/mercure/internal/sse"
 	"github.com/mercurekit/mercure/internal/token"
 )
 
@@ -95,153 +93,65 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 	return req, nil
 }
 
-// stream is one subscriber connection.
-type stream struct {
-	// The fields dispatch touches for every delivery come first, so that
-	// a fan-out to many streams reads few cache lines of each.
+// subscriber is the hub's side of one stream: the rights and matchers
+// it was opened with, its active subscriptions, its session re-checks.
+type subscriber struct {
 	hub       *Hub
+	stream    *engine.Stream
 	principal *principal
-	// lastSeq is the last event offered to this stream (SUB-13: at most
-	// once per stream), or recorded before it opened: the dispatcher alone
-	// touches it once the stream is registered.
-	lastSeq uint64
-	// wakePending is whether the dispatcher is to wake the writer (the
-	// dispatcher alone touches it).
-	wakePending bool
-	lm          atomic.Pointer[detached]
-
-	mu         sync.Mutex
-	queue      []*Event
-	queueBytes int
-	overflowed bool          // the queue takes no more events: it overflowed, or gap
-	gap        bool          // write the queue, then end (a feed gap, a drain)
-	gapWhy     endReason     // with gap: why the stream ends
-	farewell   []byte        // with gap: written last (a drain's retry field)
-	aborted    bool          // writes are cut: the deadline stays in the past
-	finished   bool          // the handler has returned: no more aborts
-	ready      chan struct{} // signalled when queue becomes non-empty
-	urgent     chan struct{} // with a write delay: signalled when the queue is half full
-	kicked     chan struct{} // closed when overflowed is set
-
-	matchers []matcher
-	entries  []*index.Entry[*stream]
-	client   string // connection-limit key
-	// subscriber is the connection's random id and subscriptions its
-	// active subscriptions, with WithSubscriptions (ACT).
-	subscriber    string
+	matchers  []matcher
+	client    string // connection-limit key
+	// id is the connection's random id and subscriptions its active
+	// subscriptions, with WithSubscriptions (ACT); started is closed once
+	// their start is announced (nil: not announced).
+	id            string
 	subscriptions []*Subscription
+	started       <-chan struct{}
+	// interned is whether the principal's subscribe grants are counted
+	// in the hub's interned sets.
+	interned bool
+
 	// sessionReq is a copy of the request of a stream authorized by the
 	// Authorizer, for its re-checks (set before recheck is armed), and
-	// the timer of the next one, under mu.
+	// recheck the timer of the next one; both under mu, with ended.
+	mu         sync.Mutex
 	sessionReq *http.Request
 	recheck    *time.Timer
-	rc         *http.ResponseController
-	// conn is the connection of a detached stream, which lm runs
-	// (WithLowMemoryStreams); rc is then nil. Both under mu.
-	conn     net.Conn
-	deadline time.Time // the write deadline set last, by the writer
-
-	// endedBy is why the stream ended, set once by the goroutine serving
-	// it (see failed); delaySample counts the events written, for
-	// sampling the delivery delay (the writer alone touches both).
-	endedBy     endReason
-	delaySample uint32
+	ended      bool
 }
 
-// enqueue queues e for the stream's writer without blocking, unless the
-// stream's queue is full or, with events queued already, e would take
-// more than room, what is left of [Limits.MaxQueuedBytes]. It returns the
-// bytes it queued, and false when the queue is full: the stream is then
-// kicked, and its client will resume from history with Last-Event-ID;
-// the caller aborts it.
-func (s *stream) enqueue(e *Event, room int64) (queued int, ok bool) {
-	lim := &s.hub.cfg.limits
+// ReadsPrivate reports whether the stream may receive ev, for dispatch.
+func (s *subscriber) ReadsPrivate(ev *engine.Event) bool {
+	return s.principal.mayReadDispatched(ev, s.hub.resolver)
+}
+
+// Ended cleans up after the stream: its re-checks, its interned grants,
+// its active subscriptions, whose end it returns to announce.
+func (s *subscriber) Ended() (later func()) {
+	h := s.hub
 	s.mu.Lock()
-	if s.overflowed || s.finished {
-		// finished: closed since the dispatcher looked the index up.
-		s.mu.Unlock()
-		return 0, true
+	s.ended = true
+	if s.recheck != nil {
+		s.recheck.Stop()
 	}
-	// An empty queue takes any event, however large: refusing it would
-	// drop every stream it matches, and they would all reconnect to
-	// replay it.
-	n := len(e.encoded())
-	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+n > lim.QueueBytes || int64(n) > room) {
-		// The caller then aborts s, to unblock a write stuck on the peer
-		// that stopped reading.
-		s.overflowed = true
-		s.hub.queued.Add(-int64(s.queueBytes))
-		s.queue, s.queueBytes = nil, 0
-		s.mu.Unlock()
-		close(s.kicked)
-		return 0, false
-	}
-	s.queue = append(s.queue, e)
-	s.queueBytes += n
-	urgent := s.urgent != nil && (2*len(s.queue) >= lim.QueueEvents || 2*s.queueBytes >= lim.QueueBytes)
 	s.mu.Unlock()
-	// The dispatcher wakes the writer (see wake) once it has queued the
-	// batch this event is part of.
-	if urgent {
-		// A write delay must not let the queue overflow: write now.
-		select {
-		case s.urgent <- struct{}{}:
-		default:
-		}
+	if s.interned {
+		h.releaseGrants(s.principal)
 	}
-	if d := s.lm.Load(); d != nil && urgent {
-		s.hub.lm.scheduleEvent(d, true)
+	if len(s.subscriptions) == 0 {
+		return nil
 	}
-	return n, true
-}
-
-// wake tells the stream's writer that events are queued: its goroutine,
-// or for a detached stream the writers' run queue.
-func (s *stream) wake() {
-	if d := s.lm.Load(); d != nil {
-		s.hub.lm.scheduleEvent(d, false)
-		return
+	h.subscriptionsRemoved(s)
+	if s.started == nil {
+		return nil // ended before its start was announced: its end is not either
 	}
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-}
-
-// take swaps the pending events with spare (emptied), so that the writer
-// drains everything queued in one go and the two slices are reused.
-func (s *stream) take(spare []*Event) []*Event {
-	if cap(spare) > 64 && len(spare) < cap(spare)/8 {
-		spare = nil // a burst is over: give its memory back
-	}
-	clear(spare)
-	s.mu.Lock()
-	q, n := s.queue, s.queueBytes
-	s.queue, s.queueBytes = spare[:0], 0
-	s.mu.Unlock()
-	s.hub.queued.Add(-int64(n))
-	return q
-}
-
-// abort makes the stream's current and future writes fail at once.
-func (s *stream) abort() {
-	defer s.wakeDetached(0) // a detached stream sees why: kicked, shutdown
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.aborted = true
-	switch {
-	case s.finished:
-	case s.conn != nil:
-		_ = s.conn.SetWriteDeadline(time.Now())
-	case s.rc != nil:
-		_ = s.rc.SetWriteDeadline(time.Now())
-	}
+	return func() { h.announceEnded(s) }
 }
 
 // matches reports whether one of the stream's matchers selects one of e's
 // topics and the stream may read e: the same rules as live dispatch,
 // applied to replayed events with the principal presented now (REC-5).
-func (s *stream) matches(e *Event) bool {
+func (s *subscriber) matches(e *engine.Event) bool {
 	if e.Private && !s.principal.mayRead(e, s.hub.resolver) {
 		return false
 	}
@@ -251,6 +161,28 @@ func (s *stream) matches(e *Event) bool {
 		}
 	}
 	return false
+}
+
+// expiry is when a stream must end at the latest (AUTH-37): when its
+// token expires, or at the end of the maximum lifetime; zero for never.
+// why says which.
+func (h *Hub) expiry(p *principal) (end time.Time, why engine.EndReason) {
+	if p != nil && !p.session { // a session is re-checked instead
+		end, why = p.expiry, engine.EndTokenExpired
+	}
+	if d := h.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
+		end, why = time.Now().Add(d), engine.EndLifetime
+	}
+	return end, why
+}
+
+// expiryReason is why a stream of p whose deadline passed ended: its
+// token expired, or else def.
+func expiryReason(p *principal, def engine.EndReason) engine.EndReason {
+	if p != nil && !p.session && !time.Now().Before(p.expiry) {
+		return engine.EndTokenExpired
+	}
+	return def
 }
 
 // serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
@@ -313,69 +245,43 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	if span.IsRecording() {
 		span.SetAttributes(attrMatchers.Int(len(req.matchers)), attrAnon.Bool(p == nil))
 	}
-	s := &stream{
-		hub:       h,
-		matchers:  req.matchers,
-		principal: p,
-		client:    client,
-		rc:        http.NewResponseController(w),
-		ready:     make(chan struct{}, 1),
-		kicked:    make(chan struct{}),
-	}
-	if h.cfg.writeDelay > 0 {
-		s.urgent = make(chan struct{}, 1)
-	}
-	// SUB-17: the host server's WriteTimeout would cut the stream; each
-	// write gets its own deadline instead. Cleared before the stream is
-	// registered, so that it cannot undo an abort.
-	if err := s.rc.SetWriteDeadline(time.Time{}); errors.Is(err, http.ErrNotSupported) && h.warnedDeadlines.CompareAndSwap(false, true) {
+	sub := &subscriber{hub: h, principal: p, matchers: req.matchers, client: client}
+	end, why := h.expiry(p)
+	st, deadlines := h.engine.NewStream(w, sub, client, end, why)
+	sub.stream = st
+	if !deadlines && h.warnedDeadlines.CompareAndSwap(false, true) {
 		h.log.WarnContext(ctx, "mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")
 	}
-	if status, msg := h.open(s); status != 0 {
+	if status, msg := h.open(sub); status != 0 {
 		writeProblem(rw, status, msg)
 		return
 	}
 	h.metrics.streamsOpened.Add(1)
+	served := false // else the stream ends here
+	defer func() {
+		if !served {
+			st.Finish(r)
+		}
+	}()
 	if p != nil && p.session {
-		h.startRecheck(s, r) // instead of an expiry
+		h.startRecheck(sub, r) // instead of an expiry
 	}
-	detached := false // then the stream cleans up after itself when it ends
-	defer func() {
-		if !detached {
-			h.close(s)
-		}
-	}()
-	defer func() {
-		if !detached {
-			s.failed(r)
-		}
-	}()
-	var started <-chan struct{}
-	if h.subscriptionsStarted(s) {
-		defer func() {
-			if !detached {
-				h.subscriptionsEnded(s, started)
-			}
-		}()
-	}
+	h.subscriptionsStarted(sub)
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
-	lowMem := h.lowMemoryFor(w, r)
-	if lowMem {
-		hdr.Set("Connection", "close") // the hub keeps the connection
-	}
+	detach := h.engine.Detachable(w, r)
 	var minSeq uint64 // queued events up to here were replayed
 	if req.hasCursor {
-		if minSeq, ok = h.replay(ctx, w, r, s, req.cursor); !ok {
+		if minSeq, ok = h.replay(ctx, w, r, sub, req.cursor); !ok {
 			return
 		}
 	} else {
 		w.WriteHeader(http.StatusOK)
 	}
-	if err := s.flush(); err != nil {
+	if err := st.Flush(); err != nil {
 		if errors.Is(err, http.ErrNotSupported) {
 			h.log.ErrorContext(ctx, "mercure: the response writer cannot flush; streams need http.Flusher")
 		}
@@ -384,12 +290,9 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	endSetup(nil)
 	// After the headers and the replay: the store's pace is not the
 	// stream's (ACT-2).
-	started = h.announceStarted(s)
-	if lowMem && h.detach(w, s, minSeq, started) {
-		detached = true
-		return
-	}
-	s.run(w, r, minSeq)
+	sub.started = h.announceStarted(sub)
+	served = true
+	st.Serve(r, minSeq, detach)
 }
 
 // replay sends the retained events that follow cursor (REC-4) and returns
@@ -398,7 +301,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 // seam has neither gap nor duplicate. ok is false when the stream must end.
 //
 // ctx is the request's, with the subscribe span.
-func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *stream, cursor string) (minSeq uint64, ok bool) {
+func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *subscriber, cursor string) (minSeq uint64, ok bool) {
 	ctx, span := h.startSpan(ctx, spanReplay, nil)
 	replayed := 0
 	var failure error
@@ -424,7 +327,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	h.metrics.replays.Add(1)
 	if !h.acquireReplay(ctx) {
 		if r.Context().Err() == nil {
-			s.setEnd(endReplayError)
+			s.stream.SetEnd(engine.EndReplayError)
 			failure = errNoReplaySlot
 			writeProblem(w, http.StatusServiceUnavailable, "too many replays in progress")
 		}
@@ -445,7 +348,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		return 0, false // the client left
 	default:
 		h.metrics.storeErrors.Add(1)
-		s.setEnd(endReplayError)
+		s.stream.SetEnd(engine.EndReplayError)
 		failure = err
 		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
 		writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
@@ -454,7 +357,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	h.reads.recovered(ctx, h.log, "mercure: reading history works again")
 	w.Header().Set("Mercure-Last-Event-ID", backlog.Cursor) // REC-9: before the first byte
 	w.WriteHeader(http.StatusOK)
-	if err := s.flush(); err != nil { // SUB-14: headers at once, however long the replay
+	if err := s.stream.Flush(); err != nil { // SUB-14: headers at once, however long the replay
 		return 0, false
 	}
 	minSeq = backlog.Head
@@ -466,27 +369,27 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 			case errors.Is(err, ErrHistoryGap):
 				// Retention outran this replay, as a slow subscriber is
 				// outrun: no failure of the store.
-				s.setEnd(endHistoryGap)
+				s.stream.SetEnd(engine.EndHistoryGap)
 				failure = err
 				h.log.DebugContext(ctx, "mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "error", err)
 			default:
 				h.metrics.storeErrors.Add(1)
-				s.setEnd(endReplayError)
+				s.stream.SetEnd(engine.EndReplayError)
 				failure = err
 				h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
 			}
 			if ctx.Err() != nil && r.Context().Err() == nil && h.ctx.Err() == nil {
 				// The token expired, or the replay took too long.
-				s.setEnd(s.expiryReason(endReplayError))
+				s.stream.SetEnd(expiryReason(s.principal, engine.EndReplayError))
 			}
 			return 0, false // the client resumes from the last event it got
 		}
 		minSeq = max(minSeq, e.Seq)
-		if !s.matches(e) {
+		if !s.matches(e.delivery()) {
 			continue
 		}
 		b := e.encoded()
-		if err := s.write(w, b); err != nil {
+		if err := s.stream.Write(b); err != nil {
 			return 0, false
 		}
 		h.metrics.replayed.Add(1)
@@ -494,7 +397,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		// Flush in large batches: a long replay costs few system calls, and
 		// a slow store still lets the client make progress.
 		if unflushed += len(b); unflushed >= replayFlushBytes {
-			if err := s.flush(); err != nil {
+			if err := s.stream.Flush(); err != nil {
 				return 0, false
 			}
 			unflushed = 0
@@ -529,229 +432,25 @@ func (h *Hub) acquireReplay(ctx context.Context) bool {
 // replayFlushBytes is how much replayed data is written between flushes.
 const replayFlushBytes = 32 << 10
 
-// run writes queued events until the client leaves, the stream is kicked or
-// the hub shuts down.
-func (s *stream) run(w http.ResponseWriter, r *http.Request, minSeq uint64) {
-	h := s.hub
-	// The keep-alive timer is not reset on every write: when it fires
-	// early it is re-armed for the rest of the idle interval.
-	keepAlive := time.NewTimer(h.cfg.keepAlive)
-	defer keepAlive.Stop()
-	// AUTH-37: a stream ends no later than its token, and no later than
-	// the maximum lifetime.
-	end, endWhy := s.end()
-	var expired <-chan time.Time
-	if !end.IsZero() {
-		t := time.NewTimer(time.Until(end))
-		defer t.Stop()
-		expired = t.C
+// open registers the stream of s with the engine, enforcing the
+// connection limits (SUB-12) and the pattern budgets, and interns its
+// subscribe grants. It returns a non-zero status when s is refused.
+func (h *Hub) open(s *subscriber) (status int, msg string) {
+	ms := make([]engine.Matcher, len(s.matchers))
+	for i, m := range s.matchers {
+		ms[i] = engine.Matcher{Kind: m.kind, Value: m.value, Pattern: m.pattern}
 	}
-	var (
-		lastWrite time.Time        // zero: the first update after connecting is not delayed
-		delay     *time.Timer      // for WithWriteDelay
-		waiting   <-chan time.Time // delay.C while updates wait for the delay
-		spare     []*Event
-	)
-	ending := false // after a feed gap or in a drain: write what is queued, then end
-	var (
-		gapWhy   endReason
-		farewell []byte
-	)
-	for {
-		select {
-		case <-s.ready:
-			if waiting != nil {
-				continue // they will go out when the delay ends
-			}
-			if wait := time.Until(lastWrite.Add(h.cfg.writeDelay)); wait > 0 {
-				if delay == nil {
-					delay = time.NewTimer(wait)
-					defer delay.Stop()
-				} else {
-					delay.Reset(wait)
-				}
-				waiting = delay.C
-				continue
-			}
-		case <-waiting: // more updates joined this write
-			waiting = nil
-		case <-s.urgent: // the queue is half full: write now
-			if waiting == nil {
-				continue
-			}
-			delay.Stop() // Go 1.23 timers: no stale tick is left to drain
-			waiting = nil
-		case <-keepAlive.C:
-			if idle := time.Since(lastWrite); idle < h.cfg.keepAlive {
-				keepAlive.Reset(h.cfg.keepAlive - idle)
-				continue
-			}
-			if s.write(w, keepAliveComment) != nil || s.flush() != nil {
-				return
-			}
-			lastWrite = time.Now()
-			keepAlive.Reset(h.cfg.keepAlive)
-			continue
-		case <-s.kicked:
-			s.mu.Lock()
-			ending, gapWhy, farewell = s.gap, s.gapWhy, s.farewell
-			s.mu.Unlock()
-			if !ending {
-				h.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
-				return
-			}
-		case <-expired:
-			s.setEnd(endWhy)
-			return
-		case <-r.Context().Done():
-			return
-		case <-h.ctx.Done():
-			return
+	// Before the stream is visible to dispatch, which reads its grants.
+	s.interned = h.internGrants(s.principal)
+	if err := h.engine.Open(s.stream, ms); err != nil {
+		if s.interned {
+			h.releaseGrants(s.principal)
+			s.interned = false
 		}
-		batch := s.take(spare)
-		wrote := false
-		for _, e := range batch {
-			if e.Seq <= minSeq {
-				continue // already sent by the replay
-			}
-			if err := s.write(w, e.encoded()); err != nil {
-				return
-			}
-			s.sampleDelay(e)
-			wrote = true
-		}
-		spare = batch
-		if ending && farewell != nil {
-			if err := s.write(w, farewell); err != nil {
-				return
-			}
-			wrote = true
-		}
-		if wrote {
-			if err := s.flush(); err != nil {
-				return
-			}
-			lastWrite = time.Now()
-		}
-		if ending {
-			s.setEnd(gapWhy)
-			return
-		}
+		return refusal(err)
 	}
-}
-
-// setEnd records why s ended, unless that is known already.
-func (s *stream) setEnd(why endReason) {
-	if s.endedBy == endUnset {
-		s.endedBy = why
-	}
-}
-
-// failed records why s ended when its writes failed, unless that is
-// known already; r is nil for a detached stream.
-func (s *stream) failed(r *http.Request) {
-	if s.endedBy != endUnset {
-		return
-	}
-	s.mu.Lock()
-	overflow := s.overflowed && !s.gap
-	s.mu.Unlock()
-	switch {
-	case s.hub.ctx.Err() != nil:
-		s.endedBy = endShutdown
-	case overflow:
-		s.endedBy = endQueueOverflow
-	case r != nil && r.Context().Err() != nil:
-		s.endedBy = endClientGone
-	default:
-		s.endedBy = endWriteError
-	}
-}
-
-// sampleDelay samples the delivery delay of e, just written to s: the
-// first event written to s, then one in delaySampleEvery.
-func (s *stream) sampleDelay(e *Event) {
-	if s.delaySample%delaySampleEvery == 0 && !e.Time.IsZero() {
-		s.hub.metrics.deliveryDelay.observe(time.Since(e.Time))
-	}
-	s.delaySample++
-}
-
-// write writes b under a write deadline, so that a peer that stopped
-// reading cannot hold the stream's goroutine forever. Moving a deadline
-// costs a timer update, so it is extended only once half of the write
-// timeout has elapsed: a write may then fail after between half and all
-// of the timeout.
-func (s *stream) write(w http.ResponseWriter, b []byte) error {
-	now := time.Now()
-	if timeout := s.hub.cfg.writeTimeout; s.deadline.Sub(now) < timeout/2 {
-		if err := s.extendDeadline(now.Add(timeout)); err != nil {
-			return err
-		}
-	}
-	_, err := w.Write(b)
-	return err
-}
-
-// errAborted ends a stream whose writes were cut (overflow or shutdown).
-var errAborted = errors.New("stream aborted")
-
-func (s *stream) extendDeadline(d time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.aborted {
-		return errAborted // keep the past deadline that aborted it
-	}
-	s.deadline = d
-	if s.conn != nil {
-		return s.conn.SetWriteDeadline(d)
-	}
-	if err := s.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
-}
-
-func (s *stream) flush() error { return s.rc.Flush() }
-
-// endAfterGap ends s because the store's feed skipped events s may have
-// had: no event from after the gap may reach the client before the missed
-// ones. The gap is reported before any such event is dispatched, so what
-// is queued is from before it: the stream writes it, takes nothing more,
-// and ends. The client resumes from its last event with Last-Event-ID and
-// gets what history still holds.
-func (s *stream) endAfterGap() { s.endAfter(endHistoryGap, nil) }
-
-// endAfter makes s write what is queued, then farewell (if not nil), and
-// end for why; it takes no more events.
-func (s *stream) endAfter(why endReason, farewell []byte) {
-	defer s.wakeDetached(0)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.overflowed {
-		return
-	}
-	s.overflowed, s.gap, s.gapWhy, s.farewell = true, true, why, farewell
-	close(s.kicked)
-}
-
-// open registers s, enforcing the connection limits (SUB-12). It returns a
-// non-zero status when s is refused.
-func (h *Hub) open(s *stream) (status int, msg string) {
-	h.life.Lock()
-	if status, msg := h.refuseLocked(s.client); status != 0 {
-		h.life.Unlock()
-		return status, msg
-	}
-	h.conns.total++
-	h.conns.perClient[s.client]++
-	h.streams[s] = struct{}{}
-	h.active.Add(1)
-	h.life.Unlock()
-
-	if msg := h.register(s); msg != "" {
-		h.release(s)
-		return http.StatusTooManyRequests, msg
+	for i := range ms {
+		s.matchers[i].pattern = ms[i].Pattern // share the interned copy
 	}
 	return 0, ""
 }
@@ -760,119 +459,49 @@ func (h *Hub) open(s *stream) (status int, msg string) {
 // would be refused now: checked before the request is parsed, so that a
 // client over its limit cannot make the hub compile its patterns.
 func (h *Hub) refuse(client string) (status int, msg string) {
-	h.life.Lock()
-	defer h.life.Unlock()
-	return h.refuseLocked(client)
-}
-
-// refuseLocked applies the connection limits (SUB-12). The caller holds h.life.
-func (h *Hub) refuseLocked(client string) (status int, msg string) {
-	lim := &h.cfg.limits
-	switch {
-	case h.closed:
-		return http.StatusServiceUnavailable, "the hub is shutting down"
-	case lim.MaxConnections > 0 && h.conns.total >= lim.MaxConnections:
-		return http.StatusTooManyRequests, "too many connections"
-	case lim.MaxConnectionsPerClient > 0 && h.conns.perClient[client] >= lim.MaxConnectionsPerClient:
-		return http.StatusTooManyRequests, "too many connections from this client"
+	if err := h.engine.Refuse(client); err != nil {
+		return refusal(err)
 	}
 	return 0, ""
 }
 
-// register adds s's matchers to the index, unless its new patterns would
-// exceed [Limits.MaxPatternsPerPrefix], [Limits.MaxPatternsPerTopic] or
-// [Limits.MaxTotalPatternSize]; it then returns why. Patterns already
-// registered are always accepted: sharing one costs nothing.
-func (h *Hub) register(s *stream) (refused string) {
+// refusal maps the engine's refusals to a status and a detail.
+func refusal(err error) (status int, msg string) {
+	if errors.Is(err, engine.ErrClosed) {
+		return http.StatusServiceUnavailable, err.Error()
+	}
+	return http.StatusTooManyRequests, err.Error()
+}
+
+// internGrants shares the subscribe grants of p with the open streams
+// that hold the same, so that dispatch evaluates each distinct set once
+// per update; it reports whether it counted p's.
+func (h *Hub) internGrants(p *principal) bool {
+	if p == nil || p.subscribe == nil {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// Events recorded until now are not live for s, though the dispatcher
-	// may not have handed them out yet: a stream gets what is published
-	// after it opens, and what it asks for from history.
-	s.lastSeq = h.lastSeq.Load()
-	lim := &h.cfg.limits
-	for i := range s.matchers {
-		m := &s.matchers[i]
-		s.entries = append(s.entries, h.index.Add(m.kind, m.value, m.pattern, s))
-		if m.kind != index.URLPattern {
-			continue
-		}
-		m.pattern = h.index.Pattern(m.value) // share the interned copy
-		h.patternsUsed.Store(true)
-		switch {
-		case h.index.SamePrefix(m.pattern) > lim.MaxPatternsPerPrefix:
-			refused = "too many distinct URL patterns with the same literal prefix"
-		case h.index.MaxPerTopic() > lim.MaxPatternsPerTopic:
-			refused = "too many distinct URL patterns would be evaluated for the same topics"
-		case h.index.PatternSize() > lim.MaxTotalPatternSize:
-			refused = "the hub holds too many URL patterns"
-		default:
-			continue
-		}
-		for _, e := range s.entries {
-			h.index.Remove(e)
-		}
-		s.entries = nil
-		return refused
+	switch g := h.grantSets[p.subscribe.key]; {
+	case g == nil:
+		h.grantSets[p.subscribe.key] = p.subscribe
+	case sameGrants(g, p.subscribe):
+		p.subscribe = g
+	default:
+		// Unreachable with a one-to-one key; never share rights on a
+		// key alone. The stream keeps its own, uninterned set.
+		p.subscribe.key = ""
+		return false
 	}
-	if p := s.principal; p != nil && p.subscribe != nil {
-		switch g := h.grantSets[p.subscribe.key]; {
-		case g == nil:
-			h.grantSets[p.subscribe.key] = p.subscribe
-		case sameGrants(g, p.subscribe):
-			p.subscribe = g
-		default:
-			// Unreachable with a one-to-one key; never share rights on a
-			// key alone. The stream keeps its own, uninterned set.
-			p.subscribe.key = ""
-		}
-		if p.subscribe.key != "" {
-			p.subscribe.refs++
-		}
-	}
-	return ""
+	p.subscribe.refs++
+	return true
 }
 
-// unregister removes s's matchers from the index.
-func (h *Hub) unregister(s *stream) {
+// releaseGrants undoes internGrants.
+func (h *Hub) releaseGrants(p *principal) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, e := range s.entries {
-		h.index.Remove(e)
-	}
-	if p := s.principal; p != nil && p.subscribe != nil && p.subscribe.key != "" && len(s.entries) > 0 {
-		if p.subscribe.refs--; p.subscribe.refs == 0 {
-			delete(h.grantSets, p.subscribe.key)
-		}
+	if p.subscribe.refs--; p.subscribe.refs == 0 {
+		delete(h.grantSets, p.subscribe.key)
 	}
 }
-
-// close unregisters s once its handler is done.
-func (h *Hub) close(s *stream) {
-	s.failed(nil)
-	h.metrics.streamsClosed[s.endedBy].Add(1)
-	h.unregister(s)
-	s.mu.Lock()
-	s.finished = true
-	if s.recheck != nil {
-		s.recheck.Stop()
-	}
-	h.queued.Add(-int64(s.queueBytes))
-	s.queue, s.queueBytes = nil, 0
-	s.mu.Unlock()
-	h.release(s)
-}
-
-// release frees the connection slot and lifetime accounting of s.
-func (h *Hub) release(s *stream) {
-	h.life.Lock()
-	delete(h.streams, s)
-	h.conns.total--
-	if h.conns.perClient[s.client]--; h.conns.perClient[s.client] == 0 {
-		delete(h.conns.perClient, s.client)
-	}
-	h.life.Unlock()
-	h.active.Done()
-}
-
-var keepAliveComment = []byte(sse.KeepAlive)

@@ -77,21 +77,21 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 // subscriptionsStarted records the subscriptions of a new stream (ACT-2),
 // so that the hub lists them from its first byte. The subscriber id is
 // random and per connection, never taken from the client (ACT-6, ACT-7).
-// It returns false without [WithSubscriptions].
-func (h *Hub) subscriptionsStarted(s *stream) bool {
+// It does nothing without [WithSubscriptions].
+func (h *Hub) subscriptionsStarted(s *subscriber) {
 	if !h.cfg.subscriptions {
-		return false
+		return
 	}
-	s.subscriber = "urn:uuid:" + uuid.NewString()
+	s.id = "urn:uuid:" + uuid.NewString()
 	s.subscriptions = make([]*Subscription, len(s.matchers))
 	for i, m := range s.matchers {
 		doc := &Subscription{
 			// ACT-5: both parts are expanded once, the raw matcher never decoded.
-			ID:         h.path + "/subscriptions/" + m.typ + "/" + uritemplate.Escape(m.value) + "/" + uritemplate.Escape(s.subscriber),
+			ID:         h.path + "/subscriptions/" + m.typ + "/" + uritemplate.Escape(m.value) + "/" + uritemplate.Escape(s.id),
 			Type:       "subscription",
 			MatchType:  m.typ, // ACT-4: the canonical type, exact for a bare match
 			Match:      m.value,
-			Subscriber: s.subscriber,
+			Subscriber: s.id,
 			Active:     true,
 		}
 		if p := s.principal; p != nil {
@@ -104,14 +104,13 @@ func (h *Hub) subscriptionsStarted(s *stream) bool {
 		h.subscriptions.active[doc] = struct{}{}
 	}
 	h.subscriptions.mu.Unlock()
-	return true
 }
 
 // announceStarted shares a stream's subscriptions with a
 // [SubscriptionStore] and appends their start events, on a goroutine of
 // its own, so that the stream waits for neither. The returned channel is
 // closed once that is done; it is nil when the stream has none.
-func (h *Hub) announceStarted(s *stream) <-chan struct{} {
+func (h *Hub) announceStarted(s *subscriber) <-chan struct{} {
 	if len(s.subscriptions) == 0 {
 		return nil
 	}
@@ -123,23 +122,21 @@ func (h *Hub) announceStarted(s *stream) <-chan struct{} {
 	return done
 }
 
-// subscriptionsEnded removes a stream's subscriptions and announces their
-// end, also when the hub shuts down (ACT-2), once their start is
-// announced (started is announceStarted's channel; nil when the stream
-// ended before its start was announced: its end is not either).
-func (h *Hub) subscriptionsEnded(s *stream, started <-chan struct{}) {
-	if len(s.subscriptions) == 0 {
-		return
-	}
+// subscriptionsRemoved removes a stream's subscriptions from those the
+// hub lists.
+func (h *Hub) subscriptionsRemoved(s *subscriber) {
 	h.subscriptions.mu.Lock()
 	for _, doc := range s.subscriptions {
 		delete(h.subscriptions.active, doc)
 	}
 	h.subscriptions.mu.Unlock()
-	if started == nil {
-		return
-	}
-	<-started // an end event never precedes its start event
+}
+
+// announceEnded announces the end of a stream's subscriptions, also when
+// the hub shuts down (ACT-2), once their start is announced: an end event
+// never precedes its start event.
+func (h *Hub) announceEnded(s *subscriber) {
+	<-s.started
 	h.announce(s.subscriptions, false)
 }
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package mercure
+package engine
 
 import (
 	"io"

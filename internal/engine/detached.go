@@ -1,4 +1,4 @@
-package mercure
+package engine
 
 import (
 	"crypto/tls"
@@ -12,52 +12,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// WithLowMemoryStreams makes HTTP/1.1 streams cost a fraction of the
-// memory: once a stream's headers (and its replay, if any) are sent, the
-// hub takes its connection over from net/http, so that an idle stream
-// holds no goroutine and no net/http buffers (about 1 to 3 KB instead of
-// about 25 KB). Writes are done by a small pool of writer goroutines
-// (4 per CPU, at least 16), as events, keep-alives and endings come due;
-// on Linux one goroutine per hub watches the connections (epoll) to notice
-// clients that leave.
-//
-// A writer never waits for a client: it writes what the connection takes
-// at once, and the rest when the connection can take more (on Linux the
-// same goroutine watches for that; elsewhere the write is retried, backing
-// off up to 64ms). Meanwhile new events wait in the stream's queue. The
-// write timeout ([WithWriteTimeout]) cuts a stream whose connection took
-// nothing for that long. Over TLS, where a write cannot be tried without
-// blocking, each write runs on a goroutine of its own, which lives as long
-// as the write, bounded by the write timeout.
-//
-// Streams behave as without it (write timeouts, keep-alives, overflows,
-// maximum lifetimes, shutdown and limits), with these trade-offs:
-//
-//   - HTTP/2 streams, and streams behind middleware that cannot give up
-//     the connection (no Hijack reachable through Unwrap, or a body
-//     transformed by a Content-Encoding), are served as usual; the hub
-//     logs that once.
-//   - The response says Connection: close: a connection that carried a
-//     stream is not reused for another request.
-//   - A taken-over connection is invisible to [http.Server]: its
-//     Shutdown and Close neither wait for it nor close it, and ConnState
-//     reports it as hijacked. [Hub.Shutdown] ends these streams as it
-//     ends the others; call it first.
-//   - A client that sends anything once its stream is open (a pipelined
-//     request, or a half-close) is taken to be gone, and its stream ends.
-//   - On systems other than Linux, each stream keeps one goroutine,
-//     blocked reading its connection; it still sheds net/http's buffers.
-func WithLowMemoryStreams() Option {
-	return func(c *config) error {
-		c.lowMemory = true
-		return nil
-	}
-}
-
-// lowMemoryByDefault turns WithLowMemoryStreams on for every hub: tests
-// set it, to run the whole suite in this mode.
-var lowMemoryByDefault bool
 
 // lowMem runs a hub's detached streams: streams whose connection the hub
 // took over from net/http (see [WithLowMemoryStreams]). An idle detached
@@ -94,12 +48,11 @@ const writerIdle = 2 * time.Second
 
 // detached is the state of a detached stream.
 type detached struct {
-	s       *stream
-	conn    net.Conn
-	id      uint64
-	minSeq  uint64          // events up to here were replayed
-	started <-chan struct{} // announceStarted's
-	poller  *poller         // that watches conn; nil when a reader does
+	s      *Stream
+	conn   net.Conn
+	id     uint64
+	minSeq uint64  // events up to here were replayed
+	poller *poller // that watches conn; nil when a reader does
 	// sock is conn's socket, written without ever blocking; nil when
 	// conn is not a plain socket (TLS): each write then runs on a
 	// goroutine of its own (see send).
@@ -125,15 +78,13 @@ type detached struct {
 	final    bool        // pending ends the body: the stream ends once it is written
 	closing  bool        // the stream ends cleanly, once pending is written
 	ending   bool        // after a feed gap or in a drain: write what is queued, then end
-	endWhy   endReason   // with ending: why the stream ends
+	endWhy   EndReason   // with ending: why the stream ends
 	farewell []byte      // with ending: written last (a drain's retry field)
 	progress time.Time   // when the connection last took some of pending
 	stall    *time.Timer // fires when pending may have made no progress for the write timeout
 	retry    *time.Timer // with no poller: tries pending again
 	backoff  time.Duration
-	// expiryWhy is why the stream ends when d.expiry fires.
-	expiryWhy endReason
-	outArmed  bool // the poller reports when conn can take more
+	outArmed bool // the poller reports when conn can take more
 
 	// Writes without sock: while inFlight, a goroutine writes pending
 	// and alone touches it and writeErr; clearing inFlight hands them
@@ -169,30 +120,32 @@ const (
 	retryMax = 64 * time.Millisecond
 )
 
-// lowMemoryFor reports whether the stream of r is to be detached once its
-// headers are sent: in low-memory mode, for HTTP/1.1 requests to a
-// ResponseWriter that can be hijacked. The first stream that cannot be is
-// logged, once per hub and reason.
-func (h *Hub) lowMemoryFor(w http.ResponseWriter, r *http.Request) bool {
-	if !h.cfg.lowMemory {
+// Detachable reports whether the stream of r, answered through w, is to
+// be detached once its headers are sent: with Config.Detach, for HTTP/1.1
+// requests to a ResponseWriter that can be hijacked; it then sets the
+// response's Connection: close (the engine keeps the connection). The
+// first stream that cannot be is logged, once per engine and reason.
+func (e *Engine) Detachable(w http.ResponseWriter, r *http.Request) bool {
+	if !e.cfg.Detach {
 		return false
 	}
 	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
-		if h.lm.warnedProto.CompareAndSwap(false, true) {
-			h.log.Info("mercure: low-memory mode applies to HTTP/1.1 only: streams over other protocols are served by net/http, each with its goroutine", "proto", r.Proto)
+		if e.lm.warnedProto.CompareAndSwap(false, true) {
+			e.log.Info("mercure: low-memory mode applies to HTTP/1.1 only: streams over other protocols are served by net/http, each with its goroutine", "proto", r.Proto)
 		}
 		return false
 	}
 	if !hijackable(w) {
-		h.warnHijack("the response writer cannot be hijacked (middleware without Unwrap?)")
+		e.warnHijack("the response writer cannot be hijacked (middleware without Unwrap?)")
 		return false
 	}
+	w.Header().Set("Connection", "close")
 	return true
 }
 
-func (h *Hub) warnHijack(why string) {
-	if h.lm.warnedHijack.CompareAndSwap(false, true) {
-		h.log.Warn("mercure: low-memory mode: " + why + "; such streams are served by net/http, each with its goroutine")
+func (e *Engine) warnHijack(why string) {
+	if e.lm.warnedHijack.CompareAndSwap(false, true) {
+		e.log.Warn("mercure: low-memory mode: " + why + "; such streams are served by net/http, each with its goroutine")
 	}
 }
 
@@ -218,35 +171,35 @@ func hijackable(w http.ResponseWriter) bool {
 // the connection: the stream writes the next chunks itself, and the last
 // one when it ends cleanly. detach reports false when the connection
 // cannot be taken over: the handler then serves the stream as usual.
-// Once it reports true, the stream cleans up after itself (h.close,
-// subscriptionsEnded) when it ends.
-func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-chan struct{}) bool {
-	hdr := w.Header()
+// Once it reports true, the stream cleans up after itself when it ends.
+func (e *Engine) detach(s *Stream, minSeq uint64) bool {
+	hdr := s.w.Header()
 	if hdr.Get("Content-Encoding") != "" || hdr.Get("Content-Length") != "" || hdr.Get("Transfer-Encoding") != "" {
 		// Middleware that transforms the body: raw chunks would bypass it.
-		h.warnHijack("middleware transforms the response body")
+		e.warnHijack("middleware transforms the response body")
 		return false
 	}
-	conn, rw, err := http.NewResponseController(w).Hijack()
+	conn, rw, err := s.rc.Hijack()
 	if err != nil {
-		h.warnHijack("hijacking failed: " + err.Error())
+		e.warnHijack("hijacking failed: " + err.Error())
 		return false
 	}
-	d := &detached{s: s, conn: conn, minSeq: minSeq, started: started, sock: socketOf(conn)}
+	d := &detached{s: s, conn: conn, minSeq: minSeq, sock: socketOf(conn)}
+	s.mu.Lock()
+	s.w, s.rc = nil, nil // valid while the handler runs only
+	s.conn = conn
+	s.deadline = time.Time{} // Hijack cleared it
+	s.mu.Unlock()
 	if rw.Reader.Buffered() > 0 {
 		// The client sent more than its request: a pipelined request,
 		// which this connection will never answer.
 		conn.Close()
-		h.cleanupDetached(d)
+		s.failed(nil)
+		e.close(s, true)
 		return true
 	}
-	s.mu.Lock()
-	s.rc = nil // valid while the handler runs only
-	s.conn = conn
-	s.deadline = time.Time{} // Hijack cleared it
-	s.mu.Unlock()
 
-	lm := &h.lm
+	lm := &e.lm
 	lm.mu.Lock()
 	if lm.streams == nil {
 		lm.streams = make(map[uint64]*detached)
@@ -258,24 +211,23 @@ func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-
 	d.state = stateRunning // set up here: scheduling waits
 	p := lm.poller
 	if p == nil && !lm.noPoll {
-		if p, err = newPoller(lm, h); err != nil {
+		if p, err = newPoller(lm, e); err != nil {
 			lm.noPoll = true
 			if !errors.Is(err, errNoPoller) {
-				h.log.Warn("mercure: low-memory mode: cannot watch connections; each stream keeps a goroutine reading its connection", "error", err)
+				e.log.Warn("mercure: low-memory mode: cannot watch connections; each stream keeps a goroutine reading its connection", "error", err)
 			}
 		}
 		lm.poller = p
 	}
 	lm.mu.Unlock()
 
-	d.keepAlive = time.AfterFunc(h.cfg.keepAlive, func() { lm.schedule(d, flagKeepAlive) })
-	if end, why := s.end(); !end.IsZero() {
-		d.expiryWhy = why
-		d.expiry = time.AfterFunc(time.Until(end), func() { lm.schedule(d, flagExpired) })
+	d.keepAlive = time.AfterFunc(e.cfg.KeepAlive, func() { lm.schedule(d, flagKeepAlive) })
+	if !s.expiry.IsZero() {
+		d.expiry = time.AfterFunc(time.Until(s.expiry), func() { lm.schedule(d, flagExpired) })
 	}
 	if p == nil || p.add(d) != nil {
-		if p != nil && h.lm.warnedPoll.CompareAndSwap(false, true) {
-			h.log.Warn("mercure: low-memory mode: a connection cannot be watched (no file descriptor?); its stream keeps a goroutine reading it")
+		if p != nil && e.lm.warnedPoll.CompareAndSwap(false, true) {
+			e.log.Warn("mercure: low-memory mode: a connection cannot be watched (no file descriptor?); its stream keeps a goroutine reading it")
 		}
 		lm.read(d)
 	} else {
@@ -291,33 +243,11 @@ func (h *Hub) detach(w http.ResponseWriter, s *stream, minSeq uint64, started <-
 	return true
 }
 
-// end is when a stream must end at the latest (AUTH-37): when its token
-// expires, or at the end of the maximum lifetime; zero for never. why
-// says which.
-func (s *stream) end() (end time.Time, why endReason) {
-	if s.principal != nil && !s.principal.session { // a session is re-checked instead
-		end, why = s.principal.expiry, endTokenExpired
-	}
-	if d := s.hub.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
-		end, why = time.Now().Add(d), endLifetime
-	}
-	return end, why
-}
-
-// expiryReason is why a stream whose deadline passed ended: its token
-// expired, or else def.
-func (s *stream) expiryReason(def endReason) endReason {
-	if s.principal != nil && !s.principal.session && !time.Now().Before(s.principal.expiry) {
-		return endTokenExpired
-	}
-	return def
-}
-
 // wakeDetached schedules s, if detached, to see why it was woken (an
 // abort, a gap): its channels and flags say.
-func (s *stream) wakeDetached(flags uint8) {
+func (s *Stream) wakeDetached(flags uint8) {
 	if d := s.lm.Load(); d != nil {
-		s.hub.lm.schedule(d, flags)
+		s.e.lm.schedule(d, flags)
 	}
 }
 
@@ -486,9 +416,9 @@ func (lm *lowMem) writer() {
 // writer's buffer, for reuse.
 func (d *detached) run(flags uint8, buf []byte) []byte {
 	s := d.s
-	h := s.hub
+	e := s.e
 	if flags&flagGone != 0 {
-		s.setEnd(endClientGone)
+		s.SetEnd(EndClientGone)
 		d.end()
 		return buf
 	}
@@ -499,20 +429,20 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		d.endWhy, d.farewell = s.gapWhy, s.farewell
 		s.mu.Unlock()
 		if !gap {
-			h.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
+			e.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
 			d.end()
 			return buf
 		}
 		d.ending = true
 	default:
 	}
-	if h.ctx.Err() != nil || flags&flagExpired != 0 {
+	if e.stopped() || flags&flagExpired != 0 {
 		// A clean end: the client resumes with Last-Event-ID.
 		d.closing = true
-		if h.ctx.Err() != nil {
-			s.setEnd(endShutdown)
+		if e.stopped() {
+			s.SetEnd(EndShutdown)
 		} else {
-			s.setEnd(d.expiryWhy)
+			s.SetEnd(s.expiryWhy)
 		}
 	}
 	// The timers' flags are taken in, whatever happens next: each timer
@@ -520,8 +450,8 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	now := time.Now()
 	keepAlive := false
 	if flags&flagKeepAlive != 0 {
-		if idle := now.Sub(d.lastWrite); idle < h.cfg.keepAlive {
-			d.keepAlive.Reset(h.cfg.keepAlive - idle)
+		if idle := now.Sub(d.lastWrite); idle < e.cfg.KeepAlive {
+			d.keepAlive.Reset(e.cfg.KeepAlive - idle)
 		} else {
 			keepAlive = true
 		}
@@ -533,7 +463,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		// Its goroutine schedules d once the write is done. Bytes are
 		// on their way: no keep-alive needed.
 		if keepAlive {
-			d.keepAlive.Reset(h.cfg.keepAlive)
+			d.keepAlive.Reset(e.cfg.KeepAlive)
 		}
 		return buf
 	}
@@ -544,7 +474,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if len(d.pending) > 0 {
 		// The write timeout counts from the last progress: a stream cut
 		// for it made none for that long.
-		if now.Sub(d.progress) >= h.cfg.writeTimeout {
+		if now.Sub(d.progress) >= e.cfg.WriteTimeout {
 			d.end()
 			return buf
 		}
@@ -554,10 +484,10 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		}
 		if len(d.pending) > 0 {
 			if keepAlive { // bytes wait to go out: no comment needed
-				d.keepAlive.Reset(h.cfg.keepAlive)
+				d.keepAlive.Reset(e.cfg.KeepAlive)
 			}
 			if flags&flagStalled != 0 {
-				d.stall.Reset(time.Until(d.progress.Add(h.cfg.writeTimeout)))
+				d.stall.Reset(time.Until(d.progress.Add(e.cfg.WriteTimeout)))
 			}
 			return buf
 		}
@@ -575,14 +505,14 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		return buf
 	}
 
-	if delay := h.cfg.writeDelay; delay > 0 && !d.ending && !keepAlive && flags&flagUrgent == 0 {
+	if delay := e.cfg.WriteDelay; delay > 0 && !d.ending && !keepAlive && flags&flagUrgent == 0 {
 		if d.delayArmed {
 			return buf // the updates go out when the delay ends
 		}
 		if wait := d.lastWrite.Add(delay).Sub(now); wait > 0 && s.pending() {
 			d.delayArmed = true
 			if d.delay == nil {
-				d.delay = time.AfterFunc(wait, func() { h.lm.schedule(d, flagDelayOver) })
+				d.delay = time.AfterFunc(wait, func() { e.lm.schedule(d, flagDelayOver) })
 			} else {
 				d.delay.Reset(wait)
 			}
@@ -592,9 +522,9 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 
 	batch := s.take(d.spare)
 	n := 0
-	for _, e := range batch {
-		if e.Seq > d.minSeq { // else already sent by the replay
-			n += len(e.encoded())
+	for _, ev := range batch {
+		if ev.Seq > d.minSeq { // else already sent by the replay
+			n += len(ev.Bytes)
 		}
 	}
 	if d.ending {
@@ -615,10 +545,10 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		if comment {
 			buf = append(buf, keepAliveComment...)
 		}
-		for _, e := range batch {
-			if e.Seq > d.minSeq {
-				buf = append(buf, e.encoded()...)
-				s.sampleDelay(e)
+		for _, ev := range batch {
+			if ev.Seq > d.minSeq {
+				buf = append(buf, ev.Bytes...)
+				s.sampleDelay(ev)
 			}
 		}
 		if d.ending {
@@ -631,7 +561,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 	if d.ending {
 		buf = append(buf, lastChunk...)
 		d.final = true
-		s.setEnd(d.endWhy)
+		s.SetEnd(d.endWhy)
 	}
 	if len(buf) > 0 {
 		var err error
@@ -644,7 +574,7 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 		d.lastWrite = time.Now()
 	}
 	if keepAlive {
-		d.keepAlive.Reset(h.cfg.keepAlive)
+		d.keepAlive.Reset(e.cfg.KeepAlive)
 	}
 	if d.final && d.done() {
 		d.end()
@@ -654,13 +584,6 @@ func (d *detached) run(flags uint8, buf []byte) []byte {
 
 // lastChunk ends a chunked body.
 const lastChunk = "0\r\n\r\n"
-
-// pending reports whether events wait in the queue of s.
-func (s *stream) pending() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue) > 0
-}
 
 // send writes b, the next bytes of the body. On a socket, it writes what
 // the connection takes now and keeps the rest pending, to be written when
@@ -684,8 +607,8 @@ func (d *detached) send(b []byte) ([]byte, error) {
 		// d keeps b: no copy of a large batch.
 		d.pending = b[n:]
 		d.progress, d.backoff = time.Now(), 0
-		if timeout := d.s.hub.cfg.writeTimeout; d.stall == nil {
-			lm := &d.s.hub.lm
+		if timeout := d.s.e.cfg.WriteTimeout; d.stall == nil {
+			lm := &d.s.e.lm
 			d.stall = time.AfterFunc(timeout, func() { lm.schedule(d, flagStalled) })
 		} else {
 			d.stall.Reset(timeout)
@@ -732,7 +655,7 @@ func (d *detached) waitRoom() {
 	}
 	d.backoff = min(max(2*d.backoff, retryMin), retryMax)
 	if d.retry == nil {
-		lm := &d.s.hub.lm
+		lm := &d.s.e.lm
 		d.retry = time.AfterFunc(d.backoff, func() { lm.schedule(d, flagWritable) })
 	} else {
 		d.retry.Reset(d.backoff)
@@ -751,7 +674,7 @@ func (d *detached) done() bool {
 // write timeout as in stream.write; it then schedules d, which the writer
 // ends if the write failed.
 func (d *detached) offload() {
-	lm := &d.s.hub.lm
+	lm := &d.s.e.lm
 	d.inFlight.Store(true)
 	lm.wg.Add(1)
 	go func() {
@@ -768,7 +691,7 @@ func (d *detached) offload() {
 func (d *detached) write(b []byte) error {
 	s := d.s
 	now := time.Now()
-	if timeout := s.hub.cfg.writeTimeout; s.deadline.Sub(now) < timeout/2 {
+	if timeout := s.e.cfg.WriteTimeout; s.deadline.Sub(now) < timeout/2 {
 		if err := s.extendDeadline(now.Add(timeout)); err != nil {
 			return err
 		}
@@ -780,7 +703,7 @@ func (d *detached) write(b []byte) error {
 // end closes the connection of d and cleans up after its stream, once:
 // only the writer running d (or detach) calls it.
 func (d *detached) end() {
-	lm := &d.s.hub.lm
+	lm := &d.s.e.lm
 	lm.mu.Lock()
 	d.state = stateEnded
 	lm.mu.Unlock()
@@ -822,23 +745,8 @@ func (d *detached) end() {
 	if p != nil {
 		p.stop()
 	}
-	d.s.hub.cleanupDetached(d)
-}
-
-// cleanupDetached does for a detached stream what its handler's deferred
-// calls do for the others. Announcing the end of its subscriptions may
-// wait for the store: that runs on a goroutine of its own, not on a
-// writer.
-func (h *Hub) cleanupDetached(d *detached) {
-	s := d.s
-	if len(s.subscriptions) > 0 {
-		go func() {
-			h.subscriptionsEnded(s, d.started)
-			h.close(s)
-		}()
-		return
-	}
-	h.close(s)
+	d.s.failed(nil)
+	d.s.e.close(d.s, true)
 }
 
 // read watches d's connection with a goroutine blocked reading it, where

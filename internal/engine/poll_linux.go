@@ -1,4 +1,4 @@
-package mercure
+package engine
 
 import (
 	"encoding/binary"
@@ -15,13 +15,13 @@ import (
 // descriptor, which the system reuses.
 type poller struct {
 	lm   *lowMem
-	hub  *Hub
+	e    *Engine
 	epfd int
 	evfd int // an eventfd that stops the poller (id 0)
 }
 
 // newPoller starts a poller. The caller holds lm.mu.
-func newPoller(lm *lowMem, h *Hub) (*poller, error) {
+func newPoller(lm *lowMem, e *Engine) (*poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -36,7 +36,7 @@ func newPoller(lm *lowMem, h *Hub) (*poller, error) {
 		unix.Close(epfd)
 		return nil, err
 	}
-	p := &poller{lm: lm, hub: h, epfd: epfd, evfd: evfd}
+	p := &poller{lm: lm, e: e, epfd: epfd, evfd: evfd}
 	lm.wg.Add(1)
 	go p.run()
 	return p, nil
@@ -55,7 +55,7 @@ func (p *poller) run() {
 		}
 		if err != nil {
 			// Streams then notice gone clients when writes to them fail.
-			p.hub.log.Error("mercure: low-memory mode: watching connections failed", "error", err)
+			p.e.log.Error("mercure: low-memory mode: watching connections failed", "error", err)
 			return
 		}
 		for _, ev := range events[:n] {

@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/topicurl"
+)
+
+// dispatcher is the scratch state of dispatch, reused from one event to
+// the next. Only the dispatcher goroutine touches it, one event at a time.
+type dispatcher struct {
+	event *Event
+	lists [][]*Stream // exact and "*" subscribers
+	// cands holds the candidate patterns of each topic in turn:
+	// cands[ends[i-1]:ends[i]] are those of topics[i].
+	cands   []index.Candidate[*Stream]
+	topics  []topicurl.URL
+	ends    []int
+	matched [][]*Stream
+	seen    map[*index.Group[*Stream]]bool // verdicts, with several topics
+	kicked  []*Stream
+	woken   []*Stream // streams with events queued since the last wake
+	// queued is the bytes this dispatch queued, added to the engine's
+	// count once at its end: one atomic add per dispatch, not per
+	// delivery; room is what Limits.MaxQueuedBytes left when it began.
+	queued, room int64
+	// delivered counts this dispatch's deliveries, added to the metrics
+	// once at its end, with queued.
+	delivered uint64
+}
+
+// dispatch hands ev to every matching stream.
+//
+// The engine's lock is held only to look the index up: the lists it
+// returns stay as they were until the dispatch ends (see
+// [index.Index.BeginRead]), so that opening and closing streams never
+// waits for a fan-out, nor for URL patterns to be evaluated (MAT-9: a
+// pattern costs time). A stream registered after the look-up misses ev,
+// which its replay covers: ev was recorded before the look-up, so before
+// the replay began. A stream that closed since gets ev in a queue it no
+// longer reads.
+//
+// Topics are resolved as URLs only once a pattern has been registered
+// (e.patternsUsed). One registered between that check and the look-up
+// misses ev without harm, for the same reason: ev was recorded before.
+func (e *Engine) dispatch(ev *Event) {
+	e.counters.Dispatched.Add(1) // before any stream has it: stats never lag a client
+	start := time.Now()
+	d := &e.dispatcher
+	d.event = ev
+	// Writers may free some meanwhile: room errs on the safe side.
+	d.room = e.cfg.Limits.MaxQueuedBytes - e.queued.Load()
+	var urls []topicurl.URL
+	if e.patternsUsed.Load() {
+		urls = ev.URLs(e.resolver) // resolved once per event, not per pattern
+	}
+	e.mu.Lock()
+	read := e.index.BeginRead()
+	d.lists = e.index.Exact(read, ev.Topics, d.lists)
+	if e.index.HasPatterns() {
+		for _, u := range urls {
+			if u.Href == "" {
+				continue // MAT-8: an unparsable topic never matches a pattern
+			}
+			d.cands = e.index.Candidates(read, u, d.cands)
+			d.topics = append(d.topics, u)
+			d.ends = append(d.ends, len(d.cands))
+		}
+	}
+	e.mu.Unlock()
+
+	// Exact and "*" subscribers first: they need no evaluation.
+	for _, l := range d.lists {
+		for _, s := range l {
+			e.deliver(s)
+		}
+	}
+	if len(d.cands) > 0 {
+		// Patterns cost time (MAT-9): the subscribers that need no
+		// evaluation do not wait for it.
+		e.wake()
+		e.evaluate()
+		for _, l := range d.matched {
+			for _, s := range l {
+				e.deliver(s)
+			}
+		}
+	}
+	e.index.EndRead(read)
+	// Writers subtract what they take: until this add, the count may dip
+	// below what is queued, by this one dispatch at most.
+	e.queued.Add(d.queued)
+	if d.delivered > 0 {
+		e.counters.Deliveries.Add(d.delivered)
+		e.counters.DeliveredBytes.Add(uint64(d.queued))
+	}
+	d.queued, d.delivered = 0, 0
+	for _, s := range d.kicked {
+		s.abort()
+	}
+	clear(d.lists)
+	clear(d.cands)
+	clear(d.matched)
+	clear(d.topics)
+	clear(d.kicked)
+	d.lists, d.cands, d.matched, d.topics, d.ends, d.kicked, d.event = d.lists[:0], d.cands[:0], d.matched[:0], d.topics[:0], d.ends[:0], d.kicked[:0], nil
+	e.counters.DispatchDuration.Observe(time.Since(start))
+}
+
+// evaluate sets d.matched to the subscribers of the candidate groups
+// whose pattern selects one of the topics. A group reached by several
+// topics is evaluated until one matches, and kept once.
+func (e *Engine) evaluate() {
+	d := &e.dispatcher
+	if len(d.topics) == 1 {
+		for _, c := range d.cands {
+			if c.Group.Pattern().Test(d.topics[0].Href) {
+				d.matched = append(d.matched, c.Subs)
+			}
+		}
+		return
+	}
+	if d.seen == nil {
+		d.seen = make(map[*index.Group[*Stream]]bool)
+	}
+	start := 0
+	for i, u := range d.topics {
+		for _, c := range d.cands[start:d.ends[i]] {
+			if !d.seen[c.Group] && c.Group.Pattern().Test(u.Href) {
+				d.seen[c.Group] = true
+				d.matched = append(d.matched, c.Subs)
+			}
+		}
+		start = d.ends[i]
+	}
+	clear(d.seen)
+}
+
+// deliver queues the event being dispatched for s, once however many of
+// its matchers select it (SUB-13), and only when s may read it (AUTH-35).
+// Only the dispatcher calls it. A stream that overflows is kept for
+// dispatch to cut at its end: on HTTP/2 that is a message to the
+// connection's goroutine.
+func (e *Engine) deliver(s *Stream) {
+	d := &e.dispatcher
+	ev := d.event
+	if ev.Seq <= s.lastSeq {
+		// Offered already, through another matcher (SUB-13), or recorded
+		// before s opened.
+		return
+	}
+	s.lastSeq = ev.Seq
+	if ev.Private && !s.owner.ReadsPrivate(ev) {
+		return
+	}
+	n, ok := s.enqueue(ev, d.room-d.queued)
+	d.queued += int64(n)
+	if n > 0 {
+		d.delivered++
+	}
+	switch {
+	case !ok:
+		e.counters.Overflows.Add(1)
+		d.kicked = append(d.kicked, s)
+	case n > 0 && !s.wakePending:
+		s.wakePending = true
+		d.woken = append(d.woken, s)
+	}
+}

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// RetryField is the SSE event that sets the reconnection delay a drained
+// stream is told: a second, ± half a second of jitter.
+func RetryField() []byte {
+	ms := 500 + rand.IntN(1000)
+	return append(strconv.AppendInt([]byte("retry: "), int64(ms), 10), "\n\n"...)
+}
+
+// drainStep is how often the drain ends the streams that are due.
+const drainStep = 10 * time.Millisecond
+
+// Drain ends the open streams in a random order, spread evenly over
+// window (shortened to what ctx allows), each with a [RetryField] and a
+// clean end, and returns when the last one has been told to end and the
+// streams have written their farewell (for a grace period at most), or
+// ctx is done.
+func (e *Engine) Drain(ctx context.Context, window time.Duration) {
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave time for the rest of a shutdown: the streams' ends, the grace.
+		window = min(window, time.Until(dl)-shutdownGrace-time.Second)
+	}
+	streams := e.snapshot()
+	defer e.waitDrained(ctx)
+	rand.Shuffle(len(streams), func(i, j int) { streams[i], streams[j] = streams[j], streams[i] })
+	start := time.Now()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for done := 0; done < len(streams); {
+		// Streams due by now: those whose slot i·window/n has come.
+		due := len(streams)
+		if elapsed := time.Since(start); window > 0 && elapsed < window {
+			due = min(len(streams), int(int64(len(streams))*int64(elapsed)/int64(window))+1)
+		}
+		for ; done < due; done++ {
+			streams[done].End(EndShutdown, RetryField())
+			streams[done] = nil
+		}
+		if done == len(streams) {
+			break
+		}
+		t.Reset(drainStep)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// waitDrained waits, for shutdownGrace at most, until the drained streams
+// have written their farewell and ended: a shutdown then ends the others
+// (those stuck on a peer) without cutting a farewell short.
+func (e *Engine) waitDrained(ctx context.Context) {
+	deadline := time.Now().Add(shutdownGrace)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if e.Streams() == 0 {
+			return
+		}
+		time.Sleep(drainStep)
+	}
+}

@@ -1,0 +1,354 @@
+// Package engine runs a hub's streams: the feed between the store and
+// the streams, the dispatch of each event to the streams whose matchers
+// select it, each stream's bounded queue, and the writers that send the
+// queues to the subscribers, either a goroutine per stream or, for
+// HTTP/1.1 connections taken over from net/http, a small pool of writers
+// woken by events, timers and a poller.
+//
+// The hub (the root package) parses and authorizes requests, replays
+// history and speaks the protocol; it hands the engine a stream once its
+// matchers and rights are known, and the engine's [Subscriber] answers
+// for the stream's rights and cleans up after it.
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mercurekit/mercure/internal/hist"
+	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/topicurl"
+)
+
+// Config configures an [Engine]. Every field must be set.
+type Config struct {
+	Log      *slog.Logger
+	Resolver *topicurl.Resolver
+	Limits   Limits
+	// KeepAlive is the idle time after which a stream gets a comment.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write: a connection that takes nothing for
+	// that long ends its stream.
+	WriteTimeout time.Duration
+	// WriteDelay spaces each stream's writes at least that far apart.
+	WriteDelay time.Duration
+	// Detach takes HTTP/1.1 connections over from net/http once their
+	// stream is set up (see [Engine.Detachable]).
+	Detach bool
+	// NoPoller runs detached streams as on systems without a poller: a
+	// goroutine reads each connection, and unfinished writes are retried
+	// on a timer.
+	NoPoller bool
+}
+
+// Limits are the hub's limits that the engine enforces.
+type Limits struct {
+	QueueEvents, QueueBytes int
+	MaxQueuedBytes          int64
+	MaxPendingUpdates       int
+	MaxConnections          int
+	MaxConnectionsPerClient int
+	MaxPatternsPerPrefix    int
+	MaxPatternsPerTopic     int
+	MaxTotalPatternSize     int
+}
+
+// Counters are the engine's metrics, updated whether or not anything
+// reads them.
+type Counters struct {
+	Dispatched     atomic.Uint64
+	Overflows      atomic.Uint64
+	Deliveries     atomic.Uint64
+	DeliveredBytes atomic.Uint64
+	StreamsClosed  [NumEndReasons]atomic.Uint64
+	// DispatchDuration is the fan-out of one event to the streams'
+	// queues; DeliveryDelay from an event's Time to its write to a
+	// stream, sampled (the first event written to each stream, then one
+	// in DelaySampleEvery).
+	DispatchDuration hist.Histogram
+	DeliveryDelay    hist.Histogram
+}
+
+// DelaySampleEvery is how many events a stream writes per sample of the
+// delivery delay: its first, then one in this many.
+const DelaySampleEvery = 64
+
+// Errors of [Engine.Open] and [Engine.Refuse].
+var (
+	ErrClosed            = errors.New("the hub is shutting down")
+	ErrTooManyStreams    = errors.New("too many connections")
+	ErrTooManyFromClient = errors.New("too many connections from this client")
+	// ErrPatterns wraps why a stream's URL patterns were refused.
+	ErrPatterns = errors.New("URL pattern budget exceeded")
+)
+
+// Engine runs the streams of one hub.
+type Engine struct {
+	cfg      Config
+	log      *slog.Logger
+	resolver *topicurl.Resolver
+
+	// mu guards the subscriber index. Dispatch holds it only to look the
+	// index up (see dispatch).
+	mu    sync.Mutex
+	index *index.Index[*Stream]
+	// patternsUsed is whether the index has held a URL pattern: until it
+	// has, dispatch does not resolve topics as URLs.
+	patternsUsed atomic.Bool
+	lastSeq      atomic.Uint64 // of the latest event the store passed on
+	feed         feed
+	dispatcher
+
+	// life guards closed, streams, conns and the stream WaitGroup.
+	life    sync.Mutex
+	closed  bool
+	ctx     context.Context // canceled by Stop
+	stop    context.CancelFunc
+	streams map[*Stream]struct{}
+	active  sync.WaitGroup
+	conns   connCounter
+
+	queued   atomic.Int64 // bytes in the streams' queues
+	counters Counters
+
+	lm lowMem // detached streams
+}
+
+// connCounter enforces the connection limits (SUB-12).
+type connCounter struct {
+	total     int
+	perClient map[string]int
+}
+
+// New returns an engine.
+func New(cfg Config) *Engine {
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Log,
+		resolver: cfg.Resolver,
+		index:    index.New[*Stream](cfg.Resolver),
+		streams:  make(map[*Stream]struct{}),
+		conns:    connCounter{perClient: make(map[string]int)},
+	}
+	e.lm.noPoll = cfg.NoPoller
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	if cfg.Detach {
+		context.AfterFunc(e.ctx, e.lm.wakeAll) // detached streams end too
+	}
+	return e
+}
+
+// Counters returns the engine's counters.
+func (e *Engine) Counters() *Counters { return &e.counters }
+
+// QueuedBytes is the bytes waiting in the streams' queues now, an event
+// shared by several queues counted in each (give or take the event being
+// dispatched).
+func (e *Engine) QueuedBytes() int64 { return max(e.queued.Load(), 0) }
+
+// Streams is the number of streams open now.
+func (e *Engine) Streams() int {
+	e.life.Lock()
+	defer e.life.Unlock()
+	return len(e.streams)
+}
+
+// LastSeq is the Seq of the latest event pushed.
+func (e *Engine) LastSeq() uint64 { return e.lastSeq.Load() }
+
+// Refuse reports, without reserving anything, whether a stream of client
+// would be refused now (ErrClosed, ErrTooManyStreams,
+// ErrTooManyFromClient): checked before a request is parsed, so that a
+// client over its limit cannot make the hub compile its patterns.
+func (e *Engine) Refuse(client string) error {
+	e.life.Lock()
+	defer e.life.Unlock()
+	return e.refuseLocked(client)
+}
+
+// refuseLocked applies the connection limits (SUB-12). The caller holds
+// e.life.
+func (e *Engine) refuseLocked(client string) error {
+	lim := &e.cfg.Limits
+	switch {
+	case e.closed:
+		return ErrClosed
+	case lim.MaxConnections > 0 && e.conns.total >= lim.MaxConnections:
+		return ErrTooManyStreams
+	case lim.MaxConnectionsPerClient > 0 && e.conns.perClient[client] >= lim.MaxConnectionsPerClient:
+		return ErrTooManyFromClient
+	}
+	return nil
+}
+
+// Open registers s with its matchers, enforcing the connection limits
+// (SUB-12) and the pattern budgets. Once it returns nil, the stream gets
+// every event pushed from now on that its matchers select, and must be
+// ended with [Stream.Serve] or [Stream.Finish]. The URL patterns of ms
+// are replaced by the index's interned copies.
+func (e *Engine) Open(s *Stream, ms []Matcher) error {
+	e.life.Lock()
+	if err := e.refuseLocked(s.client); err != nil {
+		e.life.Unlock()
+		return err
+	}
+	e.conns.total++
+	e.conns.perClient[s.client]++
+	e.streams[s] = struct{}{}
+	e.active.Add(1)
+	e.life.Unlock()
+
+	if err := e.register(s, ms); err != nil {
+		e.release(s)
+		return err
+	}
+	return nil
+}
+
+// release frees the connection slot and lifetime accounting of s.
+func (e *Engine) release(s *Stream) {
+	e.life.Lock()
+	delete(e.streams, s)
+	e.conns.total--
+	if e.conns.perClient[s.client]--; e.conns.perClient[s.client] == 0 {
+		delete(e.conns.perClient, s.client)
+	}
+	e.life.Unlock()
+	e.active.Done()
+}
+
+// Stop refuses new streams and ends the open ones: each writes a clean
+// end (or, stuck on its peer, waits for Abort).
+func (e *Engine) Stop() {
+	e.life.Lock()
+	e.closed = true
+	e.life.Unlock()
+	e.stop()
+}
+
+// stopped reports whether Stop was called.
+func (e *Engine) stopped() bool { return e.ctx.Err() != nil }
+
+// shutdownGrace is how long Wait lets streams end on their own before
+// it cuts the writes of those stuck on peers that stopped reading.
+const shutdownGrace = time.Second
+
+// Wait waits until every stream has ended, after Stop: it lets them end
+// on their own for a grace period, then cuts the writes of those stuck on
+// peers that stopped reading. When ctx ends first, it cuts them all and
+// returns ctx's error.
+func (e *Engine) Wait(ctx context.Context) error {
+	finished := make(chan struct{})
+	go func() {
+		e.active.Wait()
+		e.lm.wait() // the writers of the detached streams
+		close(finished)
+	}()
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+		return nil
+	case <-grace.C:
+		e.AbortAll()
+	case <-ctx.Done():
+		e.AbortAll()
+		return ctx.Err()
+	}
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// snapshot returns the open streams.
+func (e *Engine) snapshot() []*Stream {
+	e.life.Lock()
+	defer e.life.Unlock()
+	streams := make([]*Stream, 0, len(e.streams))
+	for s := range e.streams {
+		streams = append(streams, s)
+	}
+	return streams
+}
+
+// AbortAll makes every write still blocked on a peer fail now. The
+// streams are aborted after e.life is released: on HTTP/2, cutting a
+// write is a message to the connection's own goroutine.
+func (e *Engine) AbortAll() {
+	for _, s := range e.snapshot() {
+		s.abort()
+	}
+}
+
+// Matcher is one matcher of a stream, for the index.
+type Matcher struct {
+	Kind    index.Kind
+	Value   string
+	Pattern *index.Pattern // compiled, for index.URLPattern
+}
+
+// register adds the matchers of s to the index, unless its new patterns
+// would exceed the pattern budgets; it then returns why, wrapping
+// ErrPatterns. Patterns already registered are always accepted: sharing
+// one costs nothing.
+func (e *Engine) register(s *Stream, ms []Matcher) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Events recorded until now are not live for s, though the dispatcher
+	// may not have handed them out yet: a stream gets what is published
+	// after it opens, and what it asks for from history.
+	s.lastSeq = e.lastSeq.Load()
+	lim := &e.cfg.Limits
+	for i := range ms {
+		m := &ms[i]
+		s.entries = append(s.entries, e.index.Add(m.Kind, m.Value, m.Pattern, s))
+		if m.Kind != index.URLPattern {
+			continue
+		}
+		m.Pattern = e.index.Pattern(m.Value) // share the interned copy
+		e.patternsUsed.Store(true)
+		var refused string
+		switch {
+		case e.index.SamePrefix(m.Pattern) > lim.MaxPatternsPerPrefix:
+			refused = "too many distinct URL patterns with the same literal prefix"
+		case e.index.MaxPerTopic() > lim.MaxPatternsPerTopic:
+			refused = "too many distinct URL patterns would be evaluated for the same topics"
+		case e.index.PatternSize() > lim.MaxTotalPatternSize:
+			refused = "the hub holds too many URL patterns"
+		default:
+			continue
+		}
+		for _, en := range s.entries {
+			e.index.Remove(en)
+		}
+		s.entries = nil
+		return &patternError{refused}
+	}
+	return nil
+}
+
+// patternError says why a stream's patterns were refused.
+type patternError struct{ msg string }
+
+func (p *patternError) Error() string { return p.msg }
+func (p *patternError) Unwrap() error { return ErrPatterns }
+
+// unregister removes the matchers of s from the index.
+func (e *Engine) unregister(s *Stream) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, en := range s.entries {
+		e.index.Remove(en)
+	}
+}
+
+// PatternsUsed reports whether the index has held a URL pattern: until
+// it has, no event needs its topics resolved as URLs.
+func (e *Engine) PatternsUsed() bool { return e.patternsUsed.Load() }

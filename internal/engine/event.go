@@ -1,0 +1,34 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/mercurekit/mercure/internal/topicurl"
+)
+
+// Event is an update as the engine delivers it: what dispatch, the
+// authorization of private updates and the writers need, built once per
+// event and shared by every stream it reaches. It is immutable, but for
+// the cache of its resolved topics.
+type Event struct {
+	// Seq is the event's position in the store's order (never 0).
+	Seq     uint64
+	Topics  []string
+	Private bool
+	// Time is when the hub accepted the update, for the delivery delay.
+	Time time.Time
+	// Bytes is the event's SSE encoding.
+	Bytes []byte
+
+	// Resolved caches the topics resolved as URLs; nil for none.
+	Resolved *topicurl.Cache
+}
+
+// URLs returns ev's topics resolved by r (see [topicurl.Cache.Resolve]).
+func (ev *Event) URLs(r *topicurl.Resolver) []topicurl.URL {
+	if ev.Resolved == nil {
+		var c topicurl.Cache
+		return c.Resolve(r, ev.Topics)
+	}
+	return ev.Resolved.Resolve(r, ev.Topics)
+}

@@ -35,9 +35,9 @@ const maxURLBytes = 8000
 // long as its fields are not changed.
 type Client struct {
 	// HTTPClient sends the requests; nil means http.DefaultClient. Set
-	// its Jar for hubs that take the token from a cookie. A client from
-	// golang.org/x/oauth2's NewClient adds a fresh token to each request,
-	// reconnections included, without any code here.
+	// its Jar for hubs that take the token from a cookie. Its
+	// CheckRedirect runs after the client's own redirect policy (see
+	// [Client.Token]).
 	HTTPClient *http.Client
 
 	// Token, when not nil, is called before every connection and every
@@ -45,6 +45,14 @@ type Client struct {
 	// a long-lived subscriber thus renews a short-lived token. Return ""
 	// to send none. An error is retried like a network error by
 	// subscriptions, and returned by Publish.
+	//
+	// The token goes in the Authorization header of the request to the
+	// URL given, and of the redirects it follows within that URL's
+	// origin (scheme, host and port); from the first hop to another
+	// origin on, the header is dropped, and a redirect from https to
+	// http is refused with [ErrInsecureRedirect]. A token that an
+	// HTTPClient's Transport adds itself (golang.org/x/oauth2's, say) is
+	// beyond this policy: it goes wherever the Transport sends requests.
 	Token func(ctx context.Context) (string, error)
 
 	// ReconnectDelay is the delay before the first reconnection after a
@@ -150,8 +158,8 @@ var errNoMatcher = errors.New("mercure: a subscription needs at least one matche
 // that retrying cannot cure, which it yields once: a [*StatusError] for a
 // 4xx answer other than 408 and 429 (test it with errors.Is against
 // [ErrUnauthorized], [ErrForbidden] and [ErrBadRequest]),
-// [ErrNotEventStream], [ErrEventTooLarge]. Every event is yielded with a
-// nil error.
+// [ErrNotEventStream], [ErrEventTooLarge], [ErrInsecureRedirect]. Every
+// event is yielded with a nil error.
 //
 // Reading happens in the caller's goroutine, while it ranges: an event is
 // read when the previous one has been handled, so a slow consumer slows
@@ -216,7 +224,7 @@ func (st *stream) connect(ctx context.Context) (delivered int, err error, perman
 	}
 	res, err := st.c.httpClient().Do(req)
 	if err != nil {
-		return 0, err, false
+		return 0, err, errors.Is(err, ErrInsecureRedirect)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -351,13 +359,6 @@ func (c *Client) authorize(ctx context.Context, req *http.Request) error {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return nil
-}
-
-func (c *Client) httpClient() *http.Client {
-	if c.HTTPClient != nil {
-		return c.HTTPClient
-	}
-	return http.DefaultClient
 }
 
 func (c *Client) maxEventBytes() int {

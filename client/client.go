@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strings"
@@ -22,6 +21,8 @@ const Earliest = "earliest"
 const (
 	DefaultReconnectDelay    = time.Second
 	DefaultMaxReconnectDelay = 30 * time.Second
+	DefaultMinReconnectDelay = 250 * time.Millisecond
+	DefaultMaxHubDelay       = 5 * time.Minute
 	DefaultMaxEventBytes     = 16 << 20
 )
 
@@ -56,15 +57,27 @@ type Client struct {
 	Token func(ctx context.Context) (string, error)
 
 	// ReconnectDelay is the delay before the first reconnection after a
-	// stream that delivered events; it doubles after each failed attempt,
-	// up to MaxReconnectDelay, plus up to 50% of random jitter. The hub's
-	// retry field replaces it, as EventSource does. Zero means
-	// DefaultReconnectDelay.
+	// stream that delivered events; it doubles after each attempt that
+	// delivered none, up to MaxReconnectDelay, and random jitter adds up
+	// to half of it. The hub's retry field replaces it, as EventSource
+	// does. Zero means DefaultReconnectDelay.
 	ReconnectDelay time.Duration
-	// MaxReconnectDelay caps the delay; zero means
-	// DefaultMaxReconnectDelay. The hub's retry and Retry-After are
-	// honoured even when longer.
+	// MaxReconnectDelay caps the doubling; zero means
+	// DefaultMaxReconnectDelay. A longer retry field or Retry-After is
+	// honoured, up to MaxHubDelay.
 	MaxReconnectDelay time.Duration
+	// MinReconnectDelay is the shortest wait before a reconnection,
+	// whatever the hub's retry field says (retry: 0 included); zero
+	// means DefaultMinReconnectDelay, and less than a millisecond is
+	// taken as one. With the doubling, a hub that keeps ending streams
+	// at once gets fewer and fewer connections, and one that sends an
+	// event per stream at most one per MinReconnectDelay.
+	MinReconnectDelay time.Duration
+	// MaxHubDelay caps the delays the hub asks for, with its retry field
+	// or Retry-After: a hub cannot park a subscriber for days. Zero
+	// means DefaultMaxHubDelay. A hub still answering 503 when it has
+	// passed is asked again.
+	MaxHubDelay time.Duration
 
 	// MaxEventBytes bounds the size of one event; zero means
 	// DefaultMaxEventBytes. A larger event ends the subscription with
@@ -149,10 +162,11 @@ var errNoMatcher = errors.New("mercure: a subscription needs at least one matche
 // order, as an iterator: range over it, and break to close the stream.
 // It reconnects on its own after network errors, after the hub ends the
 // stream, and after 5xx and 429 answers, with exponential backoff and
-// jitter, honouring the hub's retry field and Retry-After; each
-// reconnection sends Last-Event-ID with the id of the last event the
-// iterator yielded, so that no event is missed or repeated (the spec's
-// section on reconnection and state reconciliation).
+// jitter, honouring the hub's retry field and Retry-After within
+// [Client.MinReconnectDelay] and [Client.MaxHubDelay]; each reconnection
+// sends Last-Event-ID with the id of the last event the iterator yielded,
+// so that no event is missed or repeated (the spec's section on
+// reconnection and state reconciliation).
 //
 // The iteration ends when ctx is done, with no error, or after an error
 // that retrying cannot cure, which it yields once: a [*StatusError] for a
@@ -312,38 +326,6 @@ func (st *stream) request(ctx context.Context) (*http.Request, error) {
 		return nil, err
 	}
 	return req, nil
-}
-
-// delay is how long to wait before the next connection, after failures
-// consecutive attempts that delivered nothing, the last failing with err.
-func (st *stream) delay(failures int, err error) time.Duration {
-	base := st.c.ReconnectDelay
-	if base <= 0 {
-		base = DefaultReconnectDelay
-	}
-	if st.retry != nil {
-		base = *st.retry
-	}
-	ceiling := st.c.MaxReconnectDelay
-	if ceiling <= 0 {
-		ceiling = DefaultMaxReconnectDelay
-	}
-	base = max(base, time.Millisecond) // retry: 0 must not make a busy loop
-	ceiling = max(ceiling, base)
-	d := base
-	for range min(failures, 32) {
-		if d >= ceiling/2 {
-			d = ceiling
-			break
-		}
-		d *= 2
-	}
-	d += rand.N(d/2 + 1) // jitter: reconnecting clients spread out
-	var se *StatusError
-	if errors.As(err, &se) {
-		d = max(d, se.RetryAfter)
-	}
-	return d
 }
 
 // authorize sets the bearer token, if the client has a source.

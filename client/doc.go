@@ -35,6 +35,11 @@
 // the hub no longer knew the cursor. To miss nothing before the first
 // event, pass a cursor: one from discovery, or [Earliest].
 //
+// What a hub asks for is bounded: a wait of at least
+// [Client.MinReconnectDelay] before each reconnection (a retry of 0
+// included), of at most [Client.MaxHubDelay] however long the
+// Retry-After.
+//
 // A 4xx answer other than 408 and 429 ends the iteration with a
 // [*StatusError], which carries the status and the parsed Bearer challenge
 // (RFC 6750): errors.Is(err, [ErrUnauthorized]) and

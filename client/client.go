@@ -23,6 +23,8 @@ const (
 	DefaultMaxReconnectDelay = 30 * time.Second
 	DefaultMinReconnectDelay = 250 * time.Millisecond
 	DefaultMaxHubDelay       = 5 * time.Minute
+	DefaultHeaderTimeout     = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxEventBytes     = 16 << 20
 )
 
@@ -38,7 +40,8 @@ type Client struct {
 	// HTTPClient sends the requests; nil means http.DefaultClient. Set
 	// its Jar for hubs that take the token from a cookie. Its
 	// CheckRedirect runs after the client's own redirect policy (see
-	// [Client.Token]).
+	// [Client.Token]). Leave its Timeout zero: it would cut streams;
+	// HeaderTimeout and IdleTimeout bound them instead.
 	HTTPClient *http.Client
 
 	// Token, when not nil, is called before every connection and every
@@ -78,6 +81,21 @@ type Client struct {
 	// means DefaultMaxHubDelay. A hub still answering 503 when it has
 	// passed is asked again.
 	MaxHubDelay time.Duration
+
+	// HeaderTimeout bounds the wait for the response headers of every
+	// request: a server that accepts and never answers. Zero means
+	// DefaultHeaderTimeout; negative means none.
+	HeaderTimeout time.Duration
+	// IdleTimeout is how long a response may stay silent before the
+	// client drops it, with [ErrTimeout]: a subscription then reconnects
+	// and resumes after its last event. Hubs write a keep-alive comment
+	// on a stream that nothing else was written to for a while (this
+	// module's hub every 15 s, the reference hub every 40 s by default),
+	// so a silent stream is one whose peer or path is gone; keep
+	// IdleTimeout above a few of the hub's intervals. Zero means
+	// DefaultIdleTimeout; negative means none, for hubs that send no
+	// keep-alives.
+	IdleTimeout time.Duration
 
 	// MaxEventBytes bounds the size of one event; zero means
 	// DefaultMaxEventBytes. A larger event ends the subscription with
@@ -161,12 +179,12 @@ var errNoMatcher = errors.New("mercure: a subscription needs at least one matche
 // Subscribe opens a stream to the hub at hubURL and returns its events in
 // order, as an iterator: range over it, and break to close the stream.
 // It reconnects on its own after network errors, after the hub ends the
-// stream, and after 5xx and 429 answers, with exponential backoff and
-// jitter, honouring the hub's retry field and Retry-After within
-// [Client.MinReconnectDelay] and [Client.MaxHubDelay]; each reconnection
-// sends Last-Event-ID with the id of the last event the iterator yielded,
-// so that no event is missed or repeated (the spec's section on
-// reconnection and state reconciliation).
+// stream, after a stream silent past [Client.IdleTimeout], and after 5xx
+// and 429 answers, with exponential backoff and jitter, honouring the
+// hub's retry field and Retry-After within [Client.MinReconnectDelay] and
+// [Client.MaxHubDelay]; each reconnection sends Last-Event-ID with the id
+// of the last event the iterator yielded, so that no event is missed or
+// repeated (the spec's section on reconnection and state reconciliation).
 //
 // The iteration ends when ctx is done, with no error, or after an error
 // that retrying cannot cure, which it yields once: a [*StatusError] for a
@@ -236,7 +254,7 @@ func (st *stream) connect(ctx context.Context) (delivered int, err error, perman
 	if err != nil {
 		return 0, err, !errors.Is(err, errTokenSource)
 	}
-	res, err := st.c.httpClient().Do(req)
+	res, err := st.c.do(req)
 	if err != nil {
 		return 0, err, errors.Is(err, ErrInsecureRedirect)
 	}

@@ -38,7 +38,10 @@
 // What a hub asks for is bounded: a wait of at least
 // [Client.MinReconnectDelay] before each reconnection (a retry of 0
 // included), of at most [Client.MaxHubDelay] however long the
-// Retry-After.
+// Retry-After. A server that accepts and never answers is left after
+// [Client.HeaderTimeout], and a stream silent longer than
+// [Client.IdleTimeout] (hubs send keep-alive comments meanwhile) is
+// dropped and resumed.
 //
 // A 4xx answer other than 408 and 429 ends the iteration with a
 // [*StatusError], which carries the status and the parsed Bearer challenge

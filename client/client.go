@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strings"
@@ -22,6 +21,10 @@ const Earliest = "earliest"
 const (
 	DefaultReconnectDelay    = time.Second
 	DefaultMaxReconnectDelay = 30 * time.Second
+	DefaultMinReconnectDelay = 250 * time.Millisecond
+	DefaultMaxHubDelay       = 5 * time.Minute
+	DefaultHeaderTimeout     = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxEventBytes     = 16 << 20
 )
 
@@ -35,9 +38,10 @@ const maxURLBytes = 8000
 // long as its fields are not changed.
 type Client struct {
 	// HTTPClient sends the requests; nil means http.DefaultClient. Set
-	// its Jar for hubs that take the token from a cookie. A client from
-	// golang.org/x/oauth2's NewClient adds a fresh token to each request,
-	// reconnections included, without any code here.
+	// its Jar for hubs that take the token from a cookie. Its
+	// CheckRedirect runs after the client's own redirect policy (see
+	// [Client.Token]). Leave its Timeout zero: it would cut streams;
+	// HeaderTimeout and IdleTimeout bound them instead.
 	HTTPClient *http.Client
 
 	// Token, when not nil, is called before every connection and every
@@ -45,18 +49,53 @@ type Client struct {
 	// a long-lived subscriber thus renews a short-lived token. Return ""
 	// to send none. An error is retried like a network error by
 	// subscriptions, and returned by Publish.
+	//
+	// The token goes in the Authorization header of the request to the
+	// URL given, and of the redirects it follows within that URL's
+	// origin (scheme, host and port); from the first hop to another
+	// origin on, the header is dropped, and a redirect from https to
+	// http is refused with [ErrInsecureRedirect]. A token that an
+	// HTTPClient's Transport adds itself (golang.org/x/oauth2's, say) is
+	// beyond this policy: it goes wherever the Transport sends requests.
 	Token func(ctx context.Context) (string, error)
 
 	// ReconnectDelay is the delay before the first reconnection after a
-	// stream that delivered events; it doubles after each failed attempt,
-	// up to MaxReconnectDelay, plus up to 50% of random jitter. The hub's
-	// retry field replaces it, as EventSource does. Zero means
-	// DefaultReconnectDelay.
+	// stream that delivered events; it doubles after each attempt that
+	// delivered none, up to MaxReconnectDelay, and random jitter adds up
+	// to half of it. The hub's retry field replaces it, as EventSource
+	// does. Zero means DefaultReconnectDelay.
 	ReconnectDelay time.Duration
-	// MaxReconnectDelay caps the delay; zero means
-	// DefaultMaxReconnectDelay. The hub's retry and Retry-After are
-	// honoured even when longer.
+	// MaxReconnectDelay caps the doubling; zero means
+	// DefaultMaxReconnectDelay. A longer retry field or Retry-After is
+	// honoured, up to MaxHubDelay.
 	MaxReconnectDelay time.Duration
+	// MinReconnectDelay is the shortest wait before a reconnection,
+	// whatever the hub's retry field says (retry: 0 included); zero
+	// means DefaultMinReconnectDelay, and less than a millisecond is
+	// taken as one. With the doubling, a hub that keeps ending streams
+	// at once gets fewer and fewer connections, and one that sends an
+	// event per stream at most one per MinReconnectDelay.
+	MinReconnectDelay time.Duration
+	// MaxHubDelay caps the delays the hub asks for, with its retry field
+	// or Retry-After: a hub cannot park a subscriber for days. Zero
+	// means DefaultMaxHubDelay. A hub still answering 503 when it has
+	// passed is asked again.
+	MaxHubDelay time.Duration
+
+	// HeaderTimeout bounds the wait for the response headers of every
+	// request: a server that accepts and never answers. Zero means
+	// DefaultHeaderTimeout; negative means none.
+	HeaderTimeout time.Duration
+	// IdleTimeout is how long a response may stay silent before the
+	// client drops it, with [ErrTimeout]: a subscription then reconnects
+	// and resumes after its last event. Hubs write a keep-alive comment
+	// on a stream that nothing else was written to for a while (this
+	// module's hub every 15 s, the reference hub every 40 s by default),
+	// so a silent stream is one whose peer or path is gone; keep
+	// IdleTimeout above a few of the hub's intervals. Zero means
+	// DefaultIdleTimeout; negative means none, for hubs that send no
+	// keep-alives.
+	IdleTimeout time.Duration
 
 	// MaxEventBytes bounds the size of one event; zero means
 	// DefaultMaxEventBytes. A larger event ends the subscription with
@@ -140,18 +179,19 @@ var errNoMatcher = errors.New("mercure: a subscription needs at least one matche
 // Subscribe opens a stream to the hub at hubURL and returns its events in
 // order, as an iterator: range over it, and break to close the stream.
 // It reconnects on its own after network errors, after the hub ends the
-// stream, and after 5xx and 429 answers, with exponential backoff and
-// jitter, honouring the hub's retry field and Retry-After; each
-// reconnection sends Last-Event-ID with the id of the last event the
-// iterator yielded, so that no event is missed or repeated (the spec's
-// section on reconnection and state reconciliation).
+// stream, after a stream silent past [Client.IdleTimeout], and after 5xx
+// and 429 answers, with exponential backoff and jitter, honouring the
+// hub's retry field and Retry-After within [Client.MinReconnectDelay] and
+// [Client.MaxHubDelay]; each reconnection sends Last-Event-ID with the id
+// of the last event the iterator yielded, so that no event is missed or
+// repeated (the spec's section on reconnection and state reconciliation).
 //
 // The iteration ends when ctx is done, with no error, or after an error
 // that retrying cannot cure, which it yields once: a [*StatusError] for a
 // 4xx answer other than 408 and 429 (test it with errors.Is against
 // [ErrUnauthorized], [ErrForbidden] and [ErrBadRequest]),
-// [ErrNotEventStream], [ErrEventTooLarge]. Every event is yielded with a
-// nil error.
+// [ErrNotEventStream], [ErrEventTooLarge], [ErrInsecureRedirect]. Every
+// event is yielded with a nil error.
 //
 // Reading happens in the caller's goroutine, while it ranges: an event is
 // read when the previous one has been handled, so a slow consumer slows
@@ -214,9 +254,9 @@ func (st *stream) connect(ctx context.Context) (delivered int, err error, perman
 	if err != nil {
 		return 0, err, !errors.Is(err, errTokenSource)
 	}
-	res, err := st.c.httpClient().Do(req)
+	res, err := st.c.do(req)
 	if err != nil {
-		return 0, err, false
+		return 0, err, errors.Is(err, ErrInsecureRedirect)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -306,38 +346,6 @@ func (st *stream) request(ctx context.Context) (*http.Request, error) {
 	return req, nil
 }
 
-// delay is how long to wait before the next connection, after failures
-// consecutive attempts that delivered nothing, the last failing with err.
-func (st *stream) delay(failures int, err error) time.Duration {
-	base := st.c.ReconnectDelay
-	if base <= 0 {
-		base = DefaultReconnectDelay
-	}
-	if st.retry != nil {
-		base = *st.retry
-	}
-	ceiling := st.c.MaxReconnectDelay
-	if ceiling <= 0 {
-		ceiling = DefaultMaxReconnectDelay
-	}
-	base = max(base, time.Millisecond) // retry: 0 must not make a busy loop
-	ceiling = max(ceiling, base)
-	d := base
-	for range min(failures, 32) {
-		if d >= ceiling/2 {
-			d = ceiling
-			break
-		}
-		d *= 2
-	}
-	d += rand.N(d/2 + 1) // jitter: reconnecting clients spread out
-	var se *StatusError
-	if errors.As(err, &se) {
-		d = max(d, se.RetryAfter)
-	}
-	return d
-}
-
 // authorize sets the bearer token, if the client has a source.
 func (c *Client) authorize(ctx context.Context, req *http.Request) error {
 	if c.Token == nil {
@@ -351,13 +359,6 @@ func (c *Client) authorize(ctx context.Context, req *http.Request) error {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return nil
-}
-
-func (c *Client) httpClient() *http.Client {
-	if c.HTTPClient != nil {
-		return c.HTTPClient
-	}
-	return http.DefaultClient
 }
 
 func (c *Client) maxEventBytes() int {

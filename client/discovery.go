@@ -170,7 +170,7 @@ func (c *Client) Discover(ctx context.Context, resourceURL string) (*Discovery, 
 	if err != nil {
 		return nil, fmt.Errorf("mercure: discover: %w", err)
 	}
-	res, err := c.httpClient().Do(req)
+	res, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (c *Client) Metadata(ctx context.Context, hubURL, metadataURL string) (*Met
 		return nil, fmt.Errorf("mercure: metadata: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	res, err := c.httpClient().Do(req)
+	res, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}

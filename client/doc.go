@@ -35,6 +35,14 @@
 // the hub no longer knew the cursor. To miss nothing before the first
 // event, pass a cursor: one from discovery, or [Earliest].
 //
+// What a hub asks for is bounded: a wait of at least
+// [Client.MinReconnectDelay] before each reconnection (a retry of 0
+// included), of at most [Client.MaxHubDelay] however long the
+// Retry-After. A server that accepts and never answers is left after
+// [Client.HeaderTimeout], and a stream silent longer than
+// [Client.IdleTimeout] (hubs send keep-alive comments meanwhile) is
+// dropped and resumed.
+//
 // A 4xx answer other than 408 and 429 ends the iteration with a
 // [*StatusError], which carries the status and the parsed Bearer challenge
 // (RFC 6750): errors.Is(err, [ErrUnauthorized]) and
@@ -43,9 +51,25 @@
 // # Credentials
 //
 // [Client.Token] is called at every connection, so a long-lived subscriber
-// renews a short-lived token. A client built by golang.org/x/oauth2's
-// NewClient from an oauth2.TokenSource does the same as [Client.HTTPClient];
-// a cookie jar in HTTPClient serves hubs that read the token from a cookie.
+// renews a short-lived token; wrap an oauth2.TokenSource in it:
+//
+//	c.Token = func(context.Context) (string, error) {
+//		t, err := ts.Token()
+//		if err != nil {
+//			return "", err
+//		}
+//		return t.AccessToken, nil
+//	}
+//
+// The token is sent to the hub's origin only: a redirect to another
+// scheme, host or port goes without it, and one from https to http is
+// refused ([ErrInsecureRedirect]). net/http alone would send it to
+// another port or a subdomain, and over http. (A client from
+// golang.org/x/oauth2's NewClient as [Client.HTTPClient] would renew the
+// token too, but its Transport adds it to every request, redirects to
+// anywhere included.) A cookie jar in HTTPClient serves hubs that read the
+// token from a cookie; cookies follow their own scope (RFC 6265: the host,
+// not the port).
 //
 // # Discover
 //

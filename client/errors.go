@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -45,7 +44,9 @@ type StatusError struct {
 	// Detail is the problem's detail or title for an RFC 9457 body, or the
 	// start of a text body; informative only.
 	Detail string
-	// RetryAfter is the delay the Retry-After header asked for, if any.
+	// RetryAfter is the delay the Retry-After header asked for, if any;
+	// one too long for a Duration is the longest Duration. A subscription
+	// waits at most [Client.MaxHubDelay].
 	RetryAfter time.Duration
 }
 
@@ -89,12 +90,8 @@ func newStatusError(req *http.Request, res *http.Response) *StatusError {
 			break
 		}
 	}
-	if s := res.Header.Get("Retry-After"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-			e.RetryAfter = time.Duration(n) * time.Second
-		} else if t, err := http.ParseTime(s); err == nil {
-			e.RetryAfter = max(0, time.Until(t))
-		}
+	if d, ok := parseRetryAfter(res.Header.Get("Retry-After"), time.Now()); ok {
+		e.RetryAfter = d
 	}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))

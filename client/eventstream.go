@@ -21,7 +21,8 @@ type Event struct {
 	// Data is the payload, its line breaks normalized to LF.
 	Data string
 	// Retry, when not nil, is the reconnection delay the hub set with
-	// this event; the client honours it.
+	// this event; the client honours it within [Client.MinReconnectDelay]
+	// and [Client.MaxHubDelay].
 	Retry *time.Duration
 }
 

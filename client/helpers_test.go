@@ -61,7 +61,7 @@ func startSecureHub(t testing.TB, opts ...mercure.Option) *testHub {
 
 // fastClient reconnects after a millisecond: tests force many reconnections.
 func fastClient() *client.Client {
-	return &client.Client{ReconnectDelay: time.Millisecond, MaxReconnectDelay: 50 * time.Millisecond}
+	return &client.Client{ReconnectDelay: time.Millisecond, MinReconnectDelay: time.Millisecond, MaxReconnectDelay: 50 * time.Millisecond}
 }
 
 // publish publishes in process and fails the test on error.

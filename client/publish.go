@@ -84,7 +84,7 @@ func (c *Client) Publish(ctx context.Context, hubURL string, u Update) (string, 
 	if err := c.authorize(ctx, req); err != nil {
 		return "", err
 	}
-	res, err := c.httpClient().Do(req)
+	res, err := c.do(req)
 	if err != nil {
 		return "", err
 	}

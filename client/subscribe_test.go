@@ -203,7 +203,7 @@ func TestSubscribe_ResumeAcrossHubRestart(t *testing.T) {
 
 	var connects atomic.Int64
 	var lastConnect atomic.Int64
-	c := &client.Client{ReconnectDelay: 10 * time.Millisecond, MaxReconnectDelay: 200 * time.Millisecond}
+	c := &client.Client{ReconnectDelay: 10 * time.Millisecond, MinReconnectDelay: 10 * time.Millisecond, MaxReconnectDelay: 200 * time.Millisecond}
 	c.OnConnect = func(client.Connection) { connects.Add(1); lastConnect.Store(time.Now().UnixNano()) }
 	topic := []string{"https://example.com/feed"}
 	var restartedAt time.Time

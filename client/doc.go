@@ -87,7 +87,7 @@
 //
 // The package parses text/event-stream itself, following the HTML
 // standard's "Interpreting an event stream", rather than with
-// github.com/tmaxmax/go-sse v0.12.0, whose encoder the hub already set
+// github.com/tmaxmax/go-sse (v0.11.0, the release pinned in go.mod), whose encoder the hub already set
 // aside: its sse.Read never reports the retry field, and its Connection
 // gives up on any non-200 answer (a 503 included) and, when it retries
 // before the first event, drops the Last-Event-ID the caller set. The

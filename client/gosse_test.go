@@ -13,7 +13,7 @@ import (
 	gosse "github.com/tmaxmax/go-sse"
 )
 
-// Evidence for not building on go-sse v0.12.0 (see the package doc). Each
+// Evidence for not building on go-sse v0.11.0 (see the package doc). Each
 // test passes while the defect is there; one failing means go-sse changed
 // and the choice can be revisited.
 

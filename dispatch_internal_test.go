@@ -45,9 +45,10 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 	return nil
 }
 
-// Limits.MaxQueuedBytes: when the queues together reach it, a stream with
-// events already waiting is dropped rather than given more; a stream with
-// none still gets one.
+// Limits.MaxQueuedBytes: what the streams have not written yet, in
+// flight included, counts; when together it reaches the limit, a stream
+// with events unsent is dropped rather than given more; a stream with
+// nothing unsent still gets one.
 func TestMaxQueuedBytes(t *testing.T) {
 	h, err := New("https://example.com/.well-known/mercure",
 		WithLimits(Limits{MaxBodyBytes: 1000, QueueBytes: 1000, MaxQueuedBytes: 1000}))
@@ -71,18 +72,42 @@ func TestMaxQueuedBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	publish() // taken by both writers, which block on it
+	publish() // taken by both writers, which block on it: unsent, counted
 	for _, w := range writers {
 		waitFor(t, "a writer to block", w.writing.Load)
 	}
-	publish() // into two empty queues: about 2 × 270 bytes queued
 	if st := h.Stats(); st.Overflows != 0 || st.QueuedBytes < 500 {
-		t.Fatalf("after the second update: %+v", st)
+		t.Fatalf("after the first update: %+v, want about 2 × 270 bytes unsent", st)
 	}
-	publish() // the first queue takes it (about 810); the second would pass 1000
+	publish() // the first stream takes it (about 810 unsent); the second would pass 1000
 	if st := h.Stats(); st.Overflows != 1 {
-		t.Fatalf("after the third update: %+v, want one stream dropped", st)
+		t.Fatalf("after the second update: %+v, want one stream dropped", st)
 	}
+	waitFor(t, "the dropped stream to end", func() bool { return h.Stats().Streams == 1 })
+	fresh, stop := openStream(t, h, "match=x")
+	defer stop()
+	publish() // within the limits: both take it
+	waitFor(t, "the fresh stream to get the update", func() bool { n, _ := fresh.state(); return n == 1 })
+	publish() // past the limits: the blocked stream is dropped, the fresh one takes it
+	if st := h.Stats(); st.Overflows != 2 {
+		t.Fatalf("after the fourth update: %+v, want the blocked stream dropped too", st)
+	}
+	waitFor(t, "the fresh stream to get the update", func() bool { n, _ := fresh.state(); return n == 2 })
+}
+
+// openStream runs a stream of h for query on a flushCounter until the
+// returned func is called (the hub stays up).
+func openStream(t *testing.T, h *Hub, query string) (*flushCounter, func()) {
+	t.Helper()
+	w := &flushCounter{header: http.Header{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
+	}()
+	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	return w, func() { cancel(); <-done }
 }
 
 // heldReplayStore is a store whose replays wait until their context ends.

@@ -373,7 +373,7 @@ func TestLowMemory_HTTP2FallsBack(t *testing.T) {
 			t.Fatalf("got %q, %v", line, err)
 		}
 	}
-	if n := logs.count("HTTP/1.1 only"); n != 1 {
+	if n := logs.count("other than HTTP/1.1"); n != 1 {
 		t.Fatalf("%d log lines about HTTP/2, want 1", n)
 	}
 }

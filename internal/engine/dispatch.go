@@ -97,7 +97,8 @@ func (e *Engine) dispatch(ev *Event) {
 	}
 	d.queued, d.delivered = 0, 0
 	for _, s := range d.kicked {
-		s.abort()
+		s.cut() // aborted by enqueue
+		s.wake()
 	}
 	clear(d.lists)
 	clear(d.cands)
@@ -140,8 +141,7 @@ func (e *Engine) evaluate() {
 // deliver queues the event being dispatched for s, once however many of
 // its matchers select it (SUB-13), and only when s may read it (AUTH-35).
 // Only the dispatcher calls it. A stream that overflows is kept for
-// dispatch to cut at its end: on HTTP/2 that is a message to the
-// connection's goroutine.
+// dispatch to wake at its end.
 func (e *Engine) deliver(s *Stream) {
 	d := &e.dispatcher
 	ev := d.event
@@ -154,7 +154,7 @@ func (e *Engine) deliver(s *Stream) {
 	if ev.Private && !s.owner.ReadsPrivate(ev) {
 		return
 	}
-	n, ok := s.enqueue(ev, d.room-d.queued)
+	n, ok, wake := s.enqueue(ev, d.room-d.queued)
 	d.queued += int64(n)
 	if n > 0 {
 		d.delivered++
@@ -162,8 +162,9 @@ func (e *Engine) deliver(s *Stream) {
 	switch {
 	case !ok:
 		e.counters.Overflows.Add(1)
+		e.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
 		d.kicked = append(d.kicked, s)
-	case n > 0 && !s.wakePending:
+	case wake && !s.wakePending:
 		s.wakePending = true
 		d.woken = append(d.woken, s)
 	}

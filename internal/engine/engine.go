@@ -103,19 +103,24 @@ type Engine struct {
 	feed         feed
 	dispatcher
 
-	// life guards closed, streams, conns and the stream WaitGroup.
+	// life guards closed, streams, counts and the stream WaitGroup.
 	life    sync.Mutex
 	closed  bool
 	ctx     context.Context // canceled by Stop
 	stop    context.CancelFunc
 	streams map[*Stream]struct{}
 	active  sync.WaitGroup
-	conns   connCounter
+	counts  connCounter
+
+	// sweeping is whether the keep-alive sweep runs (under life).
+	sweeping bool
+	sweeps   sync.WaitGroup
 
 	queued   atomic.Int64 // bytes in the streams' queues
 	counters Counters
 
-	lm lowMem // detached streams
+	conns   conns // the detached streams
+	writers writers
 }
 
 // connCounter enforces the connection limits (SUB-12).
@@ -132,13 +137,11 @@ func New(cfg Config) *Engine {
 		resolver: cfg.Resolver,
 		index:    index.New[*Stream](cfg.Resolver),
 		streams:  make(map[*Stream]struct{}),
-		conns:    connCounter{perClient: make(map[string]int)},
+		counts:   connCounter{perClient: make(map[string]int)},
 	}
-	e.lm.noPoll = cfg.NoPoller
+	e.conns.noPoll = cfg.NoPoller
+	e.writers.init(e)
 	e.ctx, e.stop = context.WithCancel(context.Background())
-	if cfg.Detach {
-		context.AfterFunc(e.ctx, e.lm.wakeAll) // detached streams end too
-	}
 	return e
 }
 
@@ -177,9 +180,9 @@ func (e *Engine) refuseLocked(client string) error {
 	switch {
 	case e.closed:
 		return ErrClosed
-	case lim.MaxConnections > 0 && e.conns.total >= lim.MaxConnections:
+	case lim.MaxConnections > 0 && e.counts.total >= lim.MaxConnections:
 		return ErrTooManyStreams
-	case lim.MaxConnectionsPerClient > 0 && e.conns.perClient[client] >= lim.MaxConnectionsPerClient:
+	case lim.MaxConnectionsPerClient > 0 && e.counts.perClient[client] >= lim.MaxConnectionsPerClient:
 		return ErrTooManyFromClient
 	}
 	return nil
@@ -196,10 +199,11 @@ func (e *Engine) Open(s *Stream, ms []Matcher) error {
 		e.life.Unlock()
 		return err
 	}
-	e.conns.total++
-	e.conns.perClient[s.client]++
+	e.counts.total++
+	e.counts.perClient[s.client]++
 	e.streams[s] = struct{}{}
 	e.active.Add(1)
+	e.sweepLocked()
 	e.life.Unlock()
 
 	if err := e.register(s, ms); err != nil {
@@ -213,21 +217,24 @@ func (e *Engine) Open(s *Stream, ms []Matcher) error {
 func (e *Engine) release(s *Stream) {
 	e.life.Lock()
 	delete(e.streams, s)
-	e.conns.total--
-	if e.conns.perClient[s.client]--; e.conns.perClient[s.client] == 0 {
-		delete(e.conns.perClient, s.client)
+	e.counts.total--
+	if e.counts.perClient[s.client]--; e.counts.perClient[s.client] == 0 {
+		delete(e.counts.perClient, s.client)
 	}
 	e.life.Unlock()
 	e.active.Done()
 }
 
-// Stop refuses new streams and ends the open ones: each writes a clean
-// end (or, stuck on its peer, waits for Abort).
+// Stop refuses new streams and ends the open ones: each writes what it
+// holds and a clean end (or, stuck on its peer, waits for AbortAll).
 func (e *Engine) Stop() {
 	e.life.Lock()
 	e.closed = true
 	e.life.Unlock()
 	e.stop()
+	for _, s := range e.snapshot() {
+		s.wake()
+	}
 }
 
 // stopped reports whether Stop was called.
@@ -245,7 +252,9 @@ func (e *Engine) Wait(ctx context.Context) error {
 	finished := make(chan struct{})
 	go func() {
 		e.active.Wait()
-		e.lm.wait() // the writers of the detached streams
+		e.writers.wg.Wait() // the writers of the detached streams
+		e.conns.wg.Wait()   // their poller, readers and writes on goroutines
+		e.sweeps.Wait()
 		close(finished)
 	}()
 	grace := time.NewTimer(shutdownGrace)
@@ -278,12 +287,14 @@ func (e *Engine) snapshot() []*Stream {
 	return streams
 }
 
-// AbortAll makes every write still blocked on a peer fail now. The
-// streams are aborted after e.life is released: on HTTP/2, cutting a
-// write is a message to the connection's own goroutine.
+// AbortAll makes every write still blocked on a peer fail now, and ends
+// every stream without a clean end (shutdown, unless a stream ended for
+// another reason already). The streams are aborted after e.life is
+// released: on HTTP/2, cutting a write is a message to the connection's
+// own goroutine.
 func (e *Engine) AbortAll() {
 	for _, s := range e.snapshot() {
-		s.abort()
+		s.abort(EndShutdown)
 	}
 }
 

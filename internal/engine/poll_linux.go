@@ -3,25 +3,30 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // poller watches the connections of detached streams with epoll, from one
-// goroutine per hub: an SSE client sends nothing once its request is
+// goroutine per engine: an SSE client sends nothing once its request is
 // sent, so that its connection becomes readable (or hung up) when it
 // leaves. It also reports when the connection of a stream whose write
-// was left unfinished (see detached.send) can take more. Each connection is registered under its stream's id, never its
-// descriptor, which the system reuses.
+// was left unfinished (see Stream.send) can take more. Each connection is
+// registered under its stream's id, never its descriptor, which the
+// system reuses.
 type poller struct {
-	lm   *lowMem
-	e    *Engine
+	e *Engine
+	// mu guards the descriptors' life: once the poller failed, dead is
+	// set and they are closed, and no call uses them again.
+	mu   sync.RWMutex
+	dead bool
 	epfd int
 	evfd int // an eventfd that stops the poller (id 0)
 }
 
-// newPoller starts a poller. The caller holds lm.mu.
-func newPoller(lm *lowMem, e *Engine) (*poller, error) {
+// newPoller starts a poller. The caller holds e.conns.mu.
+func newPoller(e *Engine) (*poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -36,17 +41,23 @@ func newPoller(lm *lowMem, e *Engine) (*poller, error) {
 		unix.Close(epfd)
 		return nil, err
 	}
-	p := &poller{lm: lm, e: e, epfd: epfd, evfd: evfd}
-	lm.wg.Add(1)
+	p := &poller{e: e, epfd: epfd, evfd: evfd}
+	e.conns.wg.Add(1)
 	go p.run()
 	return p, nil
 }
 
-// run reports the streams whose client left, until stop.
+// errPollerDead is what a poller that failed answers.
+var errPollerDead = errors.New("the connection poller failed")
+
+// run reports the streams whose client left, or whose connection can
+// take more, until stop, or until epoll fails: the poller then closes
+// its descriptors and leaves the engine, which starts another for the
+// streams that come next; those it watched notice gone clients when a
+// write fails, and retry unfinished writes on a timer.
 func (p *poller) run() {
-	defer p.lm.wg.Done()
-	defer unix.Close(p.epfd)
-	defer unix.Close(p.evfd)
+	cs := &p.e.conns
+	defer cs.wg.Done()
 	events := make([]unix.EpollEvent, 128)
 	for {
 		n, err := unix.EpollWait(p.epfd, events, -1)
@@ -54,50 +65,73 @@ func (p *poller) run() {
 			continue
 		}
 		if err != nil {
-			// Streams then notice gone clients when writes to them fail.
-			p.e.log.Error("mercure: low-memory mode: watching connections failed", "error", err)
+			p.e.log.Error("mercure: watching connections failed; a new watcher serves the next streams", "error", err)
+			cs.mu.Lock()
+			if cs.poller == p {
+				cs.poller = nil
+			}
+			cs.mu.Unlock()
+			p.close()
 			return
 		}
 		for _, ev := range events[:n] {
 			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			if id == 0 {
+				p.close()
 				return // stop
 			}
 			if ev.Events&^unix.EPOLLOUT == 0 {
-				p.lm.writable(id) // room to write, and nothing else
+				cs.signalID(id, flagWritable) // room to write, and nothing else
 				continue
 			}
-			p.lm.gone(id)
+			cs.signalID(id, flagGone)
 		}
 	}
 }
 
-// add watches the connection of d, once: EPOLLONESHOT, since the stream
+// close closes the descriptors, once no call can use them.
+func (p *poller) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.dead {
+		p.dead = true
+		unix.Close(p.epfd)
+		unix.Close(p.evfd)
+	}
+}
+
+// add watches the connection of c, once: EPOLLONESHOT, since the stream
 // ends at the first event, or runs at once when it can write (see watch).
-func (p *poller) add(d *detached) error {
-	return p.ctl(d, unix.EPOLL_CTL_ADD, false)
+func (p *poller) add(c *connState) error {
+	return p.ctl(c, unix.EPOLL_CTL_ADD, false)
 }
 
-// watch re-arms the watch on the connection of d, and makes it report
+// watch re-arms the watch on the connection of c, and makes it report
 // too when the connection can take more bytes, if out. The writer
-// running d calls it, whenever d waits for room, and once it no longer
-// does; every report disarms the watch until then (EPOLLONESHOT).
-func (p *poller) watch(d *detached, out bool) error {
-	return p.ctl(d, unix.EPOLL_CTL_MOD, out)
+// running the stream calls it, whenever the stream waits for room, and
+// once it no longer does; every report disarms the watch until then
+// (EPOLLONESHOT).
+func (p *poller) watch(c *connState, out bool) error {
+	return p.ctl(c, unix.EPOLL_CTL_MOD, out)
 }
 
-func (p *poller) ctl(d *detached, op int, out bool) error {
-	rc, err := rawConn(d.conn)
+func (p *poller) ctl(c *connState, op int, out bool) error {
+	rc, err := rawConn(c.conn)
 	if err != nil {
 		return err
 	}
 	ev := unix.EpollEvent{
 		Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
-		Fd:     int32(uint32(d.id)),
-		Pad:    int32(uint32(d.id >> 32)),
+		Fd:     int32(uint32(c.id)),
+		Pad:    int32(uint32(c.id >> 32)),
 	}
 	if out {
 		ev.Events |= unix.EPOLLOUT
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.dead {
+		return errPollerDead
 	}
 	var ctlErr error
 	if err := rc.Control(func(fd uintptr) {
@@ -108,10 +142,15 @@ func (p *poller) ctl(d *detached, op int, out bool) error {
 	return ctlErr
 }
 
-// remove stops watching the connection of d; the caller closes it after.
-func (p *poller) remove(d *detached) {
-	rc, err := rawConn(d.conn)
+// remove stops watching the connection of c; the caller closes it after.
+func (p *poller) remove(c *connState) {
+	rc, err := rawConn(c.conn)
 	if err != nil {
+		return
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.dead {
 		return
 	}
 	_ = rc.Control(func(fd uintptr) {
@@ -121,6 +160,11 @@ func (p *poller) remove(d *detached) {
 
 // stop makes the poller exit, once no connection is registered.
 func (p *poller) stop() {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.dead {
+		return
+	}
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	_, _ = unix.Write(p.evfd, one[:])

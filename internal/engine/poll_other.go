@@ -3,12 +3,12 @@
 package engine
 
 // poller is Linux's only: elsewhere a goroutine reads each detached
-// stream's connection (see lowMem.read).
+// stream's connection (see Engine.read).
 type poller struct{}
 
-func newPoller(*lowMem, *Engine) (*poller, error) { return nil, errNoPoller }
+func newPoller(*Engine) (*poller, error) { return nil, errNoPoller }
 
-func (*poller) add(*detached) error         { return errNoPoller }
-func (*poller) watch(*detached, bool) error { return errNoPoller }
-func (*poller) remove(*detached)            {}
-func (*poller) stop()                       {}
+func (*poller) add(*connState) error         { return errNoPoller }
+func (*poller) watch(*connState, bool) error { return errNoPoller }
+func (*poller) remove(*connState)            {}
+func (*poller) stop()                        {}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mercurekit/mercure/internal/index"
@@ -25,6 +26,40 @@ type Subscriber interface {
 	Ended() (later func())
 }
 
+// state is where a stream is in its life. A stream moves forward only:
+//
+//	open ──End, expiry, Stop──▶ ending ──last bytes written──▶ finished
+//	  │                           │
+//	  └──overflow, write error, client gone, AbortAll──▶ aborted ──▶ finished
+//
+// An open stream takes events and writes them. An ending one takes no
+// more: it writes what it holds, then its farewell (a drain's retry
+// field), then ends its response cleanly, so that its client resumes
+// with Last-Event-ID. An aborted one writes nothing more: its writes are
+// cut and its connection closed. A finished one has left the index and
+// freed its slot. The first reason given for leaving open is the reason
+// the stream ended.
+type state uint8
+
+const (
+	stateOpen state = iota
+	stateEnding
+	stateAborted
+	stateFinished
+)
+
+// Why a stream's writer is woken, besides its queue; they accumulate
+// until its next step.
+const (
+	flagUrgent    uint8 = 1 << iota // the queue is half full: no write delay
+	flagKeepAlive                   // the stream may have been idle for the keep-alive interval
+	flagExpired                     // the token or the maximum lifetime ended
+	flagGone                        // the client left (or sent something)
+	flagDelayOver                   // the write delay ended
+	flagWritable                    // the connection can take more, or a write on a goroutine ended
+	flagStalled                     // the connection may have taken nothing for the write timeout
+)
+
 // Stream is one subscriber connection.
 type Stream struct {
 	// The fields dispatch touches for every delivery come first, so that
@@ -38,20 +73,34 @@ type Stream struct {
 	// wakePending is whether the dispatcher is to wake the writer (the
 	// dispatcher alone touches it).
 	wakePending bool
-	lm          atomic.Pointer[detached]
+	// detached is set once the engine runs the stream's connection: its
+	// writer is then the shared pool, not its own goroutine.
+	detached atomic.Bool
+	sched    atomic.Uint32 // see writers.go
 
-	mu         sync.Mutex
-	queue      []*Event
-	queueBytes int
-	overflowed bool          // the queue takes no more events: it overflowed, or gap
-	gap        bool          // write the queue, then end (a feed gap, a drain)
-	gapWhy     EndReason     // with gap: why the stream ends
-	farewell   []byte        // with gap: written last (a drain's retry field)
-	aborted    bool          // writes are cut: the deadline stays in the past
-	finished   bool          // the stream has left the index: no more aborts
-	ready      chan struct{} // signalled when queue becomes non-empty
-	urgent     chan struct{} // with a write delay: signalled when the queue is half full
-	kicked     chan struct{} // closed when overflowed is set
+	mu    sync.Mutex
+	state state
+	why   EndReason // why it left open; EndUnset until then
+	flags uint8
+	// blocked is whether a detached stream waits for its connection to
+	// take what it was sent: events then only queue, and its writer runs
+	// when the connection can take more.
+	blocked bool
+	// queue holds the events waiting to be written, queueBytes their
+	// size; inflight and inflightBytes count the events the writer took
+	// and has not fully written yet. The limits count both.
+	queue         []*Event
+	queueBytes    int
+	inflight      int
+	inflightBytes int
+	farewell   []byte        // ending: written last (a drain's retry field)
+	wakeCh     chan struct{} // the goroutine writer's; nil once detached
+	delayArmed bool          // events wait for the write delay
+	rc         *http.ResponseController
+	w          http.ResponseWriter // while its handler runs
+	// conn is the connection of a detached stream; rc and w are then nil.
+	conn     net.Conn
+	deadline time.Time // the write deadline set last, by the writer
 
 	entries []*index.Entry[*Stream]
 	client  string // connection-limit key
@@ -59,18 +108,28 @@ type Stream struct {
 	// and expiryWhy why.
 	expiry    time.Time
 	expiryWhy EndReason
-	w         http.ResponseWriter // while its handler runs
-	rc        *http.ResponseController
-	// conn is the connection of a detached stream, which lm runs; rc is
-	// then nil. Both under mu.
-	conn     net.Conn
-	deadline time.Time // the write deadline set last, by the writer
+	minSeq    uint64       // events up to here were replayed
+	lastWrite atomic.Int64 // unix nanoseconds of the last bytes written, for keep-alives
 
-	// endedBy is why the stream ended, set once by the goroutine serving
-	// it (see failed); delaySample counts the events written, for
-	// sampling the delivery delay (the writer alone touches both).
-	endedBy     EndReason
+	// The writer alone touches these.
+	spare       []*Event
+	lastEvents  time.Time // when events were last written: the write delay counts from it
+	timers      *streamTimers // lazily: most streams need none
 	delaySample uint32
+	conns       *connState // a detached stream's
+}
+
+// streamTimers are the timers a stream arms only when it needs them.
+type streamTimers struct {
+	expiry, delay, stall, retry *time.Timer
+}
+
+func (t *streamTimers) stop() {
+	for _, tm := range []*time.Timer{t.expiry, t.delay, t.stall, t.retry} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
 }
 
 // NewStream returns a stream that writes to w for owner, counted against
@@ -87,12 +146,9 @@ func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, client strin
 		expiryWhy: why,
 		w:         w,
 		rc:        http.NewResponseController(w),
-		ready:     make(chan struct{}, 1),
-		kicked:    make(chan struct{}),
+		wakeCh:    make(chan struct{}, 1),
 	}
-	if e.cfg.WriteDelay > 0 {
-		s.urgent = make(chan struct{}, 1)
-	}
+	s.lastWrite.Store(time.Now().UnixNano())
 	// SUB-17: the host server's WriteTimeout would cut the stream; each
 	// write gets its own deadline instead. Cleared before the stream is
 	// registered, so that it cannot undo an abort.
@@ -101,95 +157,119 @@ func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, client strin
 }
 
 // enqueue queues ev for the stream's writer without blocking, unless the
-// stream's queue is full or, with events queued already, ev would take
+// stream's queue is full or, with events unsent already, ev would take
 // more than room, what is left of Limits.MaxQueuedBytes. It returns the
-// bytes it queued, and false when the queue is full: the stream is then
-// kicked, and its client will resume from history with Last-Event-ID;
-// the caller aborts it.
-func (s *Stream) enqueue(ev *Event, room int64) (queued int, ok bool) {
+// bytes it queued, false when the queue is full (the stream is then
+// aborted: its client will resume from history with Last-Event-ID), and
+// whether the writer is to be woken.
+func (s *Stream) enqueue(ev *Event, room int64) (queued int, ok, wake bool) {
 	lim := &s.e.cfg.Limits
 	s.mu.Lock()
-	if s.overflowed || s.finished {
-		// finished: closed since the dispatcher looked the index up.
+	if s.state != stateOpen {
+		// Ending, aborted, or finished since the dispatcher looked the
+		// index up.
 		s.mu.Unlock()
-		return 0, true
+		return 0, true, false
 	}
-	// An empty queue takes any event, however large: refusing it would
-	// drop every stream it matches, and they would all reconnect to
-	// replay it.
+	// A stream with nothing unsent takes any event, however large:
+	// refusing it would drop every stream it matches, and they would all
+	// reconnect to replay it.
 	n := len(ev.Bytes)
-	if len(s.queue) > 0 && (len(s.queue) >= lim.QueueEvents || s.queueBytes+n > lim.QueueBytes || int64(n) > room) {
-		// The caller then aborts s, to unblock a write stuck on the peer
-		// that stopped reading.
-		s.overflowed = true
-		s.e.queued.Add(-int64(s.queueBytes))
-		s.queue, s.queueBytes = nil, 0
+	if unsent := len(s.queue) + s.inflight; unsent > 0 &&
+		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes || int64(n) > room) {
+		s.abortLocked(EndQueueOverflow)
 		s.mu.Unlock()
-		close(s.kicked)
-		return 0, false
+		return 0, false, false
 	}
 	s.queue = append(s.queue, ev)
 	s.queueBytes += n
-	urgent := s.urgent != nil && (2*len(s.queue) >= lim.QueueEvents || 2*s.queueBytes >= lim.QueueBytes)
-	s.mu.Unlock()
-	// The dispatcher wakes the writer (see wake) once it has queued the
-	// batch this event is part of.
-	if urgent {
+	if s.e.cfg.WriteDelay > 0 && (2*(len(s.queue)+s.inflight) >= lim.QueueEvents || 2*(s.queueBytes+s.inflightBytes) >= lim.QueueBytes) {
 		// A write delay must not let the queue overflow: write now.
-		select {
-		case s.urgent <- struct{}{}:
-		default:
-		}
+		s.flags |= flagUrgent
+		wake = true
 	}
-	if d := s.lm.Load(); d != nil && urgent {
-		s.e.lm.scheduleEvent(d, true)
-	}
-	return n, true
+	// A stream blocked on its connection is woken when the connection can
+	// take more, not for each event.
+	wake = wake || !s.blocked
+	s.mu.Unlock()
+	return n, true, wake
 }
 
-// wake tells the stream's writer that events are queued: its goroutine,
-// or for a detached stream the writers' run queue.
+// signal records why the stream's writer is woken, and wakes it.
+func (s *Stream) signal(flags uint8) {
+	s.mu.Lock()
+	s.flags |= flags
+	s.mu.Unlock()
+	s.wake()
+}
+
+// wake tells the stream's writer that it has something to do: its
+// goroutine, or for a detached stream the writers' pool.
 func (s *Stream) wake() {
-	if d := s.lm.Load(); d != nil {
-		s.e.lm.scheduleEvent(d, false)
+	if s.detached.Load() {
+		s.e.writers.schedule(s)
 		return
 	}
+	s.mu.Lock()
+	ch := s.wakeCh
+	s.mu.Unlock()
 	select {
-	case s.ready <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// take swaps the pending events with spare (emptied), so that the writer
-// drains everything queued in one go and the two slices are reused.
-func (s *Stream) take(spare []*Event) []*Event {
-	if cap(spare) > 64 && len(spare) < cap(spare)/8 {
-		spare = nil // a burst is over: give its memory back
+// written records that the events the writer took (n of them, size
+// bytes) are written: they no longer count against the limits.
+func (s *Stream) written(n, size int) {
+	if n == 0 {
+		return
 	}
-	clear(spare)
 	s.mu.Lock()
-	q, n := s.queue, s.queueBytes
-	s.queue, s.queueBytes = spare[:0], 0
+	s.inflight -= n
+	s.inflightBytes -= size
 	s.mu.Unlock()
-	s.e.queued.Add(-int64(n))
-	return q
+	s.e.queued.Add(-int64(size))
 }
 
-// pending reports whether events wait in the queue of s.
-func (s *Stream) pending() bool {
+// End makes s write what it holds, then farewell (if not nil), and end
+// cleanly for why; it takes no more events. The client resumes from its
+// last event with Last-Event-ID.
+func (s *Stream) End(why EndReason, farewell []byte) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue) > 0
+	if s.state != stateOpen {
+		s.mu.Unlock()
+		return
+	}
+	s.state, s.why, s.farewell = stateEnding, why, farewell
+	s.mu.Unlock()
+	s.wake()
 }
 
-// abort makes the stream's current and future writes fail at once.
-func (s *Stream) abort() {
-	defer s.wakeDetached(0) // a detached stream sees why: kicked, shutdown
+// abort cuts the stream's current and future writes at once, for why
+// unless it ended for another reason already.
+func (s *Stream) abort(why EndReason) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.aborted = true
+	s.abortLocked(why)
+	s.cutLocked()
+	s.mu.Unlock()
+	s.wake()
+}
+
+// cut makes a write stuck on a peer that stopped reading fail at once:
+// its deadline moves to the past. On HTTP/2 that is a message to the
+// connection's goroutine: the caller holds no engine-wide lock.
+func (s *Stream) cut() {
+	s.mu.Lock()
+	s.cutLocked()
+	s.mu.Unlock()
+}
+
+func (s *Stream) cutLocked() {
+	if s.state != stateAborted {
+		return
+	}
 	switch {
-	case s.finished:
 	case s.conn != nil:
 		_ = s.conn.SetWriteDeadline(time.Now())
 	case s.rc != nil:
@@ -197,54 +277,56 @@ func (s *Stream) abort() {
 	}
 }
 
-// End makes s write what is queued, then farewell (if not nil), and end
-// for why; it takes no more events. The client resumes from its last
-// event with Last-Event-ID.
-func (s *Stream) End(why EndReason, farewell []byte) {
-	defer s.wakeDetached(0)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.overflowed {
+// abortLocked moves s to the aborted state, for why unless it ended for
+// another reason already; the caller holds s.mu, and cuts and wakes s
+// after.
+func (s *Stream) abortLocked(why EndReason) {
+	switch s.state {
+	case stateAborted, stateFinished:
 		return
+	case stateOpen:
+		s.why = why
 	}
-	s.overflowed, s.gap, s.gapWhy, s.farewell = true, true, why, farewell
-	close(s.kicked)
+	s.state = stateAborted
+	// What the writer holds stays counted until it gives it up.
+	s.e.queued.Add(-int64(s.queueBytes))
+	clear(s.queue)
+	s.queue, s.queueBytes = nil, 0
 }
 
-// Ending reports whether s has ended or is ending.
+// Ending reports whether s has left the open state.
 func (s *Stream) Ending() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.finished || s.overflowed
+	return s.state != stateOpen
 }
 
-// SetEnd records why s ended, unless that is known already. Only the
-// goroutine serving s calls it.
+// SetEnd records why s ends, unless that is known already: the hub's
+// reasons for a stream that ends before it is served (a replay that
+// failed, say).
 func (s *Stream) SetEnd(why EndReason) {
-	if s.endedBy == EndUnset {
-		s.endedBy = why
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.why == EndUnset {
+		s.why = why
 	}
 }
 
-// failed records why s ended when its writes failed, unless that is
-// known already; r is nil for a detached stream.
-func (s *Stream) failed(r *http.Request) {
-	if s.endedBy != EndUnset {
-		return
+// finalReason settles why s ended, when nothing said so: the engine
+// stopped, the client left (r, nil for a detached stream), or else a
+// write failed. The caller holds s.mu.
+func (s *Stream) finalReason(r *http.Request) EndReason {
+	if s.why == EndUnset {
+		switch {
+		case s.e.stopped():
+			s.why = EndShutdown
+		case r != nil && r.Context().Err() != nil:
+			s.why = EndClientGone
+		default:
+			s.why = EndWriteError
+		}
 	}
-	s.mu.Lock()
-	overflow := s.overflowed && !s.gap
-	s.mu.Unlock()
-	switch {
-	case s.e.stopped():
-		s.endedBy = EndShutdown
-	case overflow:
-		s.endedBy = EndQueueOverflow
-	case r != nil && r.Context().Err() != nil:
-		s.endedBy = EndClientGone
-	default:
-		s.endedBy = EndWriteError
-	}
+	return s.why
 }
 
 // sampleDelay samples the delivery delay of ev, just written to s: the
@@ -261,7 +343,13 @@ func (s *Stream) sampleDelay(ev *Event) {
 func (s *Stream) Write(b []byte) error { return s.write(b) }
 
 // Flush flushes the stream's response while its handler sets it up.
-func (s *Stream) Flush() error { return s.rc.Flush() }
+func (s *Stream) Flush() error {
+	if err := s.rc.Flush(); err != nil {
+		return err
+	}
+	s.lastWrite.Store(time.Now().UnixNano())
+	return nil
+}
 
 // write writes b under a write deadline, so that a peer that stopped
 // reading cannot hold the stream's goroutine forever. Moving a deadline
@@ -279,14 +367,16 @@ func (s *Stream) write(b []byte) error {
 	return err
 }
 
-// errAborted ends a stream whose writes were cut (overflow or shutdown).
+// errAborted ends a stream whose writes were cut.
 var errAborted = errors.New("stream aborted")
 
+// extendDeadline moves the write deadline to d, unless the stream was
+// aborted: its past deadline then stays.
 func (s *Stream) extendDeadline(d time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.aborted {
-		return errAborted // keep the past deadline that aborted it
+	if s.state == stateAborted || s.state == stateFinished {
+		return errAborted
 	}
 	s.deadline = d
 	if s.conn != nil {
@@ -298,172 +388,111 @@ func (s *Stream) extendDeadline(d time.Time) error {
 	return nil
 }
 
+// armExpiry arms the timer that ends s at its expiry (AUTH-37: a stream
+// ends no later than its token, and no later than the maximum lifetime).
+func (s *Stream) armExpiry() {
+	if s.expiry.IsZero() {
+		return
+	}
+	t := s.timersFor()
+	t.expiry = time.AfterFunc(time.Until(s.expiry), func() { s.signal(flagExpired) })
+}
+
+// timersFor returns the stream's timers, allocating them on first use.
+// Only its writer calls it (and Serve, before the writer starts).
+func (s *Stream) timersFor() *streamTimers {
+	if s.timers == nil {
+		s.timers = new(streamTimers)
+	}
+	return s.timers
+}
+
 // Finish ends a stream that [Engine.Open] registered and that its
 // handler does not serve (its replay failed, say): r is its request.
 func (s *Stream) Finish(r *http.Request) {
-	s.failed(r)
-	s.e.close(s, false)
+	s.e.close(s, r, false)
 }
 
-// close unregisters s once it has ended, runs its owner's clean-up and
-// frees its slot; detached: on a goroutine of its own when the owner has
-// work that may block.
-func (e *Engine) close(s *Stream, detached bool) {
-	e.counters.StreamsClosed[s.endedBy].Add(1)
-	e.unregister(s)
+// close ends s for good: it settles why, unregisters it, runs its
+// owner's clean-up and frees its slot; for a detached stream, on a
+// goroutine of its own when the owner has work that may block.
+func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 	s.mu.Lock()
-	s.finished = true
-	e.queued.Add(-int64(s.queueBytes))
-	s.queue, s.queueBytes = nil, 0
-	s.w = nil
+	why := s.finalReason(r)
+	s.state = stateFinished
+	e.queued.Add(-int64(s.queueBytes + s.inflightBytes))
+	s.queue, s.queueBytes, s.inflight, s.inflightBytes = nil, 0, 0, 0
+	s.w, s.rc = nil, nil
 	s.mu.Unlock()
+	if s.timers != nil {
+		s.timers.stop()
+	}
+	e.counters.StreamsClosed[why].Add(1)
+	e.unregister(s)
 	later := s.owner.Ended()
-	if later == nil {
+	switch {
+	case later == nil:
 		e.release(s)
-		return
-	}
-	if !detached {
+	case !detached:
 		later()
 		e.release(s)
-		return
+	default:
+		go func() {
+			later()
+			e.release(s)
+		}()
 	}
-	go func() {
-		later()
-		e.release(s)
-	}()
 }
 
 // Serve serves s once its headers (and its replay, if any) are flushed:
 // it writes queued events until the client leaves, the stream ends or
-// the engine stops; events up to minSeq were replayed already. A stream
-// whose connection the engine takes over (see [Engine.Detachable]) goes
-// on after Serve returns, and cleans up after itself.
+// the engine stops; events up to minSeq were replayed already. With
+// detach (see [Engine.Detachable]), the engine takes the connection
+// over: the stream goes on after Serve returns, and cleans up after
+// itself.
 func (s *Stream) Serve(r *http.Request, minSeq uint64, detach bool) {
-	if detach && s.e.detach(s, minSeq) {
+	s.minSeq = minSeq
+	s.armExpiry()
+	if detach && s.e.detach(s) {
 		return
 	}
-	s.run(r, minSeq)
-	s.failed(r)
-	s.e.close(s, false)
+	s.run(r)
+	s.e.close(s, r, false)
 }
-
-// run writes queued events until the client leaves, the stream is kicked or
-// the engine stops.
-func (s *Stream) run(r *http.Request, minSeq uint64) {
-	e := s.e
-	// The keep-alive timer is not reset on every write: when it fires
-	// early it is re-armed for the rest of the idle interval.
-	keepAlive := time.NewTimer(e.cfg.KeepAlive)
-	defer keepAlive.Stop()
-	// AUTH-37: a stream ends no later than its token, and no later than
-	// the maximum lifetime.
-	var expired <-chan time.Time
-	if !s.expiry.IsZero() {
-		t := time.NewTimer(time.Until(s.expiry))
-		defer t.Stop()
-		expired = t.C
-	}
-	var (
-		lastWrite time.Time        // zero: the first update after connecting is not delayed
-		delay     *time.Timer      // for WithWriteDelay
-		waiting   <-chan time.Time // delay.C while updates wait for the delay
-		spare     []*Event
-	)
-	ending := false // after a feed gap or in a drain: write what is queued, then end
-	var (
-		gapWhy   EndReason
-		farewell []byte
-	)
-	for {
-		select {
-		case <-s.ready:
-			if waiting != nil {
-				continue // they will go out when the delay ends
-			}
-			if wait := time.Until(lastWrite.Add(e.cfg.WriteDelay)); wait > 0 {
-				if delay == nil {
-					delay = time.NewTimer(wait)
-					defer delay.Stop()
-				} else {
-					delay.Reset(wait)
-				}
-				waiting = delay.C
-				continue
-			}
-		case <-waiting: // more updates joined this write
-			waiting = nil
-		case <-s.urgent: // the queue is half full: write now
-			if waiting == nil {
-				continue
-			}
-			delay.Stop() // Go 1.23 timers: no stale tick is left to drain
-			waiting = nil
-		case <-keepAlive.C:
-			if idle := time.Since(lastWrite); idle < e.cfg.KeepAlive {
-				keepAlive.Reset(e.cfg.KeepAlive - idle)
-				continue
-			}
-			if s.write(keepAliveComment) != nil || s.Flush() != nil {
-				return
-			}
-			lastWrite = time.Now()
-			keepAlive.Reset(e.cfg.KeepAlive)
-			continue
-		case <-s.kicked:
-			s.mu.Lock()
-			ending, gapWhy, farewell = s.gap, s.gapWhy, s.farewell
-			s.mu.Unlock()
-			if !ending {
-				e.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
-				return
-			}
-		case <-expired:
-			s.SetEnd(s.expiryWhy)
-			return
-		case <-r.Context().Done():
-			return
-		case <-e.ctx.Done():
-			return
-		}
-		batch := s.take(spare)
-		wrote := false
-		for _, ev := range batch {
-			if ev.Seq <= minSeq {
-				continue // already sent by the replay
-			}
-			if err := s.write(ev.Bytes); err != nil {
-				return
-			}
-			s.sampleDelay(ev)
-			wrote = true
-		}
-		spare = batch
-		if ending && farewell != nil {
-			if err := s.write(farewell); err != nil {
-				return
-			}
-			wrote = true
-		}
-		if wrote {
-			if err := s.Flush(); err != nil {
-				return
-			}
-			lastWrite = time.Now()
-		}
-		if ending {
-			s.SetEnd(gapWhy)
-			return
-		}
-	}
-}
-
-var keepAliveComment = []byte(sse.KeepAlive)
 
 // Ready and Take are the pull side of a stream read in process rather
-// than written to a connection (benchmarks measure the hub's own cost so):
-// Ready signals that events were queued, and Take returns them all,
-// swapped with spare (emptied) so that the two slices are reused.
-func (s *Stream) Ready() <-chan struct{} { return s.ready }
+// than written to a connection (benchmarks measure the engine's own cost
+// so): Ready signals that events were queued, and Take returns them all,
+// swapped with spare (emptied) so that the two slices are reused, and
+// counts them written.
+func (s *Stream) Ready() <-chan struct{} { return s.wakeCh }
 
 // Take: see [Stream.Ready].
-func (s *Stream) Take(spare []*Event) []*Event { return s.take(spare) }
+func (s *Stream) Take(spare []*Event) []*Event {
+	clear(spare)
+	s.mu.Lock()
+	q, size := s.queue, s.queueBytes
+	s.queue, s.queueBytes = spare[:0], 0
+	s.mu.Unlock()
+	s.e.queued.Add(-int64(size))
+	return q
+}
+
+var (
+	keepAliveComment = []byte(sse.KeepAlive)
+	// lastChunk ends a chunked body.
+	lastChunk = []byte("0\r\n\r\n")
+	crlf      = []byte("\r\n")
+)
+
+// rawConn returns the system connection under c, through TLS.
+func rawConn(c net.Conn) (syscall.RawConn, error) {
+	if t, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = t.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("the connection has no file descriptor")
+	}
+	return sc.SyscallConn()
+}

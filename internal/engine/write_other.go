@@ -9,9 +9,9 @@ import (
 )
 
 // socketOf returns nil: writes that never block need a Unix socket, and
-// streams write on goroutines of their own instead (see detached.send).
+// streams write on goroutines of their own instead (see Stream.offload).
 func socketOf(net.Conn) syscall.RawConn { return nil }
 
-func writeNow(syscall.RawConn, []byte) (int, error) {
+func writevNow(syscall.RawConn, [][]byte) (int, error) {
 	return 0, errors.New("no non-blocking writes on this system")
 }

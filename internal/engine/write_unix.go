@@ -31,15 +31,16 @@ func socketOf(c net.Conn) syscall.RawConn {
 	return rc
 }
 
-// writeNow writes as much of b to rc as the socket takes without
-// blocking, and returns how much that was. It fails once the connection's
-// write deadline has passed (an abort) or the connection is closed.
-func writeNow(rc syscall.RawConn, b []byte) (int, error) {
+// writevNow writes as much of iov to rc as the socket takes without
+// blocking, with one writev per 1024 slices, and returns how much that
+// was. It fails once the connection's write deadline has passed (an
+// abort) or the connection is closed.
+func writevNow(rc syscall.RawConn, iov [][]byte) (int, error) {
 	w := nbWrites.Get().(*nbWrite)
-	w.b, w.n, w.err = b, 0, nil
+	w.iov, w.n, w.err = iov, 0, nil
 	err := rc.Write(w.fn)
 	n, werr := w.n, w.err
-	w.b, w.err = nil, nil
+	w.iov, w.err = nil, nil
 	nbWrites.Put(w)
 	if err == nil {
 		err = werr
@@ -47,10 +48,13 @@ func writeNow(rc syscall.RawConn, b []byte) (int, error) {
 	return n, err
 }
 
-// nbWrite is one writeNow: its callback, bound once, saves allocating
+// iovMax is the most slices one writev takes (IOV_MAX on Linux).
+const iovMax = 1024
+
+// nbWrite is one writevNow: its callback, bound once, saves allocating
 // a closure per write.
 type nbWrite struct {
-	b   []byte
+	iov [][]byte
 	n   int
 	err error
 	fn  func(fd uintptr) bool
@@ -65,10 +69,26 @@ var nbWrites = sync.Pool{New: func() any {
 // write is the callback of RawConn.Write: it writes until the socket is
 // full, then reports done, so that the caller never waits for the socket.
 func (w *nbWrite) write(fd uintptr) bool {
-	for w.n < len(w.b) {
-		n, err := unix.Write(int(fd), w.b[w.n:])
+	iov := w.iov
+	for len(iov) > 0 {
+		batch := iov[:min(len(iov), iovMax)]
+		var n int
+		var err error
+		if len(batch) == 1 {
+			n, err = unix.Write(int(fd), batch[0])
+		} else {
+			n, err = unix.Writev(int(fd), batch)
+		}
 		if n > 0 {
 			w.n += n
+			size := 0
+			for _, b := range batch {
+				size += len(b)
+			}
+			if n < size {
+				break // full: the rest waits for room
+			}
+			iov = iov[len(batch):]
 			continue
 		}
 		if err == unix.EINTR {

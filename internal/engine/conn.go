@@ -1,0 +1,572 @@
+package engine
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Detached streams: once a stream's headers (and its replay) are sent,
+// the engine takes its HTTP/1.1 connection over from net/http, so that an
+// idle stream holds no goroutine and no net/http buffers. A small pool of
+// writers (writers.go) runs the streams that have something to do:
+// events (enqueue), timers (expiry, write delay, stalls), the keep-alive
+// sweep, the poller (a client gone, a connection that can take more) and
+// the engine (an ending, an abort, a stop). A writer never waits for a
+// client: it writes what the connection takes at once, and keeps the
+// rest (slices of the events' shared bytes, never a copy) for when the
+// connection can take more; meanwhile the stream is blocked: its events
+// only queue, counted by the limits, and no writer runs it.
+
+// conns is the registry of an engine's detached streams.
+type conns struct {
+	mu      sync.Mutex
+	streams map[uint64]*Stream // by id, also the poller's key
+	nextID  uint64
+	poller  *poller // nil when no stream is watched
+	noPoll  bool    // no poller: streams are read instead
+	// wg counts the poller, the readers and the writes on goroutines of
+	// their own, for Wait.
+	wg sync.WaitGroup
+
+	warnedProto, warnedHijack, warnedPoll atomic.Bool
+}
+
+// connState is a detached stream's connection state; its writer alone
+// touches it, but for inFlight and what the write on a goroutine of its
+// own hands back.
+type connState struct {
+	conn   net.Conn
+	id     uint64
+	shard  uint32
+	poller *poller // that watches conn; nil when a reader does
+	// sock is conn's socket, written without ever blocking; nil when
+	// conn is not a plain socket (TLS): each write then runs on a
+	// goroutine of its own (see offload).
+	sock syscall.RawConn
+
+	// pending is what the connection did not take yet of the last chunk
+	// sent: slices of shared bytes, in order. It goes out before
+	// anything else. plan is what the chunk carries: its events count
+	// against the limits until the chunk is written.
+	pending  [][]byte
+	plan     plan
+	final    bool      // the chunk ends the body: the stream ends once it is written
+	progress time.Time // when the connection last took some of pending
+	backoff  time.Duration
+	outArmed bool // the poller reports when conn can take more
+
+	// Writes without sock: while inFlight, a goroutine writes pending
+	// and alone touches it and writeErr; clearing inFlight hands them
+	// back to the writer that runs the stream, which sees offloaded.
+	inFlight  atomic.Bool
+	offloaded bool
+	writeErr  error
+}
+
+// Retries of an unfinished write, where no poller says when to retry:
+// from retryMin, doubling up to retryMax while the connection takes
+// nothing.
+const (
+	retryMin = time.Millisecond
+	retryMax = 64 * time.Millisecond
+)
+
+// Detachable reports whether the stream of r, answered through w, is to
+// be detached once its headers are sent: with Config.Detach, for HTTP/1.1
+// requests to a ResponseWriter that can be hijacked; it then sets the
+// response's Connection: close (the engine keeps the connection). The
+// first stream that cannot be is logged, once per engine and reason.
+func (e *Engine) Detachable(w http.ResponseWriter, r *http.Request) bool {
+	if !e.cfg.Detach {
+		return false
+	}
+	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
+		if e.conns.warnedProto.CompareAndSwap(false, true) {
+			e.log.Info("mercure: streams over protocols other than HTTP/1.1 are served by net/http, each with its goroutine", "proto", r.Proto)
+		}
+		return false
+	}
+	if !hijackable(w) {
+		e.warnHijack("the response writer cannot be hijacked (middleware without Unwrap?)")
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	return true
+}
+
+func (e *Engine) warnHijack(why string) {
+	if e.conns.warnedHijack.CompareAndSwap(false, true) {
+		e.log.Warn("mercure: " + why + "; such streams are served by net/http, each with its goroutine")
+	}
+}
+
+// hijackable reports whether w, or a ResponseWriter it unwraps to, is an
+// [http.Hijacker]: what [http.ResponseController.Hijack] looks for.
+func hijackable(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case http.Hijacker:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// detach takes the connection of s over from net/http, once the headers
+// and the replay are flushed: the stream goes on without its handler,
+// which returns. net/http frames an HTTP/1.1 response without a length
+// as chunked, and leaves the chunked body open when the handler hijacks
+// the connection: the stream writes the next chunks itself, and the last
+// one when it ends cleanly. detach reports false when the connection
+// cannot be taken over: the handler then serves the stream as usual.
+// Once it reports true, the stream cleans up after itself when it ends.
+func (e *Engine) detach(s *Stream) bool {
+	hdr := s.w.Header()
+	if hdr.Get("Content-Encoding") != "" || hdr.Get("Content-Length") != "" || hdr.Get("Transfer-Encoding") != "" {
+		// Middleware that transforms the body: raw chunks would bypass it.
+		e.warnHijack("middleware transforms the response body")
+		return false
+	}
+	conn, rw, err := s.rc.Hijack()
+	if err != nil {
+		e.warnHijack("hijacking failed: " + err.Error())
+		return false
+	}
+	c := &connState{conn: conn, sock: socketOf(conn), shard: e.writers.assign()}
+	s.mu.Lock()
+	s.w, s.rc, s.wakeCh = nil, nil, nil // valid while the handler runs only
+	s.conn = conn
+	s.deadline = time.Time{} // Hijack cleared it
+	s.mu.Unlock()
+	s.conns = c
+	if rw.Reader.Buffered() > 0 {
+		// The client sent more than its request: a pipelined request,
+		// which this connection will never answer.
+		conn.Close()
+		s.SetEnd(EndClientGone)
+		e.close(s, nil, true)
+		return true
+	}
+
+	cs := &e.conns
+	cs.mu.Lock()
+	if cs.streams == nil {
+		cs.streams = make(map[uint64]*Stream)
+	}
+	cs.nextID++
+	c.id = cs.nextID
+	cs.streams[c.id] = s
+	p := cs.poller
+	if p == nil && !cs.noPoll {
+		if p, err = newPoller(e); err != nil {
+			cs.noPoll = true
+			if !errors.Is(err, errNoPoller) {
+				e.log.Warn("mercure: cannot watch connections; each detached stream keeps a goroutine reading its connection", "error", err)
+			}
+		}
+		cs.poller = p
+	}
+	cs.mu.Unlock()
+
+	if p == nil || p.add(c) != nil {
+		if p != nil && cs.warnedPoll.CompareAndSwap(false, true) {
+			e.log.Warn("mercure: a connection cannot be watched (no file descriptor?); its stream keeps a goroutine reading it")
+		}
+		e.read(s)
+	} else {
+		c.poller = p
+	}
+	// Whatever came meanwhile (events, an ending, a stop) is seen by this
+	// first run.
+	s.detached.Store(true)
+	e.writers.schedule(s)
+	return true
+}
+
+// runDetached does what s was woken for: it writes what the connection
+// did not take yet, then what step plans (the queued events as one
+// chunk, in one system call; a keep-alive; a farewell and the last
+// chunk), or ends the stream. sc is the writer's scratch.
+func (s *Stream) runDetached(sc *scratch) {
+	e, c := s.e, s.conns
+	s.mu.Lock()
+	flags := s.flags
+	s.flags &^= flagWritable | flagStalled
+	gone := flags&flagGone != 0 || s.state == stateAborted || s.state == stateFinished
+	s.mu.Unlock()
+	if gone {
+		s.endDetached(EndClientGone)
+		return
+	}
+	if c.inFlight.Load() {
+		return // its goroutine wakes s once the write is done
+	}
+	if c.offloaded {
+		c.offloaded = false
+		if c.writeErr != nil {
+			s.endDetached(EndWriteError)
+			return
+		}
+		if s.sent() {
+			return
+		}
+	}
+	if len(c.pending) > 0 {
+		if flags&(flagWritable|flagStalled) == 0 {
+			return // blocked: the poller (or a timer) says when to try again
+		}
+		// The write timeout counts from the last progress: a stream cut
+		// for it made none for that long.
+		if time.Since(c.progress) >= e.cfg.WriteTimeout {
+			s.endDetached(EndWriteError)
+			return
+		}
+		if err := s.flushPending(); err != nil {
+			s.endDetached(EndWriteError)
+			return
+		}
+		if len(c.pending) > 0 {
+			if flags&flagStalled != 0 {
+				s.timers.stall.Reset(time.Until(c.progress.Add(e.cfg.WriteTimeout)))
+			}
+			return
+		}
+		if s.sent() {
+			return
+		}
+	}
+	p := s.step(time.Now())
+	if p.abort {
+		s.endDetached(EndUnset)
+		return
+	}
+	iov := sc.chunk(s, p)
+	if len(iov) == 0 {
+		s.done(p, true, time.Now())
+		return
+	}
+	c.plan, c.final = p, p.end
+	if err := s.send(iov); err != nil {
+		s.endDetached(EndWriteError)
+		return
+	}
+	if !c.offloaded && len(c.pending) == 0 {
+		s.sent()
+	}
+}
+
+// sent records that the chunk of c.plan is written, and ends the stream
+// if the chunk was its last: it then reports true.
+func (s *Stream) sent() (ended bool) {
+	c := s.conns
+	s.done(c.plan, true, time.Now())
+	c.plan = plan{}
+	if c.final {
+		s.endDetached(EndUnset)
+	}
+	return c.final
+}
+
+// scratch is a writer's reusable buffers.
+type scratch struct {
+	iov []([]byte)
+	hdr [20]byte
+}
+
+// chunk returns the iovecs of the chunk that carries p: its size line,
+// the events the replay did not cover, the comment, the farewell, then,
+// when p ends the stream, the last chunk. It is nil when there is
+// nothing to write. The events' bytes are shared, never copied.
+func (sc *scratch) chunk(s *Stream, p plan) [][]byte {
+	n := 0
+	for _, ev := range p.events {
+		if ev.Seq > s.minSeq {
+			n += len(ev.Bytes)
+		}
+	}
+	if p.comment {
+		n += len(keepAliveComment)
+	}
+	n += len(p.farewell)
+	iov := sc.iov[:0]
+	if n > 0 { // one chunk; never an empty one, which would end the body
+		iov = append(iov, append(strconv.AppendInt(sc.hdr[:0], int64(n), 16), "\r\n"...))
+		if p.comment {
+			iov = append(iov, keepAliveComment)
+		}
+		for _, ev := range p.events {
+			if ev.Seq > s.minSeq {
+				iov = append(iov, ev.Bytes)
+			}
+		}
+		if p.farewell != nil {
+			iov = append(iov, p.farewell)
+		}
+		iov = append(iov, crlf)
+	}
+	if p.end {
+		iov = append(iov, lastChunk)
+	}
+	sc.iov = iov
+	return iov
+}
+
+// send writes iov, the next bytes of the body. On a socket, it writes
+// what the connection takes now and keeps the rest pending, to be
+// written when the connection can take more; otherwise it hands the
+// bytes to a goroutine that writes them under the write timeout.
+func (s *Stream) send(iov [][]byte) error {
+	c := s.conns
+	if c.sock == nil {
+		c.pending = append(c.pending[:0], iov...)
+		c.pending[0] = append([]byte(nil), iov[0]...) // the scratch's size line
+		c.offloaded = true
+		s.offload()
+		return nil
+	}
+	n, err := writevNow(c.sock, iov)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.lastWrite.Store(time.Now().UnixNano())
+	}
+	rest := skip(iov, n)
+	if len(rest) == 0 {
+		return nil
+	}
+	// The rest waits for room: the events' slices are kept, not their
+	// bytes; what is left of the size line, the scratch's, is copied.
+	if len(rest) == len(iov) {
+		rest[0] = append([]byte(nil), rest[0]...)
+	}
+	c.pending = append(c.pending[:0], rest...)
+	// The stall clock starts now: the write timeout is for making no
+	// progress at all, not for writing the whole chunk.
+	c.progress, c.backoff = time.Now(), 0
+	t := s.timersFor()
+	if t.stall == nil {
+		t.stall = time.AfterFunc(s.e.cfg.WriteTimeout, func() { s.signal(flagStalled) })
+	} else {
+		t.stall.Reset(s.e.cfg.WriteTimeout)
+	}
+	s.waitRoom()
+	return nil
+}
+
+// skip returns what is left of iov once n bytes of it are written.
+func skip(iov [][]byte, n int) [][]byte {
+	for len(iov) > 0 && n >= len(iov[0]) {
+		n -= len(iov[0])
+		iov = iov[1:]
+	}
+	if n > 0 {
+		iov[0] = iov[0][n:]
+	}
+	return iov
+}
+
+// flushPending writes what the connection takes now of the pending
+// bytes: all of them, or the rest waits for room again.
+func (s *Stream) flushPending() error {
+	c := s.conns
+	n, err := writevNow(c.sock, c.pending)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		c.progress, c.backoff = time.Now(), 0
+		s.lastWrite.Store(time.Now().UnixNano())
+	}
+	rest := skip(c.pending, n)
+	if len(rest) > 0 {
+		c.pending = c.pending[:copy(c.pending, rest)]
+		s.waitRoom()
+		return nil
+	}
+	clear(c.pending)
+	c.pending = c.pending[:0]
+	s.timers.stall.Stop()
+	if s.timers.retry != nil {
+		s.timers.retry.Stop()
+	}
+	s.mu.Lock()
+	s.blocked = false
+	s.mu.Unlock()
+	if c.outArmed {
+		c.outArmed = false
+		_ = c.poller.watch(c, false) // fails once conn is closed only
+	}
+	return nil
+}
+
+// waitRoom blocks s until its connection can take more: the poller says
+// when, or else a timer retries, with a backoff. Meanwhile the writers
+// do not run it for its events.
+func (s *Stream) waitRoom() {
+	c := s.conns
+	s.mu.Lock()
+	s.blocked = true
+	s.mu.Unlock()
+	if c.poller != nil && c.poller.watch(c, true) == nil {
+		c.outArmed = true
+		return
+	}
+	c.backoff = min(max(2*c.backoff, retryMin), retryMax)
+	t := s.timersFor()
+	if t.retry == nil {
+		t.retry = time.AfterFunc(c.backoff, func() { s.signal(flagWritable) })
+	} else {
+		t.retry.Reset(c.backoff)
+	}
+}
+
+// offload writes the pending bytes on a goroutine of its own, where the
+// connection is not a plain socket (TLS): a write there cannot be tried
+// without blocking, and a TLS write that times out breaks the connection
+// for good. The goroutine lives as long as the write, bounded by the
+// write timeout as for a stream's own goroutine; it then wakes the
+// stream, which its writer ends if the write failed. Small slices are
+// gathered into records of up to 16 KiB: a copy of at most that much,
+// whatever the chunk's size.
+func (s *Stream) offload() {
+	c := s.conns
+	cs := &s.e.conns
+	c.inFlight.Store(true)
+	s.mu.Lock()
+	s.blocked = true
+	s.mu.Unlock()
+	cs.wg.Add(1)
+	go func() {
+		defer cs.wg.Done()
+		var rec []byte
+		var err error
+		for i, b := range c.pending {
+			if len(rec)+len(b) > 16<<10 && len(rec) > 0 {
+				if err = s.writeConn(rec); err != nil {
+					break
+				}
+				rec = rec[:0]
+			}
+			if len(b) >= 16<<10 {
+				if err = s.writeConn(b); err != nil {
+					break
+				}
+			} else {
+				rec = append(rec, b...)
+			}
+			c.pending[i] = nil
+		}
+		if err == nil && len(rec) > 0 {
+			err = s.writeConn(rec)
+		}
+		c.writeErr = err
+		c.pending = c.pending[:0]
+		if err == nil {
+			s.lastWrite.Store(time.Now().UnixNano())
+		}
+		s.mu.Lock()
+		s.blocked = false
+		s.mu.Unlock()
+		c.inFlight.Store(false)
+		s.signal(flagWritable)
+	}()
+}
+
+// writeConn writes b to the connection under a write deadline, as the
+// goroutine writer does through the ResponseWriter.
+func (s *Stream) writeConn(b []byte) error {
+	now := time.Now()
+	if timeout := s.e.cfg.WriteTimeout; s.deadline.Sub(now) < timeout/2 {
+		if err := s.extendDeadline(now.Add(timeout)); err != nil {
+			return err
+		}
+	}
+	_, err := s.conns.conn.Write(b)
+	return err
+}
+
+// endDetached closes the connection of s and cleans up after it, once:
+// only the writer running s (or detach) calls it. why, if set, is why s
+// ends unless it is known already.
+func (s *Stream) endDetached(why EndReason) {
+	e, c := s.e, s.conns
+	s.sched.Store(schedEnded)
+	if why != EndUnset {
+		s.SetEnd(why)
+	}
+	if c.poller != nil {
+		c.poller.remove(c) // before Close: its descriptor may be reused
+	}
+	if t, ok := c.conn.(*tls.Conn); ok {
+		// Not t.Close: its close_notify alert could wait for a peer that
+		// stopped reading, for seconds, on a writer. A write on its
+		// goroutine fails at once.
+		t.NetConn().Close()
+	} else {
+		c.conn.Close()
+	}
+	cs := &e.conns
+	cs.mu.Lock()
+	delete(cs.streams, c.id)
+	var p *poller
+	last := len(cs.streams) == 0
+	if last {
+		p, cs.poller = cs.poller, nil // no stream left: the poller exits
+	}
+	cs.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+	if last {
+		e.writers.wakeAll() // idle writers exit
+	}
+	// c.pending may still be a write's on a goroutine of its own: it
+	// fails now that the connection is closed, and lets go of it.
+	e.close(s, nil, true)
+}
+
+// count is the number of detached streams.
+func (cs *conns) count() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return len(cs.streams)
+}
+
+// signalID wakes the detached stream with this id for flags: its client
+// left, or its connection can take more.
+func (cs *conns) signalID(id uint64, flags uint8) {
+	cs.mu.Lock()
+	s := cs.streams[id]
+	cs.mu.Unlock()
+	if s != nil {
+		s.signal(flags)
+	}
+}
+
+// read watches the connection of s with a goroutine blocked reading it,
+// where no poller can: an SSE client sends nothing once its request is
+// sent, so that a read returns when it leaves.
+func (e *Engine) read(s *Stream) {
+	c := s.conns
+	e.conns.wg.Add(1)
+	go func() {
+		defer e.conns.wg.Done()
+		var b [1]byte
+		_, _ = c.conn.Read(b[:])
+		s.signal(flagGone)
+	}()
+}
+
+// errNoPoller says that the system has no poller: streams are read.
+var errNoPoller = errors.New("no connection poller on this system")

@@ -1,0 +1,126 @@
+package engine
+
+import "time"
+
+// The two writers, a goroutine per stream (serve.go) and the pool that
+// runs detached streams (conn.go), differ only in how they write: both
+// ask step what to write next, and both report what they wrote with
+// done. Queues and batching, keep-alives, expiry, the write delay, a
+// stream's ending and its farewell (a drain, a revoked session, a feed
+// gap, a shutdown) live here once.
+
+// plan is what a stream's writer does next.
+type plan struct {
+	// events are the events taken from the queue, in order; those the
+	// replay covered (Seq ≤ minSeq) are not to be written.
+	events   []*Event
+	comment  bool   // a keep-alive comment
+	farewell []byte // written after the events
+	end      bool   // end the response cleanly once these are written
+	abort    bool   // end now: write nothing
+}
+
+// step decides what s's writer does now, from the stream's state and
+// the flags it was woken with.
+func (s *Stream) step(now time.Time) (p plan) {
+	e := s.e
+	s.mu.Lock()
+	flags := s.flags
+	s.flags = 0
+	if flags&flagGone != 0 {
+		s.abortLocked(EndClientGone)
+	}
+	switch s.state {
+	case stateAborted, stateFinished:
+		s.mu.Unlock()
+		return plan{abort: true}
+	case stateOpen:
+		// A clean end: the client resumes with Last-Event-ID.
+		switch {
+		case e.stopped():
+			s.state, s.why = stateEnding, EndShutdown
+		case flags&flagExpired != 0:
+			s.state, s.why = stateEnding, s.expiryWhy
+		}
+	}
+	ending := s.state == stateEnding
+	keepAlive := flags&flagKeepAlive != 0 && now.UnixNano()-s.lastWrite.Load() >= int64(e.cfg.KeepAlive)
+	if flags&flagDelayOver != 0 {
+		s.delayArmed = false
+	}
+	if delay := e.cfg.WriteDelay; delay > 0 && !ending && !keepAlive && flags&flagUrgent == 0 {
+		if s.delayArmed {
+			s.mu.Unlock()
+			return plan{} // the events go out when the delay ends
+		}
+		if wait := s.lastEvents.Add(delay).Sub(now); wait > 0 && len(s.queue) > 0 {
+			s.delayArmed = true
+			s.mu.Unlock()
+			s.armDelay(wait)
+			return plan{}
+		}
+	}
+	spare := s.spare
+	if cap(spare) > 64 && len(spare) < cap(spare)/8 {
+		spare = nil // a burst is over: give its memory back
+	}
+	p.events = s.queue
+	s.queue, s.spare = spare[:0], nil
+	s.inflight += len(p.events)
+	s.inflightBytes += s.queueBytes
+	s.queueBytes = 0
+	if ending {
+		p.farewell, p.end = s.farewell, true
+	}
+	s.mu.Unlock()
+	// Events keep the stream alive as well.
+	p.comment = keepAlive && p.farewell == nil && !s.writes(p.events)
+	return p
+}
+
+// writes reports whether one of events is to be written: not covered by
+// the replay.
+func (s *Stream) writes(events []*Event) bool {
+	for _, ev := range events {
+		if ev.Seq > s.minSeq {
+			return true
+		}
+	}
+	return false
+}
+
+// done records what the writer wrote of p: every event of it, when all
+// is true; then the events no longer count against the limits, and p's
+// slice is kept for the next step.
+func (s *Stream) done(p plan, all bool, now time.Time) {
+	if !all {
+		return // close counts them out
+	}
+	size, wrote := 0, false
+	for _, ev := range p.events {
+		size += len(ev.Bytes)
+		if ev.Seq > s.minSeq {
+			s.sampleDelay(ev)
+			wrote = true
+		}
+	}
+	s.written(len(p.events), size)
+	if wrote || p.comment || p.farewell != nil {
+		s.lastWrite.Store(now.UnixNano())
+	}
+	if wrote {
+		s.lastEvents = now
+	}
+	clear(p.events) // an idle stream pins no event
+	s.spare = p.events[:0]
+}
+
+// armDelay arms the write delay's timer to fire after wait.
+func (s *Stream) armDelay(wait time.Duration) {
+	t := s.timersFor()
+	if t.delay == nil {
+		t.delay = time.AfterFunc(wait, func() { s.signal(flagDelayOver) })
+		return
+	}
+	t.delay.Reset(wait)
+}

@@ -93,11 +93,11 @@ type Stream struct {
 	queueBytes    int
 	inflight      int
 	inflightBytes int
-	farewell   []byte        // ending: written last (a drain's retry field)
-	wakeCh     chan struct{} // the goroutine writer's; nil once detached
-	delayArmed bool          // events wait for the write delay
-	rc         *http.ResponseController
-	w          http.ResponseWriter // while its handler runs
+	farewell      []byte        // ending: written last (a drain's retry field)
+	wakeCh        chan struct{} // the goroutine writer's; nil once detached
+	delayArmed    bool          // events wait for the write delay
+	rc            *http.ResponseController
+	w             http.ResponseWriter // while its handler runs
 	// conn is the connection of a detached stream; rc and w are then nil.
 	conn     net.Conn
 	deadline time.Time // the write deadline set last, by the writer
@@ -113,7 +113,7 @@ type Stream struct {
 
 	// The writer alone touches these.
 	spare       []*Event
-	lastEvents  time.Time // when events were last written: the write delay counts from it
+	lastEvents  time.Time     // when events were last written: the write delay counts from it
 	timers      *streamTimers // lazily: most streams need none
 	delaySample uint32
 	conns       *connState // a detached stream's

@@ -118,12 +118,16 @@ func (h *Hub) startDebugger() *debugger {
 		HubURL, HubPath, ActivityTopic, StreamMode string
 		Subscriptions, Playground                  bool
 		PlaygroundTTL                              int
-	}{h.url, h.path, h.activityTopic(), mode, h.cfg.subscriptions, h.cfg.playground != nil, int(playgroundTTL / time.Second)})
+	}{h.url, h.path, h.activityTopic(), mode, h.cfg.subscriptions, h.cfg.playground != nil, int(playgroundTTL / time.Minute)})
 	if err != nil {
 		panic(err) // the template and its data are ours
 	}
 	d.index = newDebugAsset("index.html", b.Bytes())
-	go d.activity.run(h)
+	h.active.Add(1) // Shutdown waits for the sampler too
+	go func() {
+		defer h.active.Done()
+		d.activity.run(h)
+	}()
 	if h.cfg.playground != nil {
 		h.log.Warn("mercure: the debugger's playground is on: any client that reaches the hub gets a token to publish and subscribe to every topic, private updates included; for local development only",
 			"page", h.url+"/debug/")

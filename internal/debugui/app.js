@@ -364,10 +364,15 @@ function renderActivity() {
     { key: "replays", label: "Replays", values: delta((x) => x.replays), sum: total((x) => x.replays) },
     { key: "refusals", label: "Refusals", values: delta(refusedAll), sum: total(refusedAll), detail: refusalDetail() },
   ];
-  $("activity").replaceChildren(...series.map(seriesRow));
+  // The chart spans what the hub kept, a minute at least.
+  const slots = Math.min(activity.slots, Math.max(60, s.length));
+  const span = s.length > 1 ? Math.round((s[s.length - 1].t - s[0].t) / 1000) : 0;
+  const caption = el("p", { class: "hint" }, `The last ${span < 120 ? `${span} s` : `${Math.round(span / 60)} min`}, ` +
+    `one point per sample; the latest on the right.`);
+  $("activity").replaceChildren(caption, ...series.map((x) => seriesRow(x, slots)));
 }
 
-function seriesRow({ key, label, values, sum: windowSum, detail }) {
+function seriesRow({ key, label, values, sum: windowSum, detail }, slots) {
   const known = values.filter((v) => v !== null);
   const last = known.length ? known[known.length - 1] : 0;
   const peak = known.length ? Math.max(...known) : 0;
@@ -376,7 +381,7 @@ function seriesRow({ key, label, values, sum: windowSum, detail }) {
   const row = el("div", { class: "series" },
     el("span", { class: "label" }, label),
     el("span", { class: "value", title: "latest" }, fmt(last)),
-    sparkline(values, activity.slots, `${label} over the last five minutes: latest ${fmt(last)}, ${summary}`),
+    sparkline(values, slots, `${label}: latest ${fmt(last)}, ${summary}`),
     el("span", { class: "detail" }, summary + (detail ? ` · ${detail}` : "")));
   row.dataset.series = key;
   row.dataset.peak = String(peak);

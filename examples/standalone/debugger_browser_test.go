@@ -84,9 +84,38 @@ func jsString(s string) string {
 type debuggerServer struct {
 	*server
 	base string // http://127.0.0.1:PORT
+	ln   *cuttingListener
 
 	mu   sync.Mutex
 	uris []string
+}
+
+// cuttingListener keeps the connections it accepted, so that a test can
+// cut them all, the streams taken over in low-memory mode included.
+type cuttingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *cuttingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// cut closes every connection accepted so far.
+func (l *cuttingListener) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
 }
 
 func startDebuggerServer(t *testing.T, args ...string) *debuggerServer {
@@ -100,7 +129,7 @@ func startDebuggerServer(t *testing.T, args ...string) *debuggerServer {
 		ln.Close()
 		t.Fatal(err)
 	}
-	d := &debuggerServer{server: s, base: "http://" + ln.Addr().String()}
+	d := &debuggerServer{server: s, base: "http://" + ln.Addr().String(), ln: &cuttingListener{Listener: ln}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		d.uris = append(d.uris, r.RequestURI)
@@ -108,7 +137,7 @@ func startDebuggerServer(t *testing.T, args ...string) *debuggerServer {
 		s.handler.ServeHTTP(w, r)
 	}))
 	srv.Listener.Close()
-	srv.Listener = ln
+	srv.Listener = d.ln
 	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -313,6 +342,16 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 		waitJS(`Number(document.querySelector('[data-series="published"]').dataset.sum) >= `+before+` + 25`),
 		waitJS(`document.querySelector('[data-series="published"] polyline') !== null`),
 		waitJS(`Number(document.querySelector('[data-series="streams"]').dataset.peak) >= 2`))
+
+	// The connections cut: the page says so, and resumes after the last
+	// event it got, with the retry the form's update set.
+	last := admin.eval(`document.querySelector("#events li.event").dataset.id`)
+	d.ln.cut()
+	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:while-cut"}, "data": {"while cut"}})
+	admin.run("sees the stream break and resume",
+		contains("#events", "reconnecting in 2500 ms with cursor "+last),
+		contains("#sub-status", "resumed after "+last+": the hub found it"),
+		contains(`#events li[data-id="urn:test:while-cut"]`, "while cut"))
 
 	// A viewer whose token grants another topic only.
 	viewerTok := mint(mercure.Grant{Subject: "viewer", Subscribe: []mercure.Match{{Pattern: "https://example.com/viewer-only"}}})

@@ -380,6 +380,17 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 		setValue("last-event-id", "urn:test:unknown"), chromedp.Click(chromedp.CSS("#subscribe")),
 		contains("#sub-status", "does not know the cursor urn:test:unknown"))
 
+	admin.run("pauses the list", chromedp.Click(chromedp.CSS("#pause")), waitJS(`document.getElementById("pause").getAttribute("aria-pressed") === "true"`))
+	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:paused"}, "data": {"held while paused"}})
+	admin.run("holds the event while paused", contains("#pause", "Resume (1 new)"))
+	if text := admin.eval(`document.getElementById("events").innerText`); strings.Contains(text, "held while paused") {
+		t.Error("an event shows while the list is paused")
+	}
+	admin.run("resumes the list", chromedp.Click(chromedp.CSS("#pause")), contains("#events", "held while paused"))
+
+	long := `{"items":[` + strings.Repeat(`{"n":1},`, 99) + `{"n":1}]}`
+	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:long"}, "data": {long}})
+	admin.run("sees long data folded", contains(`#events li[data-id="urn:test:long"] details:not([open]) summary`, "lines)"))
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "data": {strings.Repeat("0123456789", 50)}}) // one long word
 	admin.run("filters the events", contains("#events", "0123456789"), setValue("filter", "the form"),
 		waitJS(`[...document.querySelectorAll("#events li.event")].filter((li) => !li.hidden).length === 1`),

@@ -111,14 +111,16 @@ function unsubscribe() {
 // ---- Events ----------------------------------------------------------
 
 let paused = false;
-const held = [];
+const held = []; // events that arrived while paused, maxRows at most
+let dropped = 0; // events dropped while paused, past maxRows
 const published = new Map(); // id -> topics, of the updates this page published
 
 function receive(ev) {
   ev.at = new Date();
   if (paused) {
     held.push(ev);
-    $("pause").textContent = `Resume (${held.length} held)`;
+    if (held.length > maxRows) { held.shift(); dropped++; }
+    $("pause").textContent = `Resume (${held.length + dropped} new)`;
     return;
   }
   addRow(eventRow(ev));
@@ -157,8 +159,9 @@ function dataBlock(data) {
   const text = pretty(data);
   const lines = text.split("\n");
   if (text.length <= 600 && lines.length <= 12) return el("pre", {}, text);
-  const first = lines[0].length > 80 ? lines[0].slice(0, 80) + "…" : lines[0];
-  return el("details", {}, el("summary", {}, `${first} (${data.length} characters, ${lines.length} lines)`), el("pre", {}, text));
+  const flat = data.replace(/\s+/g, " ");
+  const preview = flat.length > 80 ? flat.slice(0, 80) + "…" : flat;
+  return el("details", {}, el("summary", {}, `${preview} (${data.length} characters, ${lines.length} lines)`), el("pre", {}, text));
 }
 
 function topicsLine(ev) {
@@ -451,7 +454,10 @@ function wire() {
     paused = !paused;
     $("pause").setAttribute("aria-pressed", String(paused));
     $("pause").textContent = paused ? "Resume" : "Pause";
-    if (!paused) held.splice(0).forEach((ev) => addRow(eventRow(ev)));
+    if (paused) return;
+    if (dropped) addRow(el("li", { class: "sys" }, `${dropped} events arrived while paused beyond the ${maxRows} the list keeps`));
+    dropped = 0;
+    held.splice(0).forEach((ev) => addRow(eventRow(ev)));
   });
   $("filter").addEventListener("input", () => [...$("events").children].forEach(filterRow));
   $("clear").addEventListener("click", () => $("events").replaceChildren());

@@ -23,6 +23,7 @@ export function openStream({ url, cursor = "", headers = () => ({}), onevent, on
   let controller = null;
   let timer = 0;
   let keepAlives = 0;
+  let renewals = 0; // new tokens tried since the stream was last open
 
   const note = (kind, text, extra = {}) => { if (!stopped || kind === "refused") onnote({ kind, text, ...extra }); };
 
@@ -46,7 +47,7 @@ export function openStream({ url, cursor = "", headers = () => ({}), onevent, on
       const wait = retryAfter(res);
       if (wait !== null) {
         later(`refused, ${why}`, wait);
-      } else if (res.status === 401 && onrefused && await onrefused()) {
+      } else if (res.status === 401 && onrefused && renewals++ === 0 && await onrefused()) {
         later(`refused, ${why}; trying again with a new token`, 0);
       } else {
         stopped = true;
@@ -54,6 +55,7 @@ export function openStream({ url, cursor = "", headers = () => ({}), onevent, on
       }
       return;
     }
+    renewals = 0;
     note("open", describeOpen(sent, res.headers.get("Mercure-Last-Event-ID")));
     try {
       await read(res.body);

@@ -288,6 +288,11 @@ func sameGrants(a, b *grantSet) bool {
 // code otherwise (AUTH-14 to AUTH-16); with resource_metadata whenever the
 // hub validates tokens (AUTH-17, DIS-8).
 func (h *Hub) challenge(w http.ResponseWriter, status int, code string) {
+	h.challengeWhy(w, status, code, http.StatusText(status))
+}
+
+// challengeWhy is challenge with detail in the problem document.
+func (h *Hub) challengeWhy(w http.ResponseWriter, status int, code, detail string) {
 	var attrs []string
 	if code != "" {
 		attrs = append(attrs, `error="`+code+`"`)
@@ -300,7 +305,7 @@ func (h *Hub) challenge(w http.ResponseWriter, status int, code string) {
 		c += " " + strings.Join(attrs, ", ")
 	}
 	w.Header().Set("WWW-Authenticate", c)
-	writeProblem(w, status, http.StatusText(status))
+	writeProblem(w, status, detail)
 }
 
 // sameOrigin reports whether a cookie-authenticated publish comes from the

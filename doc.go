@@ -116,6 +116,13 @@
 // to [slog.Default] unless [WithLogger] says otherwise: once when a
 // failure begins and once when it ends, with the trace of the request.
 //
+// [WithDebugger] serves a page for people, at the hub path followed by
+// /debug/: subscribe (also from a shared link) and see the events arrive,
+// publish, see who is connected and the hub's activity over the last
+// minutes, with what the viewer's own token or session allows.
+// [WithInsecurePlayground] adds a self-serve token for everything, for
+// local development only.
+//
 // # Shutting down
 //
 // [Hub.Shutdown] ends every stream and waits for their goroutines; with

@@ -62,8 +62,9 @@ type Hub struct {
 	// canceled when Shutdown stops waiting for streams.
 	events     context.Context
 	stopEvents context.CancelFunc
-	// rechecking counts the Authorizer re-checks running, for Shutdown.
-	rechecking sync.WaitGroup
+	// background counts the hub's own goroutines (the Authorizer's
+	// re-checks, the debugger's sampler), for Shutdown.
+	background sync.WaitGroup
 
 	subscriptions   subscriptionRegistry
 	lastEventID     atomic.Pointer[string]
@@ -85,6 +86,8 @@ type Hub struct {
 	segs []string // the hub path's decoded segments, for routing (see route)
 
 	metrics counters // see Metrics
+
+	debug *debugger // nil without WithDebugger
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.
@@ -152,6 +155,9 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	if cfg.store != nil && cfg.historySet {
 		return nil, fmt.Errorf("%w: WithHistory and WithHistoryBytes size the default store; configure retention on the store given to WithStore", ErrInvalidOption)
 	}
+	if err := cfg.checkPlayground(); err != nil {
+		return nil, err
+	}
 	hubURL = cfg.url.String()
 	resolver, err := topicurl.New(hubURL)
 	if err != nil {
@@ -209,6 +215,9 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		// Unless an event was dispatched meanwhile, which is newer.
 		latest := ls.LatestID()
 		h.lastEventID.CompareAndSwap(&earliest, &latest)
+	}
+	if cfg.debugger {
+		h.debug = h.startDebugger()
 	}
 	return h, nil
 }
@@ -284,7 +293,8 @@ func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 
 // ServeHTTP serves the hub: GET and QUERY subscribe, POST publishes,
 // OPTIONS lists the methods; with [WithSubscriptions], it also serves the
-// subscriptions API under the hub path + "/subscriptions".
+// subscriptions API under the hub path + "/subscriptions", and with
+// [WithDebugger] the debugger under the hub path + "/debug/".
 //
 // It serves wherever the application's router routes it: the hub URL
 // given to [New] is the hub's identity, and the path a request reaches
@@ -292,7 +302,7 @@ func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 // hub path, or the hub path with a leading part stripped (by
 // [http.StripPrefix] or a reverse proxy; "" and "/" when all of it is),
 // or the hub path behind a prefix (a router or proxy that adds one); the
-// subscriptions API likewise follows any of these. With the hub path
+// subscriptions API and the debugger likewise follow any of these. With the hub path
 // /api/realtime/.well-known/mercure, the endpoint is reached at
 // /api/realtime/.well-known/mercure, /.well-known/mercure or
 // /internal/api/realtime/.well-known/mercure alike. Which paths reach
@@ -303,6 +313,9 @@ func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
 // what the hub serves; the first one is logged at Warn, naming the likely
 // misconfiguration.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.debug != nil && h.serveDebugger(w, r) {
+		return // the debugger's pages answer no other origin: no CORS
+	}
 	h.withCORS(w, r, h.serveHub)
 }
 
@@ -422,7 +435,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	if err := h.engine.Wait(ctx); err != nil {
 		return err
 	}
-	h.rechecking.Wait() // they end at once: h.ctx is done
+	h.background.Wait() // they end at once: h.ctx is done
 	return nil
 }
 

@@ -66,6 +66,8 @@ type config struct {
 	drain           time.Duration // see WithDrain
 	authorizer      Authorizer    // see WithAuthorizer
 	recheck         time.Duration // with authorizer: the re-check interval
+	debugger        bool          // see WithDebugger
+	playground      *Signer       // see WithInsecurePlayground; nil without
 }
 
 func defaultConfig() config {

@@ -25,16 +25,19 @@ const (
 	routeHub                       // the hub endpoint
 	routeAPI                       // the subscriptions API
 	routeAPIOther                  // under the subscriptions API, but no resource of it
+	routeDebug                     // the debugger (WithDebugger), under hub path + /debug
 )
 
 // route tells what the escaped request path p names; for routeAPI, api
-// holds the escaped segments after "subscriptions" (none, two or three).
-// A path names the hub endpoint when it is empty or "/" (the whole hub
-// path stripped) or when its segments and the hub path's agree up to the
-// shorter of the two ([Hub.reachedAt]); it names the subscriptions API
-// when it is such a path followed by /subscriptions and up to three
-// segments. Among several readings, the shortest mount path wins. The
-// cost is linear in the number of segments, whatever they are.
+// holds the escaped segments after "subscriptions" (none, two or three),
+// for routeDebug those after "debug". A path names the hub endpoint when
+// it is empty or "/" (the whole hub path stripped) or when its segments
+// and the hub path's agree up to the shorter of the two
+// ([Hub.reachedAt]); it names the subscriptions API when it is such a
+// path followed by /subscriptions and up to three segments, and, with
+// the debugger on, the debugger when it is such a path followed by
+// /debug. Among several readings, the shortest mount path wins. The cost
+// is linear in the number of segments, whatever they are.
 func (h *Hub) route(p string) (kind routeKind, api []string) {
 	segs := strings.Split(p, "/")
 	if h.reachedAt(segs) {
@@ -42,10 +45,13 @@ func (h *Hub) route(p string) (kind routeKind, api []string) {
 	}
 	kind = routeOther
 	for k, seg := range segs {
-		if seg != "subscriptions" || !h.reachedAt(segs[:k]) {
+		if (seg != "subscriptions" && (seg != "debug" || h.debug == nil)) || !h.reachedAt(segs[:k]) {
 			continue
 		}
 		rest := segs[k+1:]
+		if seg == "debug" {
+			return routeDebug, rest
+		}
 		switch {
 		case len(rest) == 0,
 			(len(rest) == 2 || len(rest) == 3) && (rest[0] == MatchExact || rest[0] == MatchURLPattern):
@@ -124,6 +130,9 @@ func (h *Hub) notServed(w http.ResponseWriter, r *http.Request, kind routeKind) 
 	if h.cfg.subscriptions {
 		serves += " and " + h.path + "/subscriptions[/{type}/{topic}[/{subscriber}]]"
 	}
+	if h.debug != nil {
+		serves += " and " + h.path + "/debug/"
+	}
 	if h.warnedRoute.CompareAndSwap(false, true) {
 		h.log.Warn("mercure: a request reached the hub at a path it does not serve: is the router stripping a prefix that is not a leading part of the hub path, or routing another path to the hub? (logged once)",
 			"path", p, "serves", serves)
@@ -140,13 +149,14 @@ type Mux interface {
 }
 
 // Mount registers on mux, at their full paths, the hub path, the
-// subscriptions API (with [WithSubscriptions]) and the protected resource
-// metadata path ([Hub.MetadataPath], RFC 9728 section 3.1), which lies
-// outside the hub path. The patterns read the same in [http.ServeMux] and
-// in chi: the hub path, hub path + "/subscriptions", and
+// subscriptions API (with [WithSubscriptions]), the debugger (with
+// [WithDebugger] only) and the protected resource metadata path
+// ([Hub.MetadataPath], RFC 9728 section 3.1), which lies outside the hub
+// path. The patterns read the same in [http.ServeMux] and in chi: the hub
+// path, hub path + "/subscriptions", and
 // hub path + "/subscriptions/{type}/{topic}[/{subscriber}]", one segment
-// per wildcard. For a router that is reached under a prefix, use
-// [Hub.MountUnder].
+// per wildcard; hub path + "/debug", "/debug/" and "/debug/{file}". For a
+// router that is reached under a prefix, use [Hub.MountUnder].
 //
 // The hub also serves wherever an application routes it otherwise (see
 // [Hub.ServeHTTP]); the recipes, for the hub URL
@@ -209,6 +219,9 @@ func (h *Hub) mount(mux Mux, prefix string) {
 		mux.Handle(api, h)
 		mux.Handle(api+"/{type}/{topic}", h)
 		mux.Handle(api+"/{type}/{topic}/{subscriber}", h)
+	}
+	if h.debug != nil {
+		h.mountDebugger(mux, rel)
 	}
 	if m := h.MetadataPath(); prefix == "" || strings.HasPrefix(m, prefix+"/") {
 		mux.Handle(strings.TrimPrefix(m, prefix), h.MetadataHandler())

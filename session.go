@@ -249,9 +249,9 @@ func (h *Hub) recheckStream(s *subscriber) {
 		h.life.Unlock()
 		return // Shutdown ends the stream
 	}
-	h.rechecking.Add(1) // Shutdown waits for this call
+	h.background.Add(1) // Shutdown waits for this call
 	h.life.Unlock()
-	defer h.rechecking.Done()
+	defer h.background.Done()
 	if s.stream.Ending() {
 		return
 	}

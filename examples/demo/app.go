@@ -89,6 +89,9 @@ func newApp(origin string, recheck time.Duration) (*app, error) {
 		// Scripts: publisher tokens (see scriptToken).
 		mercure.WithIssuer(mercure.Issuer{ID: origin, PublisherKeys: keys}),
 		mercure.WithSubscriptions(),
+		// The hub's page for developers, at /.well-known/mercure/debug/:
+		// it sees what the user's session grants (see authorize).
+		mercure.WithDebugger(),
 	)
 	if err != nil {
 		return nil, err
@@ -159,6 +162,8 @@ func (a *app) authorize(r *http.Request) (*mercure.Access, error) {
 			// Presence: the subscription events and the web API.
 			{Pattern: mercure.DefaultHubPath + "/subscriptions/:type/:match/:subscriber", Type: mercure.MatchURLPattern},
 			{Pattern: subscriptionsPattern, Type: mercure.MatchURLPattern},
+			// The debugger's activity chart.
+			{Pattern: mercure.DefaultHubPath + "/debug/activity"},
 		},
 		// Names the user in the events of their subscriptions.
 		Payload: map[string]string{"user": name},

@@ -18,6 +18,12 @@
 // in PostgreSQL tables that every hub started with the same URL shares;
 // the query parameter prefix names the tables (default mercure), the
 // others are pgx connection parameters (sslmode=disable, say).
+//
+// -debugger serves the hub's debugger page at the hub path followed by
+// /debug/ (http://localhost:3000/.well-known/mercure/debug/): subscribe,
+// publish, who is connected and the hub's activity, with the viewer's
+// token. -playground adds a self-serve token for everything: local
+// development only.
 package main
 
 import (
@@ -104,6 +110,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		traces          = fs.String("traces", "", "write the hub's OpenTelemetry spans to this file as JSON, - for stderr (applications embedding the hub install their own exporter)")
 		drain           = fs.Duration("drain", 0, "on shutdown, end the streams gradually over this window, each told to reconnect in about a second, rather than all at once")
 		lowMemory       = fs.Bool("low-memory", false, "take HTTP/1.1 streams over from net/http after their headers: an idle stream then holds no goroutine (a few KB instead of about 25)")
+		debugger        = fs.Bool("debugger", false, "serve the debugger page at the hub path followed by /debug/ (it shows what the viewer's token, cookie or session allows)")
+		playground      = fs.Bool("playground", false, "the debugger, with a self-serve token that publishes and subscribes to everything (local development only!)")
 		// Tokens (issuer and keys), anonymous subscribers, active
 		// subscriptions, CORS, the cookie, and the history's memory bound.
 		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
@@ -178,7 +186,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	if *subscriptions {
 		opts = append(opts, mercure.WithSubscriptions())
-		if *subscriberJWKS == "" {
+		if *subscriberJWKS == "" && !*playground {
 			log.Info("-subscriptions without -subscriber-jwks: no token can list who is connected, on the page or through the hub's subscriptions API")
 		}
 	}
@@ -194,6 +202,14 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	if *insecurePublish {
 		log.Warn("publishing without a token is enabled: anyone who can reach this hub can publish")
 		opts = append(opts, mercure.WithInsecurePublishing())
+	}
+	if *debugger {
+		opts = append(opts, mercure.WithDebugger())
+	}
+	if *playground {
+		// The hub logs its own warning too.
+		log.Warn("-playground: the debugger hands anyone who can reach this hub a token that publishes and subscribes to everything")
+		opts = append(opts, mercure.WithInsecurePlayground())
 	}
 	// The store last: nothing can fail between its opening and the hub's.
 	var closeStore func() error
@@ -248,9 +264,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = page.Execute(w, struct {
-			HubPath  string
-			Presence bool
-		}{hub.Path(), *subscriptions})
+			HubPath            string
+			Presence, Debugger bool
+		}{hub.Path(), *subscriptions, *debugger || *playground})
 	})
 	// For load balancers: a hub whose store's feed fails delivers nothing.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The board links to the hub's debugger, subscribed to what the board
+// subscribes to; the user's session authorizes it as it does the board's
+// stream: the debugger shows the board's updates, who is online with
+// their payloads, and the hub's activity, with no token to paste.
+func TestBrowser_Debugger(t *testing.T) {
+	exe := chromium(t)
+	a, srv := startAppAt(t, "localhost")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.WindowSize(1100, 700))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
+	defer cancel()
+	run := func(what string, steps ...step) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("alice logs in",
+		chromedp.Navigate(a.origin+"/"),
+		chromedp.Click(chromedp.CSS(`button[data-user="alice"]`)),
+		contains("#status", "live"))
+	link, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("debugger").href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("alice opens the debugger from the board's link",
+		chromedp.Navigate(link),
+		contains("#sub-status", "connected"),
+		contains("#subscribers", `"user": "alice"`),
+		waitJS(`document.querySelector('[data-series="published"]') !== null`))
+	cookies := login(t, srv, "bob")
+	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"Seen in the debugger"}}, cookies, http.StatusCreated).Body.Close()
+	run("the debugger shows the board's update", contains("#events", "Seen in the debugger"))
+}

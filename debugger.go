@@ -110,9 +110,9 @@ const debugCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-s
 func (h *Hub) startDebugger() *debugger {
 	d := &debugger{}
 	var b bytes.Buffer
-	mode := "one goroutine per stream"
-	if h.cfg.lowMemory {
-		mode = "low-memory (HTTP/1.1 streams taken over after their headers)"
+	mode := "HTTP/1.1 streams taken over after their headers"
+	if h.cfg.goroutineStreams {
+		mode = "one goroutine per stream"
 	}
 	err := debugPage.Execute(&b, struct {
 		HubURL, HubPath, ActivityTopic, StreamMode string

@@ -15,12 +15,21 @@ func WithKeyRefreshLimit(d time.Duration) Option {
 // PatternCompiles returns how many URL patterns the hub has compiled.
 func (h *Hub) PatternCompiles() int { return h.patterns.Compiles() }
 
-// WithoutPoller makes a hub in low-memory mode run as on systems without
+// WithoutPoller makes a hub's detached streams run as on systems without
 // a poller: a goroutine reads each detached stream's connection, and
 // unfinished writes are retried on a timer.
 func WithoutPoller() Option {
 	return func(c *config) error {
 		c.noPoller = true
+		return nil
+	}
+}
+
+// WithDetachedStreams takes HTTP/1.1 streams over after their headers,
+// whatever the default: the tests of detached streams use it.
+func WithDetachedStreams() Option {
+	return func(c *config) error {
+		c.goroutineStreams = false
 		return nil
 	}
 }

@@ -38,49 +38,49 @@ const (
 )
 
 type config struct {
-	url             *url.URL
-	logger          *slog.Logger
-	store           Store
-	history         int
-	historyBytes    int64
-	historySet      bool
-	limits          Limits
-	keepAlive       time.Duration
-	writeTimeout    time.Duration
-	writeDelay      time.Duration
-	clientKey       func(*http.Request) string
-	insecurePublish bool
-	issuers         []Issuer
-	anonymous       bool
-	cookieName      string
-	maxLifetime     time.Duration
-	corsOrigins     []string
-	tokenPolicy     TokenPolicy
-	httpClient      *http.Client
-	privateFetches  bool
-	keyRefreshLimit time.Duration // tests only; see authserver.DefaultRefreshLimit
-	subscriptions   bool
-	lowMemory       bool // see WithLowMemoryStreams
-	noPoller        bool // tests: see WithoutPoller
-	tracerProvider  trace.TracerProvider
-	drain           time.Duration // see WithDrain
-	authorizer      Authorizer    // see WithAuthorizer
-	recheck         time.Duration // with authorizer: the re-check interval
-	debugger        bool          // see WithDebugger
-	playground      *Signer       // see WithInsecurePlayground; nil without
+	url              *url.URL
+	logger           *slog.Logger
+	store            Store
+	history          int
+	historyBytes     int64
+	historySet       bool
+	limits           Limits
+	keepAlive        time.Duration
+	writeTimeout     time.Duration
+	writeDelay       time.Duration
+	clientKey        func(*http.Request) string
+	insecurePublish  bool
+	issuers          []Issuer
+	anonymous        bool
+	cookieName       string
+	maxLifetime      time.Duration
+	corsOrigins      []string
+	tokenPolicy      TokenPolicy
+	httpClient       *http.Client
+	privateFetches   bool
+	keyRefreshLimit  time.Duration // tests only; see authserver.DefaultRefreshLimit
+	subscriptions    bool
+	goroutineStreams bool // see WithGoroutineStreams
+	noPoller         bool // tests: see WithoutPoller
+	tracerProvider   trace.TracerProvider
+	drain            time.Duration // see WithDrain
+	authorizer       Authorizer    // see WithAuthorizer
+	recheck          time.Duration // with authorizer: the re-check interval
+	debugger         bool          // see WithDebugger
+	playground       *Signer       // see WithInsecurePlayground; nil without
 }
 
 func defaultConfig() config {
 	return config{
-		logger:       slog.Default(),
-		history:      DefaultHistory,
-		historyBytes: DefaultHistoryBytes,
-		limits:       defaultLimits,
-		keepAlive:    DefaultKeepAlive,
-		writeTimeout: DefaultWriteTimeout,
-		clientKey:    remoteIP,
-		cookieName:   DefaultCookieName,
-		lowMemory:    lowMemoryByDefault,
+		logger:           slog.Default(),
+		history:          DefaultHistory,
+		historyBytes:     DefaultHistoryBytes,
+		limits:           defaultLimits,
+		keepAlive:        DefaultKeepAlive,
+		writeTimeout:     DefaultWriteTimeout,
+		clientKey:        remoteIP,
+		cookieName:       DefaultCookieName,
+		goroutineStreams: goroutineStreamsByDefault,
 	}
 }
 

@@ -220,7 +220,7 @@ func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role toke
 }
 
 // startRecheck arms the first re-check of s, a stream authorized by the
-// authorizer, with a copy of its request: in low-memory mode its handler
+// authorizer, with a copy of its request: a detached stream's handler
 // returns while the stream goes on.
 func (h *Hub) startRecheck(s *subscriber, r *http.Request) {
 	req := r.Clone(context.Background())

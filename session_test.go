@@ -291,11 +291,11 @@ func TestAuthorizer_Replay(t *testing.T) {
 	expectData(t, s, "a")
 }
 
-// streamModes runs f with streams served by net/http and in low-memory
-// mode: both must honour the re-checks.
+// streamModes runs f with streams written by their goroutines and
+// detached: both must honour the re-checks.
 func streamModes(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
-	t.Run("default", func(t *testing.T) { f(t) })
-	t.Run("lowmem", func(t *testing.T) { f(t, mercure.WithLowMemoryStreams()) })
+	t.Run("goroutine", func(t *testing.T) { f(t, mercure.WithGoroutineStreams()) })
+	t.Run("detached", func(t *testing.T) { f(t, mercure.WithDetachedStreams()) })
 }
 
 // endsCleanly waits for the end of s, which must be clean: the hub ended it.

@@ -2,31 +2,34 @@ package mercure
 
 import "github.com/mercurekit/mercure/internal/engine"
 
-// WithLowMemoryStreams makes HTTP/1.1 streams cost a fraction of the
-// memory: once a stream's headers (and its replay, if any) are sent, the
-// hub takes its connection over from net/http, so that an idle stream
-// holds no goroutine and no net/http buffers (about 1 to 3 KB instead of
-// about 25 KB). Writes are done by a small pool of writer goroutines
-// (4 per CPU, at least 16), as events, keep-alives and endings come due;
-// on Linux one goroutine per hub watches the connections (epoll) to notice
-// clients that leave.
+// How a hub writes its streams. By default, once an HTTP/1.1 stream's
+// headers (and its replay, if any) are sent, the hub takes its connection
+// over from net/http: an idle stream then holds no goroutine and no
+// net/http buffers (about 2 KB instead of about 25 KB), and a small pool
+// of writers (one per processor) writes the streams that have something
+// to write, as events, keep-alives and endings come due, each in one
+// system call from the events' shared bytes. On Linux one goroutine per
+// hub watches the connections (epoll), to notice clients that leave and
+// connections that can take more.
 //
 // A writer never waits for a client: it writes what the connection takes
-// at once, and the rest when the connection can take more (on Linux the
-// same goroutine watches for that; elsewhere the write is retried, backing
-// off up to 64ms). Meanwhile new events wait in the stream's queue. The
-// write timeout ([WithWriteTimeout]) cuts a stream whose connection took
+// at once, and the rest when the connection can take more (elsewhere than
+// Linux the write is retried, backing off up to 64ms). Meanwhile new
+// events wait in the stream's queue, counted by [Limits]. The write
+// timeout ([WithWriteTimeout]) cuts a stream whose connection took
 // nothing for that long. Over TLS, where a write cannot be tried without
-// blocking, each write runs on a goroutine of its own, which lives as long
-// as the write, bounded by the write timeout.
+// blocking, each write runs on a goroutine of its own, which lives as
+// long as the write, bounded by the write timeout.
 //
-// Streams behave as without it (write timeouts, keep-alives, overflows,
-// maximum lifetimes, shutdown and limits), with these trade-offs:
+// HTTP/2 streams, and streams behind middleware that cannot give up the
+// connection (no Hijack reachable through Unwrap, or a body transformed
+// by a Content-Encoding), are written by their handler's goroutine
+// through net/http, as every stream is with [WithGoroutineStreams]; the
+// hub logs the first such stream, once per reason. Both ways keep the
+// same promises (write timeouts, keep-alives, overflows, maximum
+// lifetimes, drains, shutdown and limits); a stream taken over differs
+// in these ways:
 //
-//   - HTTP/2 streams, and streams behind middleware that cannot give up
-//     the connection (no Hijack reachable through Unwrap, or a body
-//     transformed by a Content-Encoding), are served as usual; the hub
-//     logs that once.
 //   - The response says Connection: close: a connection that carried a
 //     stream is not reused for another request.
 //   - A taken-over connection is invisible to [http.Server]: its
@@ -37,16 +40,26 @@ import "github.com/mercurekit/mercure/internal/engine"
 //     request, or a half-close) is taken to be gone, and its stream ends.
 //   - On systems other than Linux, each stream keeps one goroutine,
 //     blocked reading its connection; it still sheds net/http's buffers.
-func WithLowMemoryStreams() Option {
+
+// WithGoroutineStreams makes every stream be written by its handler's
+// goroutine, through net/http's ResponseWriter, instead of taking HTTP/1.1
+// connections over after their headers (see above). Each open stream
+// then costs a goroutine and net/http's buffers, about 25 KB. Use it when
+// something between net/http and the hub must see every byte of a stream
+// (a middleware that counts or transforms bytes and cannot be unwrapped),
+// when [http.Server] itself must track stream connections (its Shutdown
+// waiting for them, ConnState, a listener that limits connections), or
+// to compare the two.
+func WithGoroutineStreams() Option {
 	return func(c *config) error {
-		c.lowMemory = true
+		c.goroutineStreams = true
 		return nil
 	}
 }
 
-// lowMemoryByDefault turns WithLowMemoryStreams on for every hub: tests
-// set it, to run the whole suite in this mode.
-var lowMemoryByDefault bool
+// goroutineStreamsByDefault makes WithGoroutineStreams the default: tests
+// set it, to run the whole suite that way too.
+var goroutineStreamsByDefault bool
 
 // engineConfig is the configuration of the hub's stream engine.
 func (h *Hub) engineConfig() engine.Config {
@@ -68,7 +81,7 @@ func (h *Hub) engineConfig() engine.Config {
 		KeepAlive:    h.cfg.keepAlive,
 		WriteTimeout: h.cfg.writeTimeout,
 		WriteDelay:   h.cfg.writeDelay,
-		Detach:       h.cfg.lowMemory,
+		Detach:       !h.cfg.goroutineStreams,
 		NoPoller:     h.cfg.noPoller,
 	}
 }

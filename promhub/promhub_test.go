@@ -467,10 +467,11 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// The low-memory mode's detached streams end for the same reasons.
-func TestCollector_LowMemoryCloseReasons(t *testing.T) {
+// Streams written by their goroutines end for the same reasons as
+// detached ones, the default.
+func TestCollector_GoroutineStreamsCloseReasons(t *testing.T) {
 	signer, set := signer(t)
-	e := newEnv(t, mercure.WithLowMemoryStreams(), mercure.WithAnonymousSubscribers(),
+	e := newEnv(t, mercure.WithGoroutineStreams(), mercure.WithAnonymousSubscribers(),
 		mercure.WithIssuer(mercure.Issuer{ID: issuer, SubscriberKeys: set}))
 	q := "match=" + url.QueryEscape(topic)
 	leaver := e.subscribe(q)

@@ -91,7 +91,7 @@ type debuggerServer struct {
 }
 
 // cuttingListener keeps the connections it accepted, so that a test can
-// cut them all, the streams taken over in low-memory mode included.
+// cut them all, the streams taken over from net/http included.
 type cuttingListener struct {
 	net.Listener
 	mu    sync.Mutex
@@ -266,7 +266,7 @@ func TestDebugger_Browser(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		args []string
-	}{{"goroutine-per-stream", nil}, {"low-memory", []string{"-low-memory"}}} {
+	}{{"detached", nil}, {"goroutine", []string{"-goroutine-streams"}}} {
 		t.Run(mode.name+"/tokens", func(t *testing.T) {
 			testDebuggerTokens(t, b, mode.args, mode.args == nil && os.Getenv("DEBUGGER_SCREENSHOT") != "")
 		})

@@ -98,20 +98,21 @@ type server struct {
 func configure(args []string, log *slog.Logger) (*server, error) {
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	var (
-		addr            = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
-		hubURL          = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
-		history         = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
-		storeSpec       = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) or postgres://USER@HOST:PORT/DB[?prefix=NAME] shared by hubs")
-		insecurePublish = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
-		cpuProfile      = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-		writeDelay      = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
-		metricsAddr     = fs.String("metrics-addr", "", "a second listener, for operators only, serving /metrics (Prometheus), /healthz (liveness) and /readyz (readiness); never on -addr")
-		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		traces          = fs.String("traces", "", "write the hub's OpenTelemetry spans to this file as JSON, - for stderr (applications embedding the hub install their own exporter)")
-		drain           = fs.Duration("drain", 0, "on shutdown, end the streams gradually over this window, each told to reconnect in about a second, rather than all at once")
-		lowMemory       = fs.Bool("low-memory", false, "take HTTP/1.1 streams over from net/http after their headers: an idle stream then holds no goroutine (a few KB instead of about 25)")
-		debugger        = fs.Bool("debugger", false, "serve the debugger page at the hub path followed by /debug/ (it shows what the viewer's token, cookie or session allows)")
-		playground      = fs.Bool("playground", false, "the debugger, with a self-serve token that publishes and subscribes to everything (local development only!)")
+		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
+		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
+		history          = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
+		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) or postgres://USER@HOST:PORT/DB[?prefix=NAME] shared by hubs")
+		insecurePublish  = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
+		cpuProfile       = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+		writeDelay       = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
+		metricsAddr      = fs.String("metrics-addr", "", "a second listener, for operators only, serving /metrics (Prometheus), /healthz (liveness) and /readyz (readiness); never on -addr")
+		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		traces           = fs.String("traces", "", "write the hub's OpenTelemetry spans to this file as JSON, - for stderr (applications embedding the hub install their own exporter)")
+		drain            = fs.Duration("drain", 0, "on shutdown, end the streams gradually over this window, each told to reconnect in about a second, rather than all at once")
+		_                = fs.Bool("low-memory", false, "kept for compatibility: HTTP/1.1 streams are taken over from net/http after their headers by default (see -goroutine-streams)")
+		goroutineStreams = fs.Bool("goroutine-streams", false, "write every stream from its handler's goroutine through net/http (about 25 KB per idle stream) instead of taking HTTP/1.1 connections over after their headers (about 2 KB)")
+		debugger         = fs.Bool("debugger", false, "serve the debugger page at the hub path followed by /debug/ (it shows what the viewer's token, cookie or session allows)")
+		playground       = fs.Bool("playground", false, "the debugger, with a self-serve token that publishes and subscribes to everything (local development only!)")
 		// Tokens (issuer and keys), anonymous subscribers, active
 		// subscriptions, CORS, the cookie, and the history's memory bound.
 		issuer         = fs.String("issuer", "", "trusted token issuer (iss)")
@@ -193,8 +194,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	if *anonymous {
 		opts = append(opts, mercure.WithAnonymousSubscribers())
 	}
-	if *lowMemory {
-		opts = append(opts, mercure.WithLowMemoryStreams())
+	if *goroutineStreams {
+		opts = append(opts, mercure.WithGoroutineStreams())
 	}
 	if *cookie != "" {
 		opts = append(opts, mercure.WithCookieName(*cookie))

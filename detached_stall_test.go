@@ -69,7 +69,7 @@ func stalledStreamsOver(t *testing.T, th *testHub, query string, n int, tlsConf 
 }
 
 // stalledCount is how many stalled clients the tests open: more than a
-// hub's writers (see WithLowMemoryStreams).
+// hub's writers.
 var stalledCount = max(16, 4*runtime.GOMAXPROCS(0)) + 8
 
 // bigLimits lets stalled streams queue a lot: they must be stuck on their
@@ -79,14 +79,14 @@ var bigLimits = mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueByt
 // More clients than there are writers stop reading at once: a healthy
 // subscriber still gets every update while their writes are stuck, long
 // before their write timeout would free a writer.
-func TestLowMemory_StalledClientsCostOnlyTheirStreams(t *testing.T) {
+func TestDetached_StalledClientsCostOnlyTheirStreams(t *testing.T) {
 	for _, poller := range []bool{true, false} {
 		t.Run(fmt.Sprint("poller=", poller), func(t *testing.T) {
 			opts := []mercure.Option{mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits}
 			if !poller {
 				opts = append(opts, mercure.WithoutPoller()) // unfinished writes are retried on a timer
 			}
-			th := newLowMemHub(t, opts...)
+			th := newDetachedHub(t, opts...)
 			testStalledClients(t, th)
 		})
 	}
@@ -132,8 +132,8 @@ func testStalledClients(t *testing.T, th *testHub) {
 
 // Stalled streams are cut once their writes have made no progress for
 // the write timeout, without an overflow; a healthy one goes on.
-func TestLowMemory_StalledClientsAreCut(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithWriteTimeout(300*time.Millisecond), mercure.WithKeepAlive(time.Hour), bigLimits)
+func TestDetached_StalledClientsAreCut(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithWriteTimeout(300*time.Millisecond), mercure.WithKeepAlive(time.Hour), bigLimits)
 	stalled := stalledStreams(t, th, "match=x", stalledCount)
 	healthy := dialStream(t, th, "match=x")
 	var reading sync.WaitGroup
@@ -174,8 +174,8 @@ func TestLowMemory_StalledClientsAreCut(t *testing.T) {
 // Over TLS, where a write cannot be tried without blocking, stalled
 // clients cost only their streams too: each stuck write holds a goroutine
 // of its own, not a writer.
-func TestLowMemory_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
-	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams(),
+func TestDetached_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDetachedStreams(),
 		mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 // BenchmarkStreamFanout publishes one update to n subscribers of one
 // topic over loopback, and waits until every one has read it: the cost of
-// the streams' writers, net/http's goroutines or the low-memory mode's
+// the streams' writers, net/http's goroutines or the detached streams'
 // pool. The subscribers read raw connections, each on a goroutine of its
 // own, in the benchmark's process.
 //
@@ -21,8 +21,8 @@ func BenchmarkStreamFanout(b *testing.B) {
 		name string
 		opts []mercure.Option
 	}{
-		{"net-http", nil},
-		{"low-memory", []mercure.Option{mercure.WithLowMemoryStreams()}},
+		{"goroutine", []mercure.Option{mercure.WithGoroutineStreams()}},
+		{"detached", []mercure.Option{mercure.WithDetachedStreams()}},
 	}
 	for _, mode := range modes {
 		for _, n := range []int{100, 1000} {

@@ -13,10 +13,20 @@ import (
 	"time"
 )
 
-// -low-memory: streams are taken over from net/http (the response says
-// Connection: close), and deliver as usual.
-func TestStandalone_LowMemory(t *testing.T) {
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-low-memory"}, slog.New(slog.DiscardHandler))
+// By default (and with -low-memory, kept for compatibility) streams are
+// taken over from net/http: the response says Connection: close, and
+// they deliver as usual; -goroutine-streams leaves them to net/http.
+func TestStandalone_StreamModes(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		close bool
+	}{{nil, true}, {[]string{"-low-memory"}, true}, {[]string{"-goroutine-streams"}, false}} {
+		t.Run(strings.Join(append([]string{"flags"}, c.args...), " "), func(t *testing.T) { testStreamMode(t, c.args, c.close) })
+	}
+}
+
+func testStreamMode(t *testing.T, args []string, close bool) {
+	s, err := configure(append([]string{"-addr", "127.0.0.1:0", "-insecure-publish"}, args...), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +37,8 @@ func TestStandalone_LowMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Body.Close()
-	if !sub.Close {
-		t.Fatal("the stream's response does not say Connection: close")
+	if sub.Close != close {
+		t.Fatalf("the stream's response says Connection: close: %v, want %v", sub.Close, close)
 	}
 	pub, err := http.PostForm(srv.URL+"/.well-known/mercure", url.Values{"topic": {"https://example.com/books/1"}, "data": {"hello"}})
 	if err != nil {

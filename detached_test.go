@@ -24,10 +24,11 @@ import (
 	"github.com/mercurekit/mercure"
 )
 
-// newLowMemHub starts a hub in low-memory mode.
-func newLowMemHub(t testing.TB, opts ...mercure.Option) *testHub {
+// newDetachedHub starts a hub whose HTTP/1.1 streams are detached, whatever
+// the default of the test run.
+func newDetachedHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
-	return newTestHub(t, append([]mercure.Option{mercure.WithLowMemoryStreams()}, opts...)...)
+	return newTestHub(t, append([]mercure.Option{mercure.WithDetachedStreams()}, opts...)...)
 }
 
 // rawStream is a stream read off its connection: HTTP/1.1, chunk by chunk,
@@ -108,8 +109,8 @@ func (rs *rawStream) mustChunk(t testing.TB) string {
 
 // An idle detached stream holds no goroutine: a few hundred streams cost
 // the hub far fewer goroutines than streams, and still get their events.
-func TestLowMemory_IdleStreamsHoldNoGoroutine(t *testing.T) {
-	th := newLowMemHub(t)
+func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
+	th := newDetachedHub(t)
 	before := runtime.NumGoroutine()
 	const n = 200
 	streams := make([]*rawStream, n)
@@ -134,8 +135,8 @@ func TestLowMemory_IdleStreamsHoldNoGoroutine(t *testing.T) {
 
 // Events and keep-alives reach a detached stream as chunks; its response
 // says that the connection ends with it.
-func TestLowMemory_EventsAndKeepAlives(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithKeepAlive(50*time.Millisecond))
+func TestDetached_EventsAndKeepAlives(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithKeepAlive(50*time.Millisecond))
 	rs := dialStream(t, th, "match=x")
 	if !rs.close {
 		t.Fatal("no Connection: close")
@@ -162,8 +163,8 @@ func TestLowMemory_EventsAndKeepAlives(t *testing.T) {
 }
 
 // Through the Go client: events, several subscribers, Last-Event-ID.
-func TestLowMemory_ReplayThenLive(t *testing.T) {
-	th := newLowMemHub(t)
+func TestDetached_ReplayThenLive(t *testing.T) {
+	th := newDetachedHub(t)
 	first := th.mustPost("topic=x&data=1")
 	second := th.mustPost("topic=x&data=2")
 	s := th.subscribe("match=x&last_event_id=" + url.QueryEscape(first))
@@ -177,10 +178,10 @@ func TestLowMemory_ReplayThenLive(t *testing.T) {
 }
 
 // A peer that stops reading is cut once a write has waited for the write
-// timeout, as without low-memory mode: its slot is freed, without an
+// timeout, as a goroutine stream is: its slot is freed, without an
 // overflow.
-func TestLowMemory_WriteTimeout(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithWriteTimeout(200*time.Millisecond),
+func TestDetached_WriteTimeout(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithWriteTimeout(200*time.Millisecond),
 		mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueBytes: 1 << 30, MaxQueuedBytes: 1 << 31}))
 	dialStream(t, th, "match=x") // never read
 	data := strings.Repeat("y", 1<<20)
@@ -199,8 +200,8 @@ func TestLowMemory_WriteTimeout(t *testing.T) {
 }
 
 // A stream whose queue overflows is dropped; the others go on.
-func TestLowMemory_Overflow(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithWriteTimeout(time.Hour))
+func TestDetached_Overflow(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithWriteTimeout(time.Hour))
 	slow := dialStream(t, th, "match=x") // never read
 	fast := th.subscribe("match=x")
 	data := strings.Repeat("y", 64<<10)
@@ -225,8 +226,8 @@ func TestLowMemory_Overflow(t *testing.T) {
 
 // Streams end with their maximum lifetime, cleanly: the chunked body has
 // its last chunk.
-func TestLowMemory_Expiry(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithMaxStreamLifetime(200*time.Millisecond))
+func TestDetached_Expiry(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithMaxStreamLifetime(200*time.Millisecond))
 	rs := dialStream(t, th, "match=x")
 	for {
 		_, err := rs.chunk()
@@ -242,8 +243,8 @@ func TestLowMemory_Expiry(t *testing.T) {
 
 // A client that leaves frees its stream at once, without any write to
 // its connection telling the hub.
-func TestLowMemory_ClientGone(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithKeepAlive(time.Hour))
+func TestDetached_ClientGone(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithKeepAlive(time.Hour))
 	for range 3 {
 		dialStream(t, th, "match=x").conn.Close()
 	}
@@ -260,8 +261,8 @@ func TestLowMemory_ClientGone(t *testing.T) {
 
 // A request pipelined behind the subscription: the connection cannot be
 // handed over, and is closed.
-func TestLowMemory_PipelinedRequest(t *testing.T) {
-	th := newLowMemHub(t)
+func TestDetached_PipelinedRequest(t *testing.T) {
+	th := newDetachedHub(t)
 	conn, err := net.Dial("tcp", th.srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -278,9 +279,9 @@ func TestLowMemory_PipelinedRequest(t *testing.T) {
 
 // Shutdown ends detached streams cleanly: the Go client reads the end of
 // the chunked body, without error, and no goroutine is left.
-func TestLowMemory_Shutdown(t *testing.T) {
+func TestDetached_Shutdown(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams())
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDetachedStreams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,8 +314,8 @@ func TestLowMemory_Shutdown(t *testing.T) {
 
 // With a write delay, updates that arrive within the delay of the last
 // write go out together, in one chunk; the first goes out at once.
-func TestLowMemory_WriteDelay(t *testing.T) {
-	th := newLowMemHub(t, mercure.WithWriteDelay(time.Second), mercure.WithKeepAlive(time.Hour))
+func TestDetached_WriteDelay(t *testing.T) {
+	th := newDetachedHub(t, mercure.WithWriteDelay(time.Second), mercure.WithKeepAlive(time.Hour))
 	rs := dialStream(t, th, "match=x")
 	first := th.mustPost("topic=x")
 	if c := rs.mustChunk(t); strings.Count(c, "\n\n") != 1 || !strings.Contains(c, first) {
@@ -342,11 +343,11 @@ func (l *logBuffer) count(s string) int {
 	return strings.Count(l.buf.String(), s)
 }
 
-// HTTP/2 streams are served as without low-memory mode; the hub says so
+// HTTP/2 streams are written by their goroutines; the hub says so
 // once.
-func TestLowMemory_HTTP2FallsBack(t *testing.T) {
+func TestDetached_HTTP2FallsBack(t *testing.T) {
 	var logs logBuffer
-	h, err := mercure.New(testHubURL, mercure.WithLowMemoryStreams(), mercure.WithLogger(logs.logger()))
+	h, err := mercure.New(testHubURL, mercure.WithDetachedStreams(), mercure.WithLogger(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,11 +388,11 @@ func (p plainWriter) WriteHeader(code int)        { p.w.WriteHeader(code) }
 func (p plainWriter) Flush()                      { p.w.(http.Flusher).Flush() }
 
 // Behind middleware that cannot give the connection up, streams are
-// served as without low-memory mode; the hub says so once.
-func TestLowMemory_MiddlewareFallsBack(t *testing.T) {
+// written by their goroutines; the hub says so once.
+func TestDetached_MiddlewareFallsBack(t *testing.T) {
 	var logs logBuffer
 	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(),
-		mercure.WithLowMemoryStreams(), mercure.WithLogger(logs.logger()))
+		mercure.WithDetachedStreams(), mercure.WithLogger(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +416,7 @@ func TestLowMemory_MiddlewareFallsBack(t *testing.T) {
 
 // Streams that connect and leave, many thousands of times, leave no
 // goroutine nor stream behind.
-func TestLowMemory_ChurnLeaksNothing(t *testing.T) {
+func TestDetached_ChurnLeaksNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20 000 connections")
 	}
@@ -423,7 +424,7 @@ func TestLowMemory_ChurnLeaksNothing(t *testing.T) {
 		t.Skip("run by the pass in the default mode: the same test, and 20 000 more ports in TIME_WAIT")
 	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLowMemoryStreams(),
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDetachedStreams(),
 		mercure.WithLimits(mercure.Limits{MaxConnections: 1000}))
 	if err != nil {
 		t.Fatal(err)
@@ -480,8 +481,8 @@ func TestLowMemory_ChurnLeaksNothing(t *testing.T) {
 
 // HTTP/1.1 over TLS is detached too: the stream writes through the TLS
 // connection, and the poller watches the socket under it.
-func TestLowMemory_TLS(t *testing.T) {
-	h, err := mercure.New(testHubURL, mercure.WithLowMemoryStreams())
+func TestDetached_TLS(t *testing.T) {
+	h, err := mercure.New(testHubURL, mercure.WithDetachedStreams())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,7 @@ type config struct {
 	drain           time.Duration // see WithDrain
 	authorizer      Authorizer    // see WithAuthorizer
 	recheck         time.Duration // with authorizer: the re-check interval
+	legacy          *LegacyClients // see WithLegacyClients
 }
 
 func defaultConfig() config {

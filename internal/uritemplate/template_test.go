@@ -58,7 +58,7 @@ func TestTemplateMatch(t *testing.T) {
 		{"{scheme}://{+host}/demo/books/{id}.jsonld", "https://localhost/demo/books/1.jsonld", true},
 		{"{scheme}://{+host}/demo/books/{id}.jsonld", "https://localhost/demo/books/1.json", false},
 		{"https://Example.com/books/{id}", "https://example.com/books/1", true}, // hosts are case-insensitive
-		{"/books/{id}", "/books/1", true},                                      // relative: resolved against the hub URL
+		{"/books/{id}", "/books/1", true},                                       // relative: resolved against the hub URL
 		{"/books/{id}", "https://example.com/books/1", true},
 		{"/books/{id}", "https://other.example/books/1", false},
 		{"urn:isbn:{id}", "urn:isbn:123", true},

@@ -62,9 +62,9 @@ type config struct {
 	subscriptions   bool
 	lowMemory       bool // see WithLowMemoryStreams
 	tracerProvider  trace.TracerProvider
-	drain           time.Duration // see WithDrain
-	authorizer      Authorizer    // see WithAuthorizer
-	recheck         time.Duration // with authorizer: the re-check interval
+	drain           time.Duration  // see WithDrain
+	authorizer      Authorizer     // see WithAuthorizer
+	recheck         time.Duration  // with authorizer: the re-check interval
 	legacy          *LegacyClients // see WithLegacyClients
 }
 

@@ -84,8 +84,17 @@ func startStandalone(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	hub := "http://" + ln.Addr().String() + "/.well-known/mercure"
-	s, err := configure(append([]string{"-addr", ln.Addr().String(), "-hub-url", hub}, args...), slog.New(slog.DiscardHandler))
+	serveOn(t, ln, append([]string{"-addr", ln.Addr().String(), "-hub-url", hub}, args...))
+	return hub
+}
+
+// serveOn serves the standalone hub configured by args on ln until the
+// test ends.
+func serveOn(t *testing.T, ln net.Listener, args []string) *server {
+	t.Helper()
+	s, err := configure(args, slog.New(slog.DiscardHandler))
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(s.handler)
@@ -96,7 +105,7 @@ func startStandalone(t *testing.T, args ...string) string {
 		s.hub.Shutdown(context.Background())
 		srv.Close()
 	})
-	return hub
+	return s
 }
 
 // symfonyPublish runs the stock component's Hub::publish of a private

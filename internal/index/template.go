@@ -11,7 +11,7 @@ import (
 // Estimated program cost of a URI template's pieces: each variable
 // becomes a class of the characters its operator allows, repeated, with
 // its separators.
-const templateVarSize = 16
+const templateVarSize = 32
 
 // EstimateTemplateCost estimates what the URI template raw costs, as
 // [EstimateCost] does for URL patterns: its variables count as groups,

@@ -2,7 +2,10 @@ package index
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -122,5 +125,66 @@ func TestCacheTemplates(t *testing.T) {
 	}
 	if c.Compiles() != 3 { // the invalid one was compiled, the costly ones never
 		t.Errorf("%d compiles", c.Compiles())
+	}
+}
+
+// TestTemplateCostBounds checks that EstimateTemplateCost bounds the heap
+// a compiled URI template keeps at the rate Cost.Size documents for URL
+// patterns, so that the same PatternLimits and MaxTotalPatternSize bound
+// both. Templates keep a regular expression each.
+func TestTemplateCostBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap of thousands of templates")
+	}
+	const maxPerUnit = 64 // bytes, as TestCostBounds
+	shapes := map[string]func(i int) string{
+		"per-user":       func(i int) string { return fmt.Sprintf("https://example.com/users/%d/{id}", i) },
+		"per-user query": func(i int) string { return fmt.Sprintf("https://example.com/users/%d/{?topic}", i) },
+		"relative":       func(i int) string { return fmt.Sprintf("/chats/%d/messages/{m}", i) },
+		"expressions":    func(i int) string { return fmt.Sprintf("{scheme}://{+host}/demo/%d/{id}.jsonld", i) },
+		"many variables": func(i int) string { return fmt.Sprintf("https://example.com/%d{/a,b,c,d,e,f}", i) },
+		"long literal":   func(i int) string { return fmt.Sprintf("https://example.com/%d%s/{x}", i, strings.Repeat("x", 200)) },
+	}
+	ix, _ := newIndex(t)
+	for name, shape := range shapes {
+		raws := make([]string, 2000)
+		size := 0
+		for i := range raws {
+			raws[i] = shape(i)
+			size += EstimateTemplateCost(raws[i]).Size
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		pats := make([]*Pattern, len(raws))
+		for i, raw := range raws {
+			pats[i] = mustTemplate(t, raw, ix)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(pats)
+		perUnit := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(size)
+		t.Logf("%-15s %5.1f heap bytes per unit of Cost.Size", name, perUnit)
+		if perUnit > maxPerUnit {
+			t.Errorf("%s: %.1f heap bytes per unit of Cost.Size, over %d", name, perUnit, maxPerUnit)
+		}
+	}
+}
+
+// BenchmarkTemplateTest evaluates a template against a topic of the
+// longest length the hub accepts, and a URL pattern of the same shape
+// beside it: both engines are linear in the topic.
+func BenchmarkTemplateTest(b *testing.B) {
+	ix, r := newIndex(b)
+	href := "https://example.com/books/" + strings.Repeat("a%2F", 500)
+	for name, p := range map[string]*Pattern{
+		"template":    mustTemplate(b, "https://example.com/books/{+id}", ix),
+		"url pattern": mustCompile(b, "https://example.com/books/:id", r),
+	} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				p.Test(href)
+			}
+		})
 	}
 }

@@ -138,7 +138,7 @@ func (h *Hub) ignoredLegacyCredential(r *http.Request) string {
 	switch {
 	case h.cfg.cookieName != LegacyCookieName && len(r.CookiesNamed(LegacyCookieName)) > 0:
 		return "the request has a " + LegacyCookieName + " cookie, which this hub reads only in its compatibility mode (" + legacyOption + ")"
-	case r.URL.Query().Has("authorization"):
+	case strings.Contains(r.URL.RawQuery, "authorization=") && r.URL.Query().Has("authorization"):
 		return "the request has an authorization query parameter, which this hub reads only in its compatibility mode (" + legacyOption + ")"
 	}
 	return ""

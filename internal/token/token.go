@@ -136,7 +136,8 @@ type Options struct {
 	// Resource is the hub's resource identifier, required in "aud"
 	// (AUTH-24). Required.
 	Resource string
-	// Issuers lists the trusted issuers; at least one, ids unique.
+	// Issuers lists the trusted issuers, ids unique; at least one unless
+	// Legacy is set.
 	Issuers []Issuer
 	// Algorithms is the allowlist of "alg" values. Nil means EdDSA, ES256,
 	// ES384, ES512, RS256, PS256, HS256, HS384 and HS512; the HS* ones can
@@ -570,8 +571,8 @@ func (st *verifyState) refuse(kind, hint, format string, args ...any) error {
 }
 
 // Verify validates raw for role and returns its claims. Every failure
-// wraps ErrInvalid (the caller answers 401 invalid_token and logs err, never
-// revealing the cause to the client).
+// wraps ErrInvalid; [Reason] and [Hint] say why in words fit for the
+// client.
 func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
 	return v.VerifyContext(context.Background(), raw, role)
 }

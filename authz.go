@@ -1,7 +1,9 @@
 package mercure
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,7 +24,8 @@ import (
 // may read public updates only (AUTH-2, AUTH-36) and publish nothing.
 type principal struct {
 	expiry     time.Time
-	details    []token.Detail // for payload selection (AUTH-41)
+	details    []token.Detail  // for payload selection (AUTH-41)
+	payload    json.RawMessage // a legacy token's mercure.payload, for every subscription
 	publish    *grantSet
 	subscribe  *grantSet
 	fromCookie bool // the token came from the cookie, or a session authorized it (SEC-4)
@@ -47,18 +50,16 @@ type grantSet struct {
 	memo      bool
 }
 
-// mayPublish reports whether p may publish an update with these topics:
-// it needs publish on every one of them (AUTH-34).
-func (p *principal) mayPublish(topics []string) bool {
-	if p == nil || p.publish == nil {
-		return false
-	}
-	for _, t := range topics {
-		if !slices.ContainsFunc(p.publish.matchers, func(m matcher) bool { return m.matches(t) }) {
-			return false
+// unpublishable returns the index of the first of these topics that p may
+// not publish to, or -1 when it may publish an update with all of them:
+// it needs publish on every one (AUTH-34).
+func (p *principal) unpublishable(topics []string) int {
+	for i, t := range topics {
+		if p == nil || p.publish == nil || !slices.ContainsFunc(p.publish.matchers, func(m matcher) bool { return m.matches(t) }) {
+			return i
 		}
 	}
-	return true
+	return -1
 }
 
 // mayRead reports whether p may receive the private event e: it needs
@@ -93,8 +94,13 @@ func (g *grantSet) reads(e *engine.Event, r *topicurl.Resolver) bool {
 // when there is none, and h.authServers when some are authorization
 // servers.
 func (h *Hub) newVerifier() (*token.Verifier, error) {
-	if len(h.cfg.issuers) == 0 {
+	lc := h.cfg.legacy
+	if len(h.cfg.issuers) == 0 && (lc == nil || lc.PublisherKeys == nil && lc.SubscriberKeys == nil) {
 		return nil, nil
+	}
+	var legacy *token.Legacy
+	if lc != nil {
+		legacy = &token.Legacy{PublisherKeys: lc.PublisherKeys, SubscriberKeys: lc.SubscriberKeys, Issuers: lc.Issuers}
 	}
 	issuers := make([]token.Issuer, len(h.cfg.issuers))
 	for i, iss := range h.cfg.issuers {
@@ -131,14 +137,18 @@ func (h *Hub) newVerifier() (*token.Verifier, error) {
 		MaxTopics:     pol.MaxTopics,
 		MaxMatchBytes: pol.MaxMatchBytes,
 		CacheSize:     pol.CacheSize,
+		Legacy:        legacy,
 		CheckMatcher: func(typ, value string) error {
-			if typ == MatchURLPattern {
-				// Compiled once: the grants of the principal, built
-				// next, find it in the cache.
-				_, err := h.compilePattern(value, &h.cfg.limits.Patterns)
-				return err
+			// Compiled once: the grants of the principal, built next,
+			// find it in the cache.
+			var err error
+			switch typ {
+			case MatchURLPattern:
+				_, err = h.compilePattern(value, &h.cfg.limits.Patterns)
+			case MatchURITemplate:
+				_, err = h.compileTemplate(value, &h.cfg.limits.Patterns)
 			}
-			return nil
+			return err
 		},
 	})
 }
@@ -150,7 +160,9 @@ var errMalformedCredential = fmt.Errorf("malformed Authorization header")
 // credential returns the request's token: from the Authorization header
 // when there is one, and then never from the cookie (AUTH-10), else from
 // the cookie (AUTH-12). Tokens in the query or a form are never read
-// (AUTH-9).
+// (AUTH-9), except, in the compatibility mode, from the authorization
+// query parameter of the drafts, before the cookies, and from
+// [LegacyCookieName] after the configured cookie.
 func (h *Hub) credential(r *http.Request) (raw string, fromCookie bool, err error) {
 	if v, ok := r.Header["Authorization"]; ok {
 		if len(v) != 1 {
@@ -162,12 +174,27 @@ func (h *Hub) credential(r *http.Request) (raw string, fromCookie bool, err erro
 		}
 		return tok, false, nil
 	}
-	for _, c := range r.CookiesNamed(h.cfg.cookieName) {
-		if c.Value != "" {
-			return c.Value, true, nil
+	if h.cfg.legacy != nil {
+		if tok := r.URL.Query().Get("authorization"); tok != "" {
+			return tok, false, nil
+		}
+	}
+	for _, name := range h.cookieNames() {
+		for _, c := range r.CookiesNamed(name) {
+			if c.Value != "" {
+				return c.Value, true, nil
+			}
 		}
 	}
 	return "", false, nil
+}
+
+// cookieNames returns the cookies a token is read from, in order.
+func (h *Hub) cookieNames() []string {
+	if h.cfg.legacy != nil && h.cfg.cookieName != LegacyCookieName {
+		return []string{h.cfg.cookieName, LegacyCookieName}
+	}
+	return []string{h.cfg.cookieName}
 }
 
 // authorizesSubscribers reports whether any stream can be authorized
@@ -193,21 +220,28 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 	raw, fromCookie, err := h.credential(r)
 	switch {
 	case err != nil:
-		h.metrics.tokenFailure(TokenMalformed)
-		h.challenge(w, http.StatusBadRequest, "invalid_request")
+		h.deny(w, r, denial{status: http.StatusBadRequest, code: "invalid_request", reason: TokenMalformed,
+			description: "the Authorization header must be one Bearer token: Authorization: Bearer <token>"}, role, err)
 		return nil, false
 	case raw == "" && h.cfg.authorizer != nil:
 		return h.authorizeSession(w, r, role)
 	case raw == "":
+		if hint := h.ignoredLegacyCredential(r); hint != "" {
+			// The request is served as anonymous, or refused for want of
+			// a token: either way, say why once.
+			level := slog.LevelDebug
+			if !h.warnedLegacy.Load() && h.warnedLegacy.CompareAndSwap(false, true) {
+				level = slog.LevelWarn
+			}
+			h.log.Log(r.Context(), level, "mercure: a client sent a pre-standard credential, ignored: "+hint)
+		}
 		return nil, true
 	}
 	tok, err := h.verifier.VerifyContext(r.Context(), raw, role)
 	if err != nil {
-		// The reason goes to the log, never to the client (AUTH-14); the
-		// error names the failed check, not the token (SEC-9).
-		h.metrics.tokenFailure(token.Reason(err))
-		h.log.DebugContext(r.Context(), "mercure: invalid access token", "role", role.String(), "error", err)
-		h.challenge(w, http.StatusUnauthorized, "invalid_token")
+		// The cause goes to the client in fixed words (see refusal.go);
+		// the error names the failed check, never the token (SEC-9).
+		h.deny(w, r, h.tokenDenial(err), role, err)
 		return nil, false
 	}
 	return h.newPrincipal(tok, role, fromCookie), true
@@ -215,7 +249,7 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 
 // newPrincipal turns a verified token into the rights of one request.
 func (h *Hub) newPrincipal(tok *token.Token, role token.Role, fromCookie bool) *principal {
-	p := &principal{expiry: tok.Expiry, details: tok.Details, fromCookie: fromCookie}
+	p := &principal{expiry: tok.Expiry, details: tok.Details, payload: tok.Payload, fromCookie: fromCookie}
 	h.grant(p, tok.Details, role)
 	return p
 }
@@ -258,6 +292,12 @@ func (h *Hub) grantMatcher(tm token.Matcher) (matcher, error) {
 			return matcher{}, err
 		}
 		return matcher{kind: index.URLPattern, typ: tm.Type, value: tm.Match, pattern: pat}, nil
+	case tm.Type == MatchURITemplate: // a legacy token's selector
+		pat, err := h.compileTemplate(tm.Match, &h.cfg.limits.Patterns)
+		if err != nil {
+			return matcher{}, err
+		}
+		return matcher{kind: index.URITemplate, typ: tm.Type, value: tm.Match, pattern: pat}, nil
 	default:
 		return matcher{kind: index.Exact, typ: MatchExact, value: tm.Match}, nil
 	}
@@ -281,31 +321,6 @@ func newGrantSet(ms []matcher) *grantSet {
 // sameGrants reports whether two grant sets hold the same matchers.
 func sameGrants(a, b *grantSet) bool {
 	return slices.EqualFunc(a.matchers, b.matchers, func(x, y matcher) bool { return x.kind == y.kind && x.value == y.value })
-}
-
-// challenge answers with status and a Bearer challenge (RFC 6750): no
-// error attribute when no token was presented (AUTH-13), the OAuth error
-// code otherwise (AUTH-14 to AUTH-16); with resource_metadata whenever the
-// hub validates tokens (AUTH-17, DIS-8).
-func (h *Hub) challenge(w http.ResponseWriter, status int, code string) {
-	h.challengeWhy(w, status, code, http.StatusText(status))
-}
-
-// challengeWhy is challenge with detail in the problem document.
-func (h *Hub) challengeWhy(w http.ResponseWriter, status int, code, detail string) {
-	var attrs []string
-	if code != "" {
-		attrs = append(attrs, `error="`+code+`"`)
-	}
-	if h.verifier != nil {
-		attrs = append(attrs, "resource_metadata="+quote(h.MetadataURL()))
-	}
-	c := "Bearer"
-	if len(attrs) > 0 {
-		c += " " + strings.Join(attrs, ", ")
-	}
-	w.Header().Set("WWW-Authenticate", c)
-	writeProblem(w, status, detail)
 }
 
 // sameOrigin reports whether a cookie-authenticated publish comes from the

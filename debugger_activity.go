@@ -115,11 +115,12 @@ func (h *Hub) serveActivity(w http.ResponseWriter, r *http.Request) {
 	}
 	topic := h.activityTopic()
 	if p == nil {
-		h.challengeWhy(w, http.StatusUnauthorized, "", "the hub's activity is shown to a token or session granting subscribe on "+topic)
+		h.challenge(w, http.StatusUnauthorized, "", "", "the hub's activity is shown to a token or session granting subscribe on "+topic)
 		return
 	}
 	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(topic) }) {
-		h.challengeWhy(w, http.StatusForbidden, "insufficient_scope", "the hub's activity is shown to a token or session granting subscribe on "+topic+"; this one does not")
+		h.challenge(w, http.StatusForbidden, "insufficient_scope", "the access token grants no subscribe on the hub's activity topic",
+			"the hub's activity is shown to a token or session granting subscribe on "+topic+"; this one does not")
 		return
 	}
 	after, err := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)

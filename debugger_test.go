@@ -271,7 +271,7 @@ func TestDebugger_ActivityAuthorization(t *testing.T) {
 			req.Header.Set(c.header[i], c.header[i+1])
 		}
 		status, body, hdr := do(t, req)
-		if status != c.want || hdr.Get("WWW-Authenticate") != c.challenge {
+		if status != c.want || bareChallenge(hdr.Get("WWW-Authenticate")) != c.challenge {
 			t.Errorf("%s: %d %q, want %d %q", c.name, status, hdr.Get("WWW-Authenticate"), c.want, c.challenge)
 			continue
 		}

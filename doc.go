@@ -163,6 +163,22 @@
 // interval, and ends the streams of a session that ended or whose grants
 // changed. Tokens keep working beside it.
 //
+// A refused token is told why: the challenge's error_description and the
+// problem document name the cause from the fixed vocabulary of the
+// reasons in [Metrics] TokenFailures ([TokenExpired], [TokenAudience],
+// [TokenLegacyClaim], ...), never repeating the token.
+//
+// # Pre-standard clients
+//
+// [WithLegacyClients] turns on a compatibility mode for the clients of
+// the drafts before the standard, such as Symfony's Mercure component
+// (MercureBundle, API Platform) and EventSource polyfills: tokens with the
+// mercure claim, verified with keys named for them, topic= selectors with
+// URI templates, the [LegacyCookieName] cookie and the authorization query
+// parameter. Their resume parameters (lastEventID, lastEventId) are read
+// in either mode. docs/migration.md is the guide to moving such an
+// application.
+//
 // [WithInsecurePublishing] accepts publications without a token, for
 // closed networks only. A hub without any issuer or authorizer has
 // anonymous subscribers only, and it refuses private updates

@@ -276,3 +276,41 @@ func ExampleWithAuthorizer() {
 	// id: urn:uuid:0d7e9c55-3f7a-4c8e-9a59-5e0c4b0f6a11
 	// data: a message for alice
 }
+
+// ExampleWithLegacyClients runs the hub for a Symfony application that
+// still speaks the pre-standard drafts: its tokens are verified with the
+// secret of MERCURE_JWT_SECRET, and its browsers subscribe with topic=
+// and URI templates.
+func ExampleWithLegacyClients() {
+	// The secret MercureBundle signs its tokens with (MERCURE_JWT_SECRET):
+	// it must be this hub's alone, since such tokens name no audience.
+	legacyKeys, err := mercure.Keys(mercure.HMACSecret("!ChangeThisMercureHubJWTSecretKey!"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	hub, err := mercure.New("https://example.com/.well-known/mercure",
+		mercure.WithLegacyClients(mercure.LegacyClients{PublisherKeys: legacyKeys, SubscriberKeys: legacyKeys}),
+		mercure.WithAnonymousSubscribers(),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+	// What the Twig mercure() helper builds: topic= with a URI template.
+	res, err := http.Get(srv.URL + "/.well-known/mercure?topic=" + url.QueryEscape("https://example.com/books/{id}"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer res.Body.Close()
+	if _, err := hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/books/1"}, Data: "Dune"}); err != nil {
+		log.Fatal(err)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data:") {
+	}
+	fmt.Println(sc.Text())
+	// Output: data: Dune
+}

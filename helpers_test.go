@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -321,3 +322,11 @@ func newMemoryStore(t testing.TB, size int, opts ...mercure.MemoryOption) *mercu
 // ptr returns a pointer to v: new(v) needs Go 1.26, and the module
 // supports Go 1.25.
 func ptr[T any](v T) *T { return &v }
+
+// descriptionAttr is the error_description attribute of a Bearer
+// challenge, which every refusal carries (RFC 6750 section 3).
+var descriptionAttr = regexp.MustCompile(`, error_description="[^"]*"`)
+
+// bareChallenge is the Bearer challenge h without its error_description,
+// for the tests of the codes and attributes the draft prescribes.
+func bareChallenge(h string) string { return descriptionAttr.ReplaceAllString(h, "") }

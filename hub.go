@@ -75,6 +75,7 @@ type Hub struct {
 	presence        transition            // the store failing to share subscriptions
 	listing         transition            // the store failing to list them
 	authorizing     transition            // the application's Authorizer failing
+	warnedLegacy    atomic.Bool           // a pre-standard credential was seen without the compatibility mode
 	rechecks        chan struct{}         // a slot per Authorizer re-check running
 	replays         chan struct{}         // a slot per replay running (Limits.MaxReplays)
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
@@ -88,6 +89,9 @@ type Hub struct {
 	metrics counters // see Metrics
 
 	debug *debugger // nil without WithDebugger
+	// deniedOnce is, by token failure reason, whether one was logged at
+	// Warn already (see logDenial).
+	deniedOnce [len(tokenReasons)]atomic.Bool
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.
@@ -179,6 +183,9 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	}
 	if h.verifier, err = h.newVerifier(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	if cfg.legacy != nil {
+		h.log.Warn("mercure: compatibility mode for pre-standard clients is on: tokens with the legacy mercure claim (no audience: their keys must be this hub's alone), topic= selectors and URI templates, the mercureAuthorization cookie and tokens in the authorization query parameter (keep query strings out of access logs) are accepted; see docs/migration.md to move clients to the standard")
 	}
 	if len(cfg.corsOrigins) > 0 {
 		h.cors = cors.New(cors.Options{

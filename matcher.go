@@ -27,9 +27,9 @@ const (
 // matcher is one topic matcher of a subscription or a token grant.
 type matcher struct {
 	kind    index.Kind // Wildcard for "*", whatever the type said (MAT-4)
-	typ     string     // MatchExact or MatchURLPattern, as requested (ACT-4)
+	typ     string     // MatchExact, MatchURLPattern or MatchURITemplate, as requested (ACT-4)
 	value   string
-	pattern *index.Pattern // compiled, for index.URLPattern
+	pattern *index.Pattern // compiled, for index.URLPattern and index.URITemplate
 }
 
 // same reports whether o is the same matcher as m.
@@ -109,17 +109,23 @@ func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, index.
 	return matcher{kind: index.URLPattern, typ: typ, value: value}, cost, nil
 }
 
-// compileMatchers compiles the URL patterns of matchers checked by
-// newMatcher.
+// compileMatchers compiles the URL patterns and URI templates of matchers
+// checked by newMatcher or legacySelector.
 func (h *Hub) compileMatchers(ms []matcher, lim *PatternLimits) error {
 	for i := range ms {
-		if m := &ms[i]; m.kind == index.URLPattern && m.pattern == nil {
-			p, err := h.compilePattern(m.value, lim)
-			if err != nil {
-				return fmt.Errorf("%w: %w", errMatcher, err)
-			}
-			m.pattern = p
+		m := &ms[i]
+		if !m.kind.Evaluated() || m.pattern != nil {
+			continue
 		}
+		compile := h.compilePattern
+		if m.kind == index.URITemplate {
+			compile = h.compileTemplate
+		}
+		p, err := compile(m.value, lim)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errMatcher, err)
+		}
+		m.pattern = p
 	}
 	return nil
 }

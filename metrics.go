@@ -44,18 +44,39 @@ var closeReasons = [engine.NumEndReasons]string{
 }
 
 // Reasons an access token was refused, the label values of
-// mercure_token_failures_total{reason}: see [Metrics.TokenFailures].
+// mercure_token_failures_total{reason}: see [Metrics.TokenFailures]. A
+// refusal's error_description names the same cause (see the README).
+// Reasons about the header's and the claims' shape are found before the
+// signature is checked: a token refused for them is never counted as a
+// bad signature.
 const (
-	TokenMissing        = "missing"         // none presented where one is required
-	TokenMalformed      = "malformed"       // not a well-formed Bearer token or JWS, or too large
-	TokenSignature      = "signature"       // the signature or its key does not verify
-	TokenExpired        = "expired"         // exp passed, or nbf or iat are in the future
-	TokenAudienceIssuer = "audience_issuer" // wrong aud or iss
-	TokenGrants         = "grants"          // invalid mercure claims, or no grant for the topics published
-	TokenOther          = "other"           // any other failed check (a required claim missing...)
+	TokenMissing     = "missing"       // none presented where one is required
+	TokenMalformed   = "malformed"     // not a Bearer JWS, too large, bad JSON, a required claim missing, invalid grants
+	TokenSignature   = "signature"     // no trusted key fits, or the signature does not verify
+	TokenAlgorithm   = "algorithm"     // alg missing or not allowed
+	TokenType        = "type"          // typ is not at+jwt
+	TokenLegacyClaim = "legacy_claim"  // a pre-standard token (mercure claim) without WithLegacyClients
+	TokenExpired     = "expired"       // exp passed
+	TokenNotYetValid = "not_yet_valid" // nbf or iat ahead of the hub's clock
+	TokenAudience    = "audience"      // aud does not name the hub
+	TokenIssuer      = "issuer"        // iss missing or not trusted
+	TokenGrants      = "grants"        // valid, but no grant for a topic published or a resource of the API (403)
+	TokenOther       = "other"         // any other failure (an issuer's keys not fetched yet...)
 )
 
-var tokenReasons = [...]string{TokenMissing, TokenMalformed, TokenSignature, TokenExpired, TokenAudienceIssuer, TokenGrants, TokenOther}
+var tokenReasons = [...]string{TokenMissing, TokenMalformed, TokenSignature, TokenAlgorithm, TokenType, TokenLegacyClaim,
+	TokenExpired, TokenNotYetValid, TokenAudience, TokenIssuer, TokenGrants, TokenOther}
+
+// tokenReasonIndex returns the index of reason in tokenReasons, that of
+// TokenOther when it is none.
+func tokenReasonIndex(reason string) int {
+	for i, r := range tokenReasons {
+		if r == reason {
+			return i
+		}
+	}
+	return len(tokenReasons) - 1
+}
 
 // refusalStatuses are the statuses publications are refused with, the
 // label values of mercure_updates_refused_total{reason}; any other is
@@ -98,13 +119,7 @@ type counters struct {
 }
 
 func (c *counters) tokenFailure(reason string) {
-	for i, r := range tokenReasons {
-		if r == reason {
-			c.tokenFailures[i].Add(1)
-			return
-		}
-	}
-	c.tokenFailures[len(tokenReasons)-1].Add(1)
+	c.tokenFailures[tokenReasonIndex(reason)].Add(1)
 }
 
 // snapshot copies h.
@@ -163,7 +178,9 @@ type Metrics struct {
 	ReplayedEvents uint64
 	// TokenFailures counts the access tokens refused, by reason:
 	// [TokenMissing], [TokenMalformed], [TokenSignature],
-	// [TokenExpired], [TokenAudienceIssuer], [TokenGrants], [TokenOther].
+	// [TokenAlgorithm], [TokenType], [TokenLegacyClaim], [TokenExpired],
+	// [TokenNotYetValid], [TokenAudience], [TokenIssuer], [TokenGrants],
+	// [TokenOther].
 	TokenFailures map[string]uint64
 	// StoreErrors counts the failed calls to the store: recording an
 	// update, reading history.

@@ -63,11 +63,12 @@ type config struct {
 	goroutineStreams bool // see WithGoroutineStreams
 	noPoller         bool // tests: see WithoutPoller
 	tracerProvider   trace.TracerProvider
-	drain            time.Duration // see WithDrain
-	authorizer       Authorizer    // see WithAuthorizer
-	recheck          time.Duration // with authorizer: the re-check interval
-	debugger         bool          // see WithDebugger
-	playground       *Signer       // see WithInsecurePlayground; nil without
+	drain            time.Duration  // see WithDrain
+	authorizer       Authorizer     // see WithAuthorizer
+	recheck          time.Duration  // with authorizer: the re-check interval
+	debugger         bool           // see WithDebugger
+	playground       *Signer        // see WithInsecurePlayground; nil without
+	legacy           *LegacyClients // see WithLegacyClients
 }
 
 func defaultConfig() config {

@@ -297,14 +297,13 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if p == nil {
-			h.metrics.tokenFailure(TokenMissing)
 			// AUTH-1, AUTH-13: publishing needs a token.
-			h.challenge(w, http.StatusUnauthorized, "")
+			h.deny(w, r, h.missingDenial(r), token.Publisher, nil)
 			return
 		}
 		if p.fromCookie && !h.sameOrigin(r) {
 			// SEC-4: a cookie rides along on cross-site requests.
-			h.challenge(w, http.StatusForbidden, "")
+			h.challenge(w, http.StatusForbidden, "", "", "a publish authenticated by a cookie must come from the hub's origin or an origin of WithCORS (its Origin or Referer header)")
 			return
 		}
 	}
@@ -328,10 +327,9 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 		span.SetAttributes(attrTopics.Int(len(u.Topics)), attrPrivate.Bool(u.Private))
 	}
-	if !h.cfg.insecurePublish && !p.mayPublish(u.Topics) {
-		h.metrics.tokenFailure(TokenGrants)
+	if i := p.unpublishable(u.Topics); !h.cfg.insecurePublish && i >= 0 {
 		// AUTH-34: publish on every topic, or nothing is dispatched.
-		h.challenge(w, http.StatusForbidden, "insufficient_scope")
+		h.deny(w, r, publishGrantDenial(i, u.Topics[i]), token.Publisher, nil)
 		return
 	}
 	// Room in the dispatcher's backlog: only an overloaded hub waits,

@@ -25,14 +25,16 @@ type subscribeRequest struct {
 
 // parseSubscribe reads the matchers and the cursor of a GET or QUERY
 // request: the union of query and body pairs (SUB-3), parsed the WHATWG way
-// (SUB-5). URL patterns are held to the limits of p's kind of client.
+// (SUB-5). URL patterns are held to the limits of p's kind of client. In
+// the compatibility mode, topic= pairs are matchers too (see
+// [Hub.legacySelector]).
 func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principal) (subscribeRequest, error) {
 	var req subscribeRequest
 	lim := &h.cfg.limits.Patterns
 	if p == nil {
 		lim = &h.cfg.limits.AnonymousPatterns
 	}
-	size := 0 // of the request's distinct URL patterns
+	size := 0 // of the request's distinct URL patterns and templates
 	pairs := form.Parse(r.URL.RawQuery)
 	nquery := len(pairs)
 	if r.Method == methodQuery && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
@@ -42,8 +44,9 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 		}
 		pairs = form.AppendParse(pairs, body)
 	}
-	var bodyCursor string
-	var hasBodyCursor bool
+	var bodyCursor, aliasCursor string
+	var hasBodyCursor, hasTopic bool
+	aliasRank := len(resumeAliases)
 	for i, pair := range pairs {
 		if pair.Name == "last_event_id" {
 			switch {
@@ -54,21 +57,38 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 			}
 			continue
 		}
-		typ, ok, err := matcherType(pair.Name)
-		if err != nil {
-			return req, err
+		if rank := slices.Index(resumeAliases[:], pair.Name); rank >= 0 {
+			if i < nquery && rank < aliasRank {
+				aliasCursor, aliasRank = pair.Value, rank
+			}
+			continue
 		}
-		if !ok {
+		var m matcher
+		var cost index.Cost
+		switch typ, ok, err := matcherType(pair.Name); {
+		case err != nil:
+			return req, err
+		case ok:
+			m, cost, err = h.newMatcher(typ, pair.Value, lim)
+			if err != nil {
+				return req, err
+			}
+		case pair.Name == "topic":
+			hasTopic = true
+			if h.cfg.legacy == nil {
+				continue
+			}
+			m, cost, err = h.legacySelector(pair.Value, lim)
+			if err != nil {
+				return req, err
+			}
+		default:
 			continue // not a matcher: ignored, access_token included (AUTH-9)
 		}
 		if len(req.matchers) == h.cfg.limits.MaxMatchers {
 			return req, fmt.Errorf("%w: more than %d matchers", errMatcher, h.cfg.limits.MaxMatchers)
 		}
-		m, cost, err := h.newMatcher(typ, pair.Value, lim)
-		if err != nil {
-			return req, err
-		}
-		if m.kind == index.URLPattern && !slices.ContainsFunc(req.matchers, m.same) {
+		if m.kind.Evaluated() && !slices.ContainsFunc(req.matchers, m.same) {
 			// The heap a request can pin is bounded, however many
 			// patterns it spreads it over.
 			if size += cost.Size; size > lim.MaxStreamSize {
@@ -78,17 +98,25 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 		req.matchers = append(req.matchers, m)
 	}
 	if len(req.matchers) == 0 {
+		if hasTopic {
+			return req, fmt.Errorf("%w: no match parameter: this hub reads match (exact topics) and match_urlpattern (URL patterns), not the pre-standard topic parameter, which it accepts only in its compatibility mode: %s", errMatcher, legacyOption)
+		}
 		return req, fmt.Errorf("%w: no match parameter", errMatcher) // SUB-9
 	}
 	// Only a request found within every limit gets its patterns compiled.
 	if err := h.compileMatchers(req.matchers, lim); err != nil {
 		return req, err
 	}
-	// REC-3: the header beats the query, which beats the body.
-	if v, ok := r.Header["Last-Event-Id"]; ok && len(v) > 0 {
+	// REC-3: the header beats the query, which beats the body; the
+	// parameters of older clients come last (see resumeAliases).
+	switch v, ok := r.Header["Last-Event-Id"]; {
+	case ok && len(v) > 0:
 		req.cursor, req.hasCursor = v[0], true
-	} else if !req.hasCursor && hasBodyCursor {
+	case req.hasCursor:
+	case hasBodyCursor:
 		req.cursor, req.hasCursor = bodyCursor, true
+	case aliasRank < len(resumeAliases):
+		req.cursor, req.hasCursor = aliasCursor, true
 	}
 	return req, nil
 }
@@ -226,15 +254,13 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p == nil && h.authorizesSubscribers() && !h.cfg.anonymous {
-		h.metrics.tokenFailure(TokenMissing)
-		h.challenge(rw, http.StatusUnauthorized, "") // AUTH-2, AUTH-13
+		h.deny(rw, r, h.missingDenial(r), token.Subscriber, nil) // AUTH-2, AUTH-13
 		return
 	}
 	if p != nil && !p.session && !time.Now().Before(p.expiry) {
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
-		h.metrics.tokenFailure(TokenExpired)
-		h.challenge(rw, http.StatusUnauthorized, "invalid_token")
+		h.deny(rw, r, denial{status: http.StatusUnauthorized, code: "invalid_token", reason: TokenExpired, description: h.describe(TokenExpired, "")}, token.Subscriber, nil)
 		return
 	}
 	req, err := h.parseSubscribe(w, r, p)

@@ -96,6 +96,9 @@ func (h *Hub) subscriptionsStarted(s *subscriber) {
 		}
 		if p := s.principal; p != nil {
 			doc.Payload = token.Payload(p.details, m.value, h.grantMatchesTopic)
+			if doc.Payload == nil {
+				doc.Payload = p.payload // a legacy token's, for every subscription
+			}
 		}
 		s.subscriptions[i] = doc
 	}
@@ -221,11 +224,12 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request, api 
 		return
 	}
 	if p == nil {
-		h.challenge(w, http.StatusUnauthorized, "") // ACT-13: a token is needed
+		h.deny(w, r, h.missingDenial(r), token.Subscriber, nil) // ACT-13: a token is needed
 		return
 	}
 	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(path) }) {
-		h.challenge(w, http.StatusForbidden, "insufficient_scope")
+		d := "the access token grants no subscribe on this resource of the subscriptions API"
+		h.deny(w, r, grantDenial(d, d+": "+path), token.Subscriber, nil)
 		return
 	}
 	// The cursor is read before the snapshot: a client subscribing from it

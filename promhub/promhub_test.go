@@ -367,6 +367,9 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	e.want(1, "mercure_token_failures_total", "reason", "signature")
 	e.want(1, "mercure_token_failures_total", "reason", "grants")
 	e.want(0, "mercure_token_failures_total", "reason", "expired")
+	for _, r := range []string{"algorithm", "type", "legacy_claim", "not_yet_valid", "audience", "issuer", "other"} {
+		e.want(0, "mercure_token_failures_total", "reason", r)
+	}
 
 	// The client that leaves.
 	leaver.close()

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +33,9 @@ func startApp(t *testing.T) (*app, *httptest.Server) {
 func startAppAt(t *testing.T, host string) (*app, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
+	cl := &cuttingListener{Listener: srv.Listener}
+	srv.Listener = cl
+	listeners.Store(srv, cl)
 	a, err := newApp(strings.Replace("http://"+srv.Listener.Addr().String(), "127.0.0.1", host, 1), testRecheck)
 	if err != nil {
 		t.Fatal(err)
@@ -462,4 +467,44 @@ func TestScriptPublishesWithToken(t *testing.T) {
 	if m := bs.message(t); m["text"] != "from a script" {
 		t.Errorf("bob got %v", m)
 	}
+}
+
+// listeners are the cutting listeners of the servers startAppAt started.
+var listeners sync.Map // *httptest.Server → *cuttingListener
+
+// cutConnections closes every connection of srv, the streams the hub took
+// over from net/http included (srv.CloseClientConnections does not see
+// those).
+func cutConnections(srv *httptest.Server) {
+	if cl, ok := listeners.Load(srv); ok {
+		cl.(*cuttingListener).cut()
+	}
+	srv.CloseClientConnections()
+}
+
+// cuttingListener keeps the connections it accepted, so that a test can
+// cut them all.
+type cuttingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *cuttingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *cuttingListener) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
 }

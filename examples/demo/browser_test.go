@@ -115,7 +115,7 @@ func TestBrowser(t *testing.T) {
 
 	// The server cuts every stream; an update published while bob is away
 	// reaches him when EventSource reconnects with Last-Event-ID.
-	srv.CloseClientConnections()
+	cutConnections(srv)
 	run(bob, "bob's page shows that it is reconnecting", contains("#status", "reconnecting"))
 	cookies := login(t, srv, "carol")
 	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"While you were away"}}, cookies, http.StatusCreated)

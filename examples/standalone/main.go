@@ -123,6 +123,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		corsOrigins    = fs.String("cors-origins", "", "comma-separated browser origins allowed to subscribe")
 		cookie         = fs.String("cookie", "", "name of the cookie carrying the access token")
 		historyBytes   = fs.Int64("history-bytes", mercure.DefaultHistoryBytes, "memory the in-memory store's history may take, in bytes")
+		legacyClients  = fs.Bool("legacy-clients", false, "also accept pre-standard clients (Symfony's component, API Platform, older hubs' clients): tokens with the mercure claim verified by the keys of -publisher-jwks and -subscriber-jwks, topic= selectors, the mercureAuthorization cookie, the authorization query parameter")
 		// Limits (mercure.Limits): 0 keeps the library's default.
 		maxConns       = fs.Int("max-connections", 0, "streams open at once (default 10000); more get 429")
 		maxConnsClient = fs.Int("max-connections-per-client", 0, "streams open at once per client IP (default none: behind a proxy every client has its address)")
@@ -179,8 +180,17 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 			return nil, err
 		}
 		opts = append(opts, mercure.WithIssuer(iss))
+		if *legacyClients {
+			// The launch contract: pre-standard tokens are verified with
+			// the same keys, and may carry the issuer's iss.
+			opts = append(opts, mercure.WithLegacyClients(mercure.LegacyClients{
+				PublisherKeys: iss.PublisherKeys, SubscriberKeys: iss.SubscriberKeys, Issuers: []string{*issuer},
+			}))
+		}
 	} else if *publisherJWKS != "" || *subscriberJWKS != "" {
 		return nil, errors.New("-publisher-jwks and -subscriber-jwks need -issuer")
+	} else if *legacyClients {
+		opts = append(opts, mercure.WithLegacyClients(mercure.LegacyClients{}))
 	}
 	if *corsOrigins != "" {
 		opts = append(opts, mercure.WithCORS(strings.Split(*corsOrigins, ",")...))

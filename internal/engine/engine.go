@@ -302,7 +302,7 @@ func (e *Engine) AbortAll() {
 type Matcher struct {
 	Kind    index.Kind
 	Value   string
-	Pattern *index.Pattern // compiled, for index.URLPattern
+	Pattern *index.Pattern // compiled, for the kinds that are evaluated
 }
 
 // register adds the matchers of s to the index, unless its new patterns
@@ -320,10 +320,10 @@ func (e *Engine) register(s *Stream, ms []Matcher) error {
 	for i := range ms {
 		m := &ms[i]
 		s.entries = append(s.entries, e.index.Add(m.Kind, m.Value, m.Pattern, s))
-		if m.Kind != index.URLPattern {
+		if !m.Kind.Evaluated() {
 			continue
 		}
-		m.Pattern = e.index.Pattern(m.Value) // share the interned copy
+		m.Pattern = e.index.Shared(m.Pattern) // share the interned copy
 		e.patternsUsed.Store(true)
 		var refused string
 		switch {

@@ -8,7 +8,7 @@ import (
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
-// Cache compiles URL patterns for one hub and keeps the most recently used
+// Cache compiles URL patterns and URI templates for one hub and keeps the most recently used
 // ones, so that a pattern written by many subscribers, or granted by a
 // token that is verified again and again, is compiled once. It is bounded
 // by the estimated size of what it keeps (see [Cost]); patterns in use
@@ -27,7 +27,7 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	raw  string
+	key  string
 	pat  *Pattern
 	err  error
 	done chan struct{} // closed once compiled
@@ -46,8 +46,25 @@ func NewCache(hubURL string, r *topicurl.Resolver, maxSize int) *Cache {
 // with, not estimated again. Concurrent calls for the same pattern
 // compile it once. Patterns that fail to compile are not kept.
 func (c *Cache) Get(raw string, lim Limit) (*Pattern, error) {
+	return c.get(raw, raw, lim, EstimateCost, func(cost Cost) (*Pattern, error) {
+		return compile(raw, cost, c.hubURL, c.resolver)
+	})
+}
+
+// GetTemplate is [Cache.Get] for the URI template raw (see
+// [CompileTemplate]).
+func (c *Cache) GetTemplate(raw string, lim Limit) (*Pattern, error) {
+	estimate := func(raw string) (Cost, error) { return EstimateTemplateCost(raw), nil }
+	return c.get(templateKey(raw), raw, lim, estimate, func(cost Cost) (*Pattern, error) {
+		return compileTemplate(raw, cost, c.resolver)
+	})
+}
+
+// get returns the pattern interned under key, compiling raw unless it is
+// cached.
+func (c *Cache) get(key, raw string, lim Limit, estimate func(string) (Cost, error), compile func(Cost) (*Pattern, error)) (*Pattern, error) {
 	c.mu.Lock()
-	e := c.entries[raw]
+	e := c.entries[key]
 	if e != nil && e.elem != nil {
 		c.recent.MoveToFront(e.elem)
 		c.mu.Unlock()
@@ -61,7 +78,7 @@ func (c *Cache) Get(raw string, lim Limit) (*Pattern, error) {
 		}
 		return e.pat, lim.Check(raw, e.pat.cost)
 	}
-	cost, err := EstimateCost(raw)
+	cost, err := estimate(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
 	}
@@ -69,27 +86,27 @@ func (c *Cache) Get(raw string, lim Limit) (*Pattern, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.entries[raw] != nil {
+	if c.entries[key] != nil {
 		c.mu.Unlock()
-		return c.Get(raw, lim) // compiled or being compiled meanwhile
+		return c.get(key, raw, lim, estimate, compile) // compiled or being compiled meanwhile
 	}
-	e = &cacheEntry{raw: raw, done: make(chan struct{})}
-	c.entries[raw] = e
+	e = &cacheEntry{key: key, done: make(chan struct{})}
+	c.entries[key] = e
 	c.compiles++
 	c.mu.Unlock()
 
 	// Compiling takes tens of microseconds or more: not under the lock.
-	e.pat, e.err = compile(raw, cost, c.hubURL, c.resolver)
+	e.pat, e.err = compile(cost)
 	c.mu.Lock()
 	if e.err != nil {
-		delete(c.entries, raw)
+		delete(c.entries, key)
 	} else {
 		e.elem = c.recent.PushFront(e)
 		c.size += e.pat.cost.Size
 		// The newest stays, whatever its size.
 		for c.size > c.maxSize && c.recent.Len() > 1 {
 			old := c.recent.Remove(c.recent.Back()).(*cacheEntry)
-			delete(c.entries, old.raw)
+			delete(c.entries, old.key)
 			c.size -= old.pat.cost.Size
 		}
 	}

@@ -20,12 +20,18 @@ import (
 type Kind uint8
 
 // Matcher kinds. Wildcard is the "*" matcher, recognized before the type
-// (MAT-4).
+// (MAT-4). URITemplate is the pre-standard drafts' template selector (see
+// [CompileTemplate]); the index treats it as it treats URL patterns.
 const (
 	Exact Kind = iota
 	URLPattern
 	Wildcard
+	URITemplate
 )
+
+// Evaluated reports whether matchers of kind k are compiled patterns,
+// evaluated per topic, rather than compared.
+func (k Kind) Evaluated() bool { return k == URLPattern || k == URITemplate }
 
 // Index holds subscriptions of values of type T. It is not safe for
 // concurrent use: the caller serializes Add, Remove and the look-ups
@@ -35,7 +41,7 @@ type Index[T any] struct {
 	resolver *topicurl.Resolver
 	exact    map[string]*list[T]
 	wildcard list[T]
-	patterns map[string]*Group[T] // interned by raw pattern
+	patterns map[string]*Group[T] // interned by key (see Pattern.Key)
 	trie     node[T]
 	npattern int
 	size     int // estimated size of the distinct patterns
@@ -113,13 +119,22 @@ func New[T any](r *topicurl.Resolver) *Index[T] {
 	}
 }
 
-// Pattern returns the compiled pattern already interned for raw, if any,
-// so that subscribers sharing a pattern compile it once.
+// Pattern returns the compiled URL pattern already interned for raw, if
+// any, so that subscribers sharing a pattern compile it once.
 func (ix *Index[T]) Pattern(raw string) *Pattern {
 	if ps := ix.patterns[raw]; ps != nil {
 		return ps.pat
 	}
 	return nil
+}
+
+// Shared returns the pattern interned with the same key as p (see
+// [Pattern.Key]), or p when none is.
+func (ix *Index[T]) Shared(p *Pattern) *Pattern {
+	if ps := ix.patterns[p.key]; ps != nil {
+		return ps.pat
+	}
+	return p
 }
 
 // SamePrefix returns the number of distinct patterns registered with the
@@ -145,8 +160,9 @@ func (ix *Index[T]) PatternSize() int { return ix.size }
 // It is what one update topic may cost, so the hub caps it.
 func (ix *Index[T]) MaxPerTopic() int { return ix.trie.down }
 
-// Add registers v under one matcher. For URLPattern, pat is the compiled
-// value (from [Compile] or [Index.Pattern]); for Exact, value is the topic.
+// Add registers v under one matcher. For URLPattern and URITemplate, pat
+// is the compiled value (from [Compile], [CompileTemplate] or
+// [Index.Shared]); for Exact, value is the topic.
 func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 	e := &Entry[T]{}
 	switch kind {
@@ -159,11 +175,11 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 			ix.exact[value] = l
 		}
 		e.list, e.exact = l, value
-	case URLPattern:
-		ps := ix.patterns[pat.raw]
+	case URLPattern, URITemplate:
+		ps := ix.patterns[pat.key]
 		if ps == nil {
 			ps = &Group[T]{pat: pat}
-			ix.patterns[pat.raw] = ps
+			ix.patterns[pat.key] = ps
 			path := make([]*node[T], 1, len(pat.keys)+1)
 			path[0] = &ix.trie
 			n := &ix.trie
@@ -237,7 +253,7 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 }
 
 func (ix *Index[T]) removePattern(ps *Group[T]) {
-	delete(ix.patterns, ps.pat.raw)
+	delete(ix.patterns, ps.pat.key)
 	ix.npattern--
 	ix.size -= ps.pat.cost.Size
 	path := make([]*node[T], 0, len(ps.pat.keys)+1)
@@ -322,7 +338,7 @@ func (ix *Index[T]) Exact(read uint64, topics []string, dst [][]T) [][]T {
 	return dst
 }
 
-// HasPatterns reports whether any URL pattern is registered.
+// HasPatterns reports whether any URL pattern or URI template is registered.
 func (ix *Index[T]) HasPatterns() bool { return ix.npattern > 0 }
 
 // Candidates appends to dst, for read, the groups whose pattern must be

@@ -8,20 +8,27 @@ import (
 	"github.com/dunglas/go-urlpattern"
 
 	"github.com/mercurekit/mercure/internal/topicurl"
+	"github.com/mercurekit/mercure/internal/uritemplate"
 )
 
 // ErrPattern reports a URL pattern that does not compile (or that the
 // engine cannot evaluate in linear time, MAT-9).
 var ErrPattern = errors.New("invalid URL pattern")
 
-// Pattern is a compiled URL pattern, immutable and safe for concurrent use.
+// Pattern is a compiled URL pattern or URI template (see
+// [CompileTemplate]), immutable and safe for concurrent use.
 type Pattern struct {
-	raw  string
+	raw string
+	// key interns the pattern: raw for a URL pattern, templateKey(raw)
+	// for a URI template, so that the same text read both ways gives two
+	// patterns.
+	key  string
 	cost Cost
 	// m evaluates the pattern; p is the engine's compiled pattern, kept
 	// only for a pattern that m cannot evaluate (see [newURLMatcher]).
 	m        *urlMatcher
 	p        *urlpattern.URLPattern
+	tpl      *uritemplate.Template // a URI template, instead of m and p
 	resolver *topicurl.Resolver
 	// keys is the literal prefix of the pattern used to place it in the
 	// trie: the lowercase scheme, then the hostname, then leading path
@@ -30,6 +37,10 @@ type Pattern struct {
 	// leading components.
 	keys []string
 }
+
+// Key returns what the pattern is interned by: two patterns with the same
+// key are the same.
+func (p *Pattern) Key() string { return p.key }
 
 // Raw returns the pattern as the subscriber wrote it.
 func (p *Pattern) Raw() string { return p.raw }
@@ -65,7 +76,7 @@ func compile(raw string, cost Cost, hubURL string, r *topicurl.Resolver) (pat *P
 		// The engine's errors print its internal state: never echo them.
 		return nil, fmt.Errorf("%w: %q", ErrPattern, raw)
 	}
-	pat = &Pattern{raw: raw, cost: cost, resolver: r, keys: literalPrefix(p)}
+	pat = &Pattern{raw: raw, key: raw, cost: cost, resolver: r, keys: literalPrefix(p)}
 	if m, ok := newURLMatcher(p); ok {
 		pat.m = m // the engine's compiled state can go
 	} else {
@@ -88,7 +99,10 @@ func (p *Pattern) Test(href string) (ok bool) {
 			ok = false // MAT-8/MAT-9: any failure is "no match"
 		}
 	}()
-	if p.m != nil {
+	switch {
+	case p.tpl != nil:
+		return p.tpl.Match(href)
+	case p.m != nil:
 		return p.m.test(href)
 	}
 	return p.p.Test(href, "")

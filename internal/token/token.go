@@ -9,8 +9,14 @@
 // headers (jwk, jku, x5u, x5c) is never used; "kid" only narrows the choice
 // among trusted keys.
 //
-// Every failure wraps ErrInvalid. The error text names the failed check and
-// is meant for logs only: clients get a bare invalid_token.
+// Every failure wraps ErrInvalid. [Reason] classifies it into a small
+// fixed vocabulary and [Hint] adds a fixed phrase; neither repeats
+// anything of the token, so both may be shown to the client. The error
+// text names the failed check in more detail, with values from the token,
+// and is meant for logs only.
+//
+// With Options.Legacy, the Verifier also accepts the tokens of the
+// pre-standard drafts (see [Legacy]).
 package token
 
 import (
@@ -58,8 +64,8 @@ func (r Role) String() string {
 }
 
 // ErrInvalid is wrapped by every error Verify returns. The caller answers
-// 401 invalid_token and logs the error, never revealing the cause to the
-// client.
+// 401 invalid_token, describes the cause with [Reason] and [Hint], and logs
+// the error.
 var ErrInvalid = errors.New("token: invalid")
 
 // DetailType is the authorization_details type of Mercure details.
@@ -74,6 +80,9 @@ const (
 	// MatchAll is the universal wildcard match value (MAT-4). It is
 	// recognized before the matcher type is considered.
 	MatchAll = "*"
+	// MatchURITemplate is the type of the URI template selectors of
+	// legacy tokens (see [Legacy]); modern tokens cannot name it.
+	MatchURITemplate = "uritemplate"
 )
 
 // Defaults and hard limits of Options.
@@ -127,7 +136,8 @@ type Options struct {
 	// Resource is the hub's resource identifier, required in "aud"
 	// (AUTH-24). Required.
 	Resource string
-	// Issuers lists the trusted issuers; at least one, ids unique.
+	// Issuers lists the trusted issuers, ids unique; at least one unless
+	// Legacy is set.
 	Issuers []Issuer
 	// Algorithms is the allowlist of "alg" values. Nil means EdDSA, ES256,
 	// ES384, ES512, RS256, PS256, HS256, HS384 and HS512; the HS* ones can
@@ -160,6 +170,9 @@ type Options struct {
 	// so that a token presented again is not verified again (see cache);
 	// zero means DefaultCacheSize, negative remembers none.
 	CacheSize int
+	// Legacy, when not nil, makes the Verifier accept pre-standard
+	// tokens too (see [Legacy]).
+	Legacy *Legacy
 }
 
 // Token holds the claims of a verified token.
@@ -172,6 +185,11 @@ type Token struct {
 	// Details are the token's Mercure details in array order; empty when
 	// the token grants nothing.
 	Details []Detail
+	// Legacy is whether this is a pre-standard token (see [Legacy]); its
+	// Payload, when not nil, goes with every subscription of the stream
+	// it authorizes, as the drafts' mercure.payload did.
+	Legacy  bool
+	Payload json.RawMessage
 }
 
 // Detail is one Mercure authorization detail.
@@ -210,6 +228,7 @@ type Verifier struct {
 	maxMatchBytes int
 	checkMatcher  func(matchType, match string) error
 	parseOpts     []jwt.ParseOption
+	legacy        *legacyKeys  // nil without Options.Legacy
 	cache         *cache       // nil when disabled
 	verifies      atomic.Int64 // tokens verified from scratch, for tests
 }
@@ -282,7 +301,7 @@ func New(o Options) (*Verifier, error) {
 	if o.Resource == "" {
 		return nil, errors.New("token: empty Resource")
 	}
-	if len(o.Issuers) == 0 {
+	if len(o.Issuers) == 0 && o.Legacy == nil {
 		return nil, errors.New("token: no Issuers")
 	}
 	if o.Leeway < 0 {
@@ -369,6 +388,13 @@ func New(o Options) (*Verifier, error) {
 			return nil, fmt.Errorf("token: issuer %q has no usable signature key", is.ID)
 		}
 		v.issuers[is.ID] = ik
+	}
+	if o.Legacy != nil {
+		lk, err := newLegacyKeys(o.Legacy)
+		if err != nil {
+			return nil, err
+		}
+		v.legacy = lk
 	}
 	v.parseOpts = []jwt.ParseOption{
 		jwt.WithValidate(true),
@@ -533,11 +559,20 @@ type verifyState struct {
 	nbf, iat time.Time // once verified
 	calls    int
 	payload  []byte // the claims text, not yet verified when kept
+	// fail is why the key provider refused the token: jwx does not pass
+	// its error on.
+	fail error
+}
+
+// refuse records why the key provider refuses the token and returns it.
+func (st *verifyState) refuse(kind, hint, format string, args ...any) error {
+	st.fail = withHint(kind, hint, invalid(format, args...))
+	return st.fail
 }
 
 // Verify validates raw for role and returns its claims. Every failure
-// wraps ErrInvalid (the caller answers 401 invalid_token and logs err, never
-// revealing the cause to the client).
+// wraps ErrInvalid; [Reason] and [Hint] say why in words fit for the
+// client.
 func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
 	return v.VerifyContext(context.Background(), raw, role)
 }
@@ -549,10 +584,10 @@ func (v *Verifier) Verify(raw string, role Role) (*Token, error) {
 // returned Token may be shared: callers must not modify it.
 func (v *Verifier) VerifyContext(ctx context.Context, raw string, role Role) (*Token, error) {
 	if role != Publisher && role != Subscriber {
-		return nil, invalid("unknown role %d", int(role))
+		return nil, withKind(KindOther, invalid("unknown role %d", int(role)))
 	}
 	if len(raw) > v.maxTokenBytes {
-		return nil, withKind(KindMalformed, invalid("token of %d bytes exceeds %d", len(raw), v.maxTokenBytes))
+		return nil, withHint(KindMalformed, HintTooLarge, invalid("token of %d bytes exceeds %d", len(raw), v.maxTokenBytes))
 	}
 	if v.cache == nil {
 		tok, _, err := v.verify(ctx, raw, role)
@@ -592,7 +627,10 @@ func (v *Verifier) stillValid(ctx context.Context, e *cacheEntry) bool {
 // fetched.
 func (v *Verifier) verify(ctx context.Context, raw string, role Role) (_ *Token, st *verifyState, _ error) {
 	if !isCompact(raw) {
-		return nil, nil, withKind(KindMalformed, invalid("not a compact JWS"))
+		return nil, nil, withHint(KindMalformed, HintNotCompact, invalid("not a compact JWS"))
+	}
+	if v.legacy != nil && isLegacyType(raw) {
+		return v.verifyLegacy(ctx, raw, role)
 	}
 	v.verifies.Add(1)
 	st = &verifyState{role: role}
@@ -603,44 +641,40 @@ func (v *Verifier) verify(ctx context.Context, raw string, role Role) (_ *Token,
 	})))
 	tok, err := jwt.ParseString(raw, opts...)
 	if err != nil {
-		return nil, nil, invalid("%w", err) // Reason classifies it
+		return nil, nil, st.parseFailure(err)
 	}
 	// Checked once the signature holds, so that a forged token costs no
 	// more than before; and on the very text that jwx verified and
 	// decoded, which the key provider kept.
 	if err := checkClaims(st.payload); err != nil {
-		return nil, nil, withKind(KindMalformed, invalid("claims: %v", err))
+		return nil, nil, withHint(KindMalformed, HintClaims, invalid("claims: %v", err))
 	}
 	// The key set was chosen from our own reading of "iss", by
 	// encoding/json, which matches member names case-insensitively; make
 	// sure jwx, which does not, read the same value.
 	iss, _ := tok.Issuer()
 	if st.issuer == "" || iss != st.issuer {
-		return nil, nil, withKind(KindAudienceIssuer, invalid("iss %q differs from the key issuer %q", iss, st.issuer))
+		return nil, nil, withKind(KindIssuer, invalid("iss %q differs from the key issuer %q", iss, st.issuer))
 	}
 	exp, ok := tok.Expiration()
 	if !ok {
-		return nil, nil, withKind(KindOther, invalid("missing exp"))
+		return nil, nil, withHint(KindMalformed, HintNoExp, invalid("missing exp"))
 	}
 	// jwx ignores exp when it equals the Unix epoch; check it ourselves.
 	if !v.now().Before(exp.Add(v.leeway)) {
 		return nil, nil, withKind(KindExpired, invalid("expired at %v", exp))
 	}
 	t := &Token{Issuer: iss, Expiry: exp}
-	t.Subject, _ = tok.Subject()
-	t.JTI, _ = tok.JwtID()
-	if tok.Has("client_id") {
-		if err := tok.Get("client_id", &t.ClientID); err != nil {
-			return nil, nil, withKind(KindOther, invalid("client_id: %v", err))
-		}
+	if err := claimStrings(tok, t); err != nil {
+		return nil, nil, err
 	}
 	if tok.Has(claimDetails) {
 		var rawDetails json.RawMessage
 		if err := tok.Get(claimDetails, &rawDetails); err != nil {
-			return nil, nil, withKind(KindGrants, invalid("%s: %v", claimDetails, err))
+			return nil, nil, withHint(KindMalformed, HintDetails, invalid("%s: %v", claimDetails, err))
 		}
 		if t.Details, err = v.ParseDetails(rawDetails); err != nil {
-			return nil, nil, withKind(KindGrants, err)
+			return nil, nil, withHint(KindMalformed, HintDetails, err)
 		}
 	}
 	st.nbf, _ = tok.NotBefore()
@@ -651,62 +685,82 @@ func (v *Verifier) verify(ctx context.Context, raw string, role Role) (_ *Token,
 // fetchKeys checks the protected header and hands the trusted keys that fit
 // it to sink.
 func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeySink, sig *jws.Signature, msg *jws.Message) error {
-	st.calls++
-	if st.calls > 1 {
-		return errors.New("nested or multi-signature token")
-	}
-	if h := sig.PublicHeaders(); h != nil && len(h.Keys()) > 0 {
-		return errors.New("unprotected header")
-	}
-	h := sig.ProtectedHeaders()
-	if h == nil {
-		return errors.New("no protected header")
-	}
-	typ, _ := h.Type()
-	typ = strings.ToLower(typ)
-	typ = strings.TrimPrefix(typ, "application/")
-	if typ != "at+jwt" {
-		return fmt.Errorf("typ %q is not at+jwt", typ)
-	}
-	if h.Has(jws.CriticalKey) {
-		return errors.New("crit header present")
-	}
-	if h.Has("b64") {
-		return errors.New("b64 header present")
-	}
-	a, ok := h.Algorithm()
-	if !ok {
-		return errors.New("missing alg")
-	}
-	alg, ok := v.allowed[a.String()]
-	if !ok {
-		return fmt.Errorf("alg %q not allowed", a.String())
+	h, alg, err := v.checkHeader(st, sig)
+	if err != nil {
+		return err
 	}
 	// The payload is not verified yet: "iss" only selects the key set, and
 	// Verify checks it again once the signature holds.
 	st.payload = msg.Payload()
+	typ, _ := h.Type()
+	if normalType(typ) != "at+jwt" {
+		if hasLegacyClaim(st.payload) {
+			return st.refuse(KindLegacyClaim, "", "typ %q and a legacy mercure claim", typ)
+		}
+		return st.refuse(KindType, "", "typ %q is not at+jwt", typ)
+	}
 	var claims struct {
 		Iss *string `json:"iss"`
 	}
 	if err := json.Unmarshal(st.payload, &claims); err != nil {
-		return fmt.Errorf("payload: %w", err)
+		return st.refuse(KindMalformed, HintJSON, "payload: %v", err)
 	}
 	if claims.Iss == nil {
-		return errors.New("missing iss")
+		return st.refuse(KindIssuer, HintNoIssuer, "missing iss")
 	}
 	ik, ok := v.issuers[*claims.Iss]
 	if !ok {
-		return fmt.Errorf("unknown issuer %q", *claims.Iss)
+		return st.refuse(KindIssuer, "", "unknown issuer %q", *claims.Iss)
 	}
 	st.issuer = ik.id
 	kid, hasKid := h.KeyID()
 	keys := ik.keys[st.role]
 	if ik.src != nil {
-		var err error
 		if keys, st.set, err = ik.dynamicCandidates(ctx, kid, hasKid); err != nil {
-			return err
+			return st.refuse(KindOther, HintKeysUnavailable, "%v", err)
 		}
 	}
+	if !offerKeys(sink, keys, alg, kid, hasKid) {
+		return st.refuse(KindSignature, HintNoKey, "no %s key of issuer %q fits alg %s kid %q", st.role, ik.id, alg, kid)
+	}
+	return nil
+}
+
+// checkHeader checks what the protected header of any token must hold,
+// and returns it with its allowed algorithm.
+func (v *Verifier) checkHeader(st *verifyState, sig *jws.Signature) (jws.Headers, jwa.SignatureAlgorithm, error) {
+	var none jwa.SignatureAlgorithm
+	st.calls++
+	if st.calls > 1 {
+		return nil, none, st.refuse(KindMalformed, HintStructure, "nested or multi-signature token")
+	}
+	if h := sig.PublicHeaders(); h != nil && len(h.Keys()) > 0 {
+		return nil, none, st.refuse(KindMalformed, HintStructure, "unprotected header")
+	}
+	h := sig.ProtectedHeaders()
+	if h == nil {
+		return nil, none, st.refuse(KindMalformed, HintStructure, "no protected header")
+	}
+	if h.Has(jws.CriticalKey) {
+		return nil, none, st.refuse(KindMalformed, HintCrit, "crit header present")
+	}
+	if h.Has("b64") {
+		return nil, none, st.refuse(KindMalformed, HintCrit, "b64 header present")
+	}
+	a, ok := h.Algorithm()
+	if !ok {
+		return nil, none, st.refuse(KindAlgorithm, "", "missing alg")
+	}
+	alg, ok := v.allowed[a.String()]
+	if !ok {
+		return nil, none, st.refuse(KindAlgorithm, "", "alg %q not allowed", a.String())
+	}
+	return h, alg, nil
+}
+
+// offerKeys hands to sink the candidates that may verify alg, and the kid
+// when the header names one; it reports whether there was any.
+func offerKeys(sink jws.KeySink, keys []candidate, alg jwa.SignatureAlgorithm, kid string, hasKid bool) bool {
 	n := 0
 	for i := range keys {
 		c := &keys[i]
@@ -719,10 +773,50 @@ func (v *Verifier) fetchKeys(ctx context.Context, st *verifyState, sink jws.KeyS
 		sink.Key(alg, c.raw)
 		n++
 	}
-	if n == 0 {
-		return fmt.Errorf("no %s key of issuer %q fits alg %s kid %q", st.role, ik.id, alg, kid)
+	return n > 0
+}
+
+// normalType lowercases a typ header and drops an application/ prefix
+// (AUTH-19).
+func normalType(typ string) string {
+	return strings.TrimPrefix(strings.ToLower(typ), "application/")
+}
+
+// claimStrings reads the string claims sub, jti and client_id into t.
+func claimStrings(tok jwt.Token, t *Token) error {
+	t.Subject, _ = tok.Subject()
+	t.JTI, _ = tok.JwtID()
+	if tok.Has("client_id") {
+		if err := tok.Get("client_id", &t.ClientID); err != nil {
+			return withHint(KindMalformed, HintClaims, invalid("client_id: %v", err))
+		}
 	}
 	return nil
+}
+
+// parseFailure classifies an error of jwt.Parse: the key provider's
+// refusal when it refused, else what jwx found.
+func (st *verifyState) parseFailure(err error) error {
+	if st.fail != nil {
+		return st.fail
+	}
+	err = invalid("%w", err)
+	switch {
+	case errors.Is(err, jws.VerificationError()):
+		return withKind(KindSignature, err)
+	case errors.Is(err, jwt.TokenExpiredError()):
+		return withKind(KindExpired, err)
+	case errors.Is(err, jwt.TokenNotYetValidError()), errors.Is(err, jwt.InvalidIssuedAtError()):
+		return withKind(KindNotYetValid, err)
+	case errors.Is(err, jwt.InvalidAudienceError()):
+		return withKind(KindAudience, err)
+	case errors.Is(err, jwt.InvalidIssuerError()):
+		return withKind(KindIssuer, err)
+	case errors.Is(err, jwt.MissingRequiredClaimError()):
+		return withHint(KindMalformed, HintNoExp, err) // iss is checked before
+	}
+	// The claims did not decode (a date that is no number, say).
+	return withHint(KindMalformed, HintClaims, err)
 }
 
 // ParseDetails parses the value of an authorization_details claim and
@@ -938,41 +1032,68 @@ func (v *Verifier) check(m Matcher) (err error) {
 	return v.checkMatcher(m.Type, m.Match)
 }
 
-// Kinds of verification failures, stable names for metrics (see Reason).
+// Kinds of verification failures, stable names for metrics (see
+// [Reason]). Those about the header and the claims' shape (algorithm,
+// type, legacy_claim, issuer, malformed) are found before the signature
+// is checked; expired, not_yet_valid and audience only once it holds.
 const (
-	KindMalformed      = "malformed"
-	KindSignature      = "signature"
-	KindExpired        = "expired"
-	KindAudienceIssuer = "audience_issuer"
-	KindGrants         = "grants"
-	KindOther          = "other"
+	KindMalformed   = "malformed"     // not a compact JWS, bad JSON, crit, a required claim missing, invalid details
+	KindSignature   = "signature"     // no trusted key fits, or the signature does not verify
+	KindAlgorithm   = "algorithm"     // alg missing or not allowed
+	KindType        = "type"          // typ is not at+jwt
+	KindLegacyClaim = "legacy_claim"  // a pre-standard token (typ JWT, mercure claim) where none is accepted
+	KindExpired     = "expired"       // exp passed
+	KindNotYetValid = "not_yet_valid" // nbf or iat in the future
+	KindAudience    = "audience"      // aud missing or without the resource
+	KindIssuer      = "issuer"        // iss missing or not trusted
+	KindOther       = "other"         // anything else (the issuer's keys unavailable, ...)
 )
 
-// kindError tags a verification error with its kind, its message unchanged.
+// Hints: fixed phrases that refine a kind, for the client.
+const (
+	HintNotCompact      = "it is not a compact JWS (three base64url parts)"
+	HintTooLarge        = "it is longer than the hub accepts"
+	HintStructure       = "its JWS structure is not a single signature with a protected header"
+	HintCrit            = "its header has crit or b64, which the hub does not support"
+	HintJSON            = "its claims are not a JSON object"
+	HintClaims          = "a claim is repeated or of the wrong type (exp, nbf and iat are numbers of seconds)"
+	HintNoExp           = "exp is missing"
+	HintNoIssuer        = "iss is missing"
+	HintDetails         = "its authorization_details are invalid or over the hub's limits"
+	HintLegacyClaim     = "its mercure claim is invalid or over the hub's limits"
+	HintLegacyDetails   = "authorization_details need typ at+jwt"
+	HintNoKey           = "no key the hub trusts for this issuer and endpoint fits its kid and alg"
+	HintKeysUnavailable = "the keys of its issuer are not available yet"
+)
+
+// kindError tags a verification error with its kind and a hint, its
+// message unchanged.
 type kindError struct {
 	error
-	kind string
+	kind, hint string
 }
 
 func (e kindError) Unwrap() error { return e.error }
 
-func withKind(kind string, err error) error { return kindError{err, kind} }
+func withKind(kind string, err error) error { return kindError{err, kind, ""} }
 
-// Reason classifies an error of VerifyContext, for metrics: one of the
-// Kind constants. It never looks at the token.
+func withHint(kind, hint string, err error) error { return kindError{err, kind, hint} }
+
+// Reason classifies an error of VerifyContext: one of the Kind constants.
+// It never looks at the token.
 func Reason(err error) string {
 	var k kindError
-	switch {
-	case errors.As(err, &k):
+	if errors.As(err, &k) {
 		return k.kind
-	case errors.Is(err, jwt.TokenExpiredError()), errors.Is(err, jwt.TokenNotYetValidError()), errors.Is(err, jwt.InvalidIssuedAtError()):
-		return KindExpired
-	case errors.Is(err, jwt.InvalidAudienceError()), errors.Is(err, jwt.InvalidIssuerError()):
-		return KindAudienceIssuer
-	case errors.Is(err, jwt.MissingRequiredClaimError()), errors.Is(err, jwt.ValidateError()):
-		return KindOther
 	}
-	// jwx found no key to verify the signature with, the signature does
-	// not verify, or the header or payload are not what they should be.
-	return KindSignature
+	return KindOther
+}
+
+// Hint returns the fixed phrase that refines the kind of err, or "".
+func Hint(err error) string {
+	var k kindError
+	if errors.As(err, &k) {
+		return k.hint
+	}
+	return ""
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mercurekit/mercure"
+)
+
+//go:embed testdata/event-source-polyfill/eventsource.min.js
+var polyfillJS string
+
+// polyfillPage subscribes the way API Platform's and Symfony's front ends
+// do with event-source-polyfill: topic= with a URI template, the token in
+// the Authorization header (which EventSource cannot send), the
+// polyfill's default settings otherwise.
+const polyfillPage = `<!doctype html>
+<script src="/polyfill.js"></script>
+<script>
+window.got = [];
+const es = new EventSourcePolyfill(location.origin + "/.well-known/mercure?topic=" + encodeURIComponent("https://example.com/books/{id}"),
+  {headers: {Authorization: "Bearer " + decodeURIComponent(location.hash.slice(1))}});
+es.onopen = () => { window.opened = (window.opened || 0) + 1; };
+es.onmessage = (e) => { window.got.push(e.data); };
+</script>`
+
+// The real event-source-polyfill in Chromium: after the server cuts its
+// stream, it reconnects with lastEventId in the query, and the hub replays
+// the update published meanwhile (held back until it is, so that only a
+// replay can deliver it).
+func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
+	exe := chromiumPath(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := secretJWKS(t, symfonySecret)
+	s, err := configure([]string{"-addr", ln.Addr().String(), "-issuer", "https://app.example",
+		"-publisher-jwks", jwks, "-subscriber-jwks", jwks, "-legacy-clients"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan url.Values, 1)
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(polyfillPage)) })
+	mux.HandleFunc("GET /polyfill.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Write([]byte(polyfillJS))
+	})
+	mux.HandleFunc("/.well-known/mercure", func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Has("lastEventId") {
+			select {
+			case resumed <- q:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		s.handler.ServeHTTP(w, r)
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	cl := &cuttingListener{Listener: ln} // streams taken over from net/http are cut too
+	srv.Listener = cl
+	srv.Start()
+	defer srv.Close()
+	defer s.hub.Shutdown(context.Background()) // first: it ends the streams that srv.Close waits for
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
+	defer cancel()
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	publish := func(topic, data string) string {
+		t.Helper()
+		id, err := s.hub.Publish(context.Background(), mercure.Update{Topics: []string{topic}, Data: data, Private: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	token := legacySubscriberToken(symfonySecret)
+	run("open the page", chromedp.Navigate(srv.URL+"/#"+url.QueryEscape(token)), pollJS(`window.opened === 1`))
+	first := publish("https://example.com/books/1", "first")
+	run("the first update arrives", pollJS(`window.got.includes("first")`))
+
+	cl.cut()
+	var q url.Values
+	select {
+	case q = <-resumed:
+	case <-ctx.Done():
+		t.Fatal("the polyfill did not reconnect with lastEventId")
+	}
+	if q.Get("lastEventId") != first || q.Get("topic") != "https://example.com/books/{id}" {
+		t.Fatalf("reconnected with %v", q)
+	}
+	publish("https://example.com/books/2", "while away")
+	close(release)
+	run("the update published during the cut arrives, once", pollJS(`window.got.join(",") === "first,while away"`))
+}
+
+// chromiumPath finds a Chromium the test can drive, or skips the test.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium installed (Debian: apt-get install chromium)")
+	return ""
+}
+
+// pollJS waits until a JavaScript condition holds on the page.
+func pollJS(cond string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(15*time.Second))(ctx, t)
+		return chromedp.Void{}, err
+	}
+}

@@ -8,11 +8,26 @@
 // # Layout
 //
 // New creates the tables it needs, or migrates them, and records their
-// version in the table prefix+"_schema" (see [SchemaVersion]). Events are
-// rows of prefix+"_events": an insert id (bigserial), the delivery
-// position seq, the update id, the event's JSON and its time. A cursor
-// resolves by the index on (update_id, seq) to the oldest retained
-// occurrence of its id (REC-7).
+// version in the table prefix+"_schema" (see [SchemaVersion]); with
+// [WithoutMigrations], the application runs the statements of
+// [Migrations] itself, and New only checks the version. Events are rows
+// of prefix+"_events": an insert id (bigserial), the delivery position
+// seq, the update id, the event's JSON, its time, its size and the
+// SHA-256 of its update without its time. A cursor resolves by the index
+// on (update_id, seq) to the oldest retained occurrence of its id
+// (REC-7).
+//
+// # Isolation
+//
+// Every statement of the store reads committed data (READ COMMITTED),
+// whatever the default isolation level of the database or role
+// (default_transaction_isolation, which an operator may raise to
+// REPEATABLE READ or SERIALIZABLE): the sequencer reads its counter after
+// taking its lock, which under a stricter level it would read in a
+// snapshot taken before. The feed's connection is set so once; a
+// statement on the application's pool is sent between BEGIN ISOLATION
+// LEVEL READ COMMITTED and COMMIT, in one round trip. [Store.PublishTx]
+// works in a transaction of any level (see there).
 //
 // # Order under concurrency
 //
@@ -33,7 +48,7 @@
 //
 // A store's appends go through one goroutine of its own, which records
 // every append waiting with one statement (a group commit): the function
-// prefix+"_append" takes the same lock, stamps the committed rows without
+// prefix+"_append2" takes the same lock, stamps the committed rows without
 // a seq as a round does, then inserts the batch with the next numbers, so
 // that each event is written once, already in its place. Appends arriving
 // meanwhile make the next batch (which waits up to 300 µs to gather as
@@ -48,6 +63,24 @@
 // have no hole, a feed or a replay that finds a row missing knows it was
 // deleted by retention: the feed calls Listener.Gap, a replay ends with
 // [mercure.ErrHistoryGap].
+//
+// The feed and replays read pages of at most 512 events and about 1 MiB
+// (at least one event): a page's running size is summed from the sizes
+// alone, and only the page's bodies are read, so that a reader of a
+// history of large updates holds, and makes the database read, a page of
+// them at a time.
+//
+// # Retries
+//
+// The append function takes an event for a retry when the latest event
+// with its id, numbered already, has the same digest and was recorded at
+// most the retry window before it (see [WithRetryWindow] and
+// [mercure.Store.Append]): it inserts nothing, and the append gets that
+// event's seq. The check runs under the sequencer's lock, so that two
+// hubs given the same update at once record it once; the sequencer merges
+// the same update appended twice in one batch. A publish whose answer was
+// lost (its commit went through) and that the publisher sends again is
+// thus recorded once.
 //
 // # Retention
 //
@@ -69,8 +102,9 @@
 // update accepted is recorded unless the database fails. An Append that
 // fails may still have recorded its event (its commit went through but
 // the reply was lost, or the sequencing failed): it is then delivered
-// later, once. The feed reports an outage to its listeners and resumes
-// after the last event it delivered.
+// later, once, and the same update sent again is taken for a retry. The
+// feed reports an outage to its listeners and resumes after the last
+// event it delivered.
 package pgstore
 
 import (

@@ -424,6 +424,7 @@ func testLostReply(t *testing.T, srv *OutageServer) {
 	if !lost() {
 		t.Fatal("no reply was lost: nothing to test")
 	}
+	t.Logf("the first attempt, its reply lost, returned %v", firstErr)
 	var again *mercure.Event
 	eventually(t, "the update sent again to be accepted", func() bool {
 		again = RetryOf(e)

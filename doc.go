@@ -79,7 +79,9 @@
 // in its own database transaction: subscribers get it if and only if the
 // transaction commits. A store on
 // the network reports outages through [Listener]; [Hub.Stats] shows them
-// and [Hub.Publish] fails with [ErrStore] rather than wait. Package
+// and [Hub.Publish] fails with [ErrStore] rather than wait. A publisher
+// that got no answer may send an update with its own id again: every store
+// records it once (see [Store.Append] and [DefaultRetryWindow]). Package
 // storetest holds the behavioural tests every store must pass.
 //
 // # Resource limits and slow clients

@@ -44,6 +44,7 @@ type Hub struct {
 	cors        *cors.Cors // nil without WithCORS
 	store       Store
 	unlisten    func()
+	detachHub   func() // from an OutboxStore; nil for another store
 
 	// engine runs the streams: the feed from the store, dispatch, the
 	// queues and the writers.
@@ -218,6 +219,9 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	earliest := Earliest
 	h.lastEventID.Store(&earliest)
 	h.unlisten = h.store.Listen(h.listener())
+	if ob, ok := h.store.(OutboxStore); ok {
+		h.detachHub = ob.AttachHub(HubLink{Validate: h.Validate, Published: func() { h.metrics.publishedTx.Add(1) }})
+	}
 	if ls, ok := h.store.(LatestStore); ok {
 		// Unless an event was dispatched meanwhile, which is newer.
 		latest := ls.LatestID()
@@ -423,6 +427,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	h.life.Unlock()
 	if first {
 		h.unlisten()
+		if h.detachHub != nil {
+			h.detachHub()
+		}
 	}
 	// What the feed still holds is dropped, the streams ending; the
 	// dispatcher must not outlive Shutdown.

@@ -109,6 +109,7 @@ type counters struct {
 	streamsOpened atomic.Uint64
 	publishedHTTP atomic.Uint64
 	publishedGo   atomic.Uint64
+	publishedTx   atomic.Uint64
 	refused       [len(refusalStatuses)]atomic.Uint64
 	replays       atomic.Uint64
 	replayed      atomic.Uint64
@@ -153,7 +154,10 @@ type Metrics struct {
 	StreamsOpened uint64
 	StreamsClosed map[string]uint64
 	// UpdatesPublished counts the updates recorded, by source: "http"
-	// (POST) or "go" ([Hub.Publish]).
+	// (POST), "go" ([Hub.Publish]) or "tx" (recorded by the store in the
+	// application's transaction, such as pgstore's PublishTx: see
+	// [OutboxStore]; counted when the store records it in the
+	// transaction, whether or not that commits).
 	UpdatesPublished map[string]uint64
 	// UpdatesRefused counts the publications refused, by HTTP status:
 	// "400", "401", "403", "408", "413", "415", "503" or "other". A
@@ -198,7 +202,7 @@ func (h *Hub) Metrics() Metrics {
 		Stats:            h.Stats(),
 		StreamsOpened:    c.streamsOpened.Load(),
 		StreamsClosed:    make(map[string]uint64, engine.NumEndReasons-1),
-		UpdatesPublished: map[string]uint64{"http": c.publishedHTTP.Load(), "go": c.publishedGo.Load()},
+		UpdatesPublished: map[string]uint64{"http": c.publishedHTTP.Load(), "go": c.publishedGo.Load(), "tx": c.publishedTx.Load()},
 		UpdatesRefused:   make(map[string]uint64, len(refusalStatuses)),
 		Deliveries:       ec.Deliveries.Load(),
 		DeliveredBytes:   ec.DeliveredBytes.Load(),

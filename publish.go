@@ -47,7 +47,9 @@ type Update struct {
 	// Every alternate topic widens that audience.
 	Private bool
 	// ID is the SSE id; the hub generates a random urn:uuid: when empty.
-	// Ids are cursors into one hub-wide sequence: keep them unique.
+	// Ids are cursors into one hub-wide sequence: keep them unique. An
+	// update sent again with the same id and content is recorded once
+	// (see [Store.Append]): give an update an id to make retries safe.
 	ID string
 	// Type is the SSE event type; empty means the default "message".
 	Type string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,18 @@ type Store interface {
 	// Append records e even when ctx is already done: ctx carries values
 	// (a trace), and a store on the network bounds its own time, failing
 	// rather than hanging while it is unreachable.
+	//
+	// An update sent again is recorded once. When e is a retry of the
+	// latest retained event with its ID (the same ID, Topics, Data,
+	// Private, Type and Retry, recorded at most the store's retry window
+	// before e.Time: see [DefaultRetryWindow]), Append records and
+	// delivers nothing, sets e.Seq to that event's and returns nil, as if
+	// it had recorded e. This holds across the hubs sharing the store, and
+	// for a first attempt whose answer was lost (the store recorded it,
+	// then failed, or the hub's answer never reached the publisher). An
+	// update with another content is recorded, whatever its ID (spec
+	// §Reconnection, State Reconciliation, and Event Sourcing: several
+	// events may share an id).
 	Append(ctx context.Context, e *Event) error
 
 	// Replay resolves the cursor lastEventID and returns the retained
@@ -94,6 +107,11 @@ type Store interface {
 	// oldest retained event with that id (spec §Reconnection, State
 	// Reconciliation, and Event Sourcing); when it is [Earliest], unknown or
 	// no longer retained, the backlog holds every retained event.
+	//
+	// A replay is read a page at a time, whatever its length: what one
+	// replay holds in memory at once, and reads from the store per call,
+	// is bounded in bytes as well as in events (a page holds at least one
+	// event, however large).
 	Replay(ctx context.Context, lastEventID string) (Backlog, error)
 
 	// Listen feeds l with every event appended from now on, by any hub
@@ -158,6 +176,36 @@ type SubscriptionStore interface {
 	Subscriptions(ctx context.Context) ([]Subscription, error)
 }
 
+// DefaultRetryWindow is how long the stores of this module take an
+// update sent again for a retry of the one recorded (see [Store.Append]),
+// unless configured otherwise: a publisher whose POST or [Hub.Publish]
+// failed or got no answer may send the same update again within that time
+// without it being recorded twice. Only updates with an id of the
+// publisher's can be recognised: one sent without an id gets a new one
+// each time, and a retry of it is another update. A publisher that wants
+// safe retries gives each update an id of its own.
+const DefaultRetryWindow = 10 * time.Minute
+
+// An OutboxStore records updates that do not go through the hub, such as
+// those an application writes in its own database transaction (package
+// pgstore's PublishTx). [New] attaches the hub to it, so that the store
+// checks those updates with the hub's rules and the hub counts them;
+// [Hub.Shutdown] detaches it.
+type OutboxStore interface {
+	Store
+	// AttachHub gives the store the hub's link, until detach is called.
+	AttachHub(link HubLink) (detach func())
+}
+
+// HubLink is what a hub lends an [OutboxStore].
+type HubLink struct {
+	// Validate reports why the hub would refuse u: [Hub.Validate].
+	Validate func(u Update) error
+	// Published counts an update the store recorded for the application
+	// (source "tx" of [Metrics.UpdatesPublished]).
+	Published func()
+}
+
 // Backlog is what [Store.Replay] returns to a reconnecting subscriber.
 type Backlog struct {
 	// Cursor is the id of the event just before the first one of Events,
@@ -186,16 +234,26 @@ type MemoryStore struct {
 	start, n  int
 	bytes     int64 // retained, as estimated by retainedBytes
 	maxBytes  int64 // 0: no limit
+	window    time.Duration
 	nextSeq   uint64
 	ids       map[string]idRef
 	listeners map[*Listener]struct{}
 }
 
-// idRef locates the oldest retained event with a given id (REC-7).
+// idRef locates the oldest retained event with a given id (REC-7), and
+// the latest, which a retry is compared with.
 type idRef struct {
 	seq   uint64
 	count int // retained events sharing the id
+	last  *Event
 }
+
+// Replays read the ring a page at a time, so that a reader holds at most
+// a page of events that eviction dropped meanwhile.
+const (
+	memoryPageEvents = 512
+	memoryPageBytes  = 1 << 20 // as estimated by retainedBytes
+)
 
 // A MemoryOption configures a [MemoryStore]. Like an [Option], it
 // validates its argument: a bad value makes [NewMemoryStore] fail.
@@ -216,6 +274,20 @@ func MemoryMaxBytes(n int64) MemoryOption {
 	}
 }
 
+// MemoryRetryWindow sets how long after an update was recorded the same
+// update appended again is taken for a retry and not recorded twice (see
+// [Store.Append]); 0 records every append. The default is
+// [DefaultRetryWindow]; a negative d is an error.
+func MemoryRetryWindow(d time.Duration) MemoryOption {
+	return func(s *MemoryStore) error {
+		if d < 0 {
+			return fmt.Errorf("%w: MemoryRetryWindow(%v) is negative", ErrInvalidOption, d)
+		}
+		s.window = d
+		return nil
+	}
+}
+
 // NewMemoryStore returns a store that retains the last size events; with
 // size 0 it keeps none and only feeds live updates. It fails with an
 // error wrapping [ErrInvalidOption] when size is negative or an option
@@ -226,6 +298,7 @@ func NewMemoryStore(size int, opts ...MemoryOption) (*MemoryStore, error) {
 	}
 	s := &MemoryStore{
 		ring:      make([]*Event, size),
+		window:    DefaultRetryWindow,
 		nextSeq:   1,
 		ids:       make(map[string]idRef),
 		listeners: make(map[*Listener]struct{}),
@@ -254,8 +327,15 @@ func retainedBytes(e *Event) int64 {
 // Append implements [Store]. Listeners run before it returns, under the
 // store's lock, which keeps delivery in sequence order.
 func (s *MemoryStore) Append(_ context.Context, e *Event) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ref, ok := s.ids[e.ID]; ok && s.isRetry(e, ref.last) {
+		e.Seq = ref.last.Seq
+		return nil
+	}
 	e.Seq = s.nextSeq
 	s.nextSeq++
 	if len(s.ring) > 0 {
@@ -268,15 +348,30 @@ func (s *MemoryStore) Append(_ context.Context, e *Event) error {
 		s.bytes += size
 		if ref, ok := s.ids[e.ID]; ok {
 			ref.count++
+			ref.last = e
 			s.ids[e.ID] = ref
 		} else {
-			s.ids[e.ID] = idRef{seq: e.Seq, count: 1}
+			s.ids[e.ID] = idRef{seq: e.Seq, count: 1, last: e}
 		}
 	}
 	for l := range s.listeners {
 		l.Event(e)
 	}
 	return nil
+}
+
+// isRetry tells whether e is a retry of last, the latest retained event
+// with its id (see [Store.Append]).
+func (s *MemoryStore) isRetry(e, last *Event) bool {
+	return s.window > 0 && e.Time.Sub(last.Time) <= s.window && sameUpdate(&e.Update, &last.Update)
+}
+
+// sameUpdate reports whether a and b are the same update: the same ID,
+// Topics (in the same order), Data, Private, Type and Retry.
+func sameUpdate(a, b *Update) bool {
+	return a.ID == b.ID && a.Data == b.Data && a.Private == b.Private && a.Type == b.Type &&
+		slices.Equal(a.Topics, b.Topics) &&
+		(a.Retry == nil) == (b.Retry == nil) && (a.Retry == nil || *a.Retry == *b.Retry)
 }
 
 func (s *MemoryStore) evictOldest() {
@@ -306,28 +401,63 @@ func (s *MemoryStore) evictOldest() {
 
 func (s *MemoryStore) at(i int) *Event { return s.ring[(s.start+i)%len(s.ring)] }
 
-// Replay implements [Store]. It copies the retained events' pointers
-// under the lock, so that evictions during a long replay cannot open a gap.
+// Replay implements [Store]. It resolves the cursor and Head at once, then
+// reads the ring a page at a time (512 events, about 1 MiB), each page
+// under the lock: a replay holds no more of the history than a page, even
+// of events evicted under it. Since the oldest events go first, a page
+// that no longer starts at the next event expected reveals events evicted
+// before the replay reached them: Events then ends with an error wrapping
+// [ErrHistoryGap].
 func (s *MemoryStore) Replay(_ context.Context, lastEventID string) (Backlog, error) {
 	s.mu.RLock()
+	defer s.mu.RUnlock()
 	b := Backlog{Cursor: Earliest, Head: s.nextSeq - 1}
-	from := 0
+	next := b.Head + 1 // the Seq that Events yields first
+	if s.n > 0 {
+		next = s.at(0).Seq
+	}
 	if ref, ok := s.ids[lastEventID]; ok && lastEventID != Earliest {
-		b.Cursor, from = lastEventID, int(ref.seq-s.at(0).Seq)+1
+		b.Cursor, next = lastEventID, ref.seq+1
 	}
-	events := make([]*Event, 0, s.n-from)
-	for i := from; i < s.n; i++ {
-		events = append(events, s.at(i))
-	}
-	s.mu.RUnlock()
+	head := b.Head
 	b.Events = func(yield func(*Event, error) bool) {
-		for _, e := range events {
-			if !yield(e, nil) {
+		var page []*Event
+		for next := next; next <= head; {
+			var err error
+			if page, err = s.page(page[:0], next, head); err != nil {
+				yield(nil, err)
 				return
 			}
+			for _, e := range page {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			next = page[len(page)-1].Seq + 1
+			clear(page) // hold nothing evicted while yielding the next page
 		}
 	}
 	return b, nil
+}
+
+// page appends to p the retained events from Seq next on, up to head, at
+// most a page of them.
+func (s *MemoryStore) page(p []*Event, next, head uint64) ([]*Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.n == 0 || s.at(0).Seq > next {
+		return nil, fmt.Errorf("mercure: memory store: replay at Seq %d: %w", next, ErrHistoryGap)
+	}
+	var bytes int64
+	for i := int(next - s.at(0).Seq); i < s.n && len(p) < memoryPageEvents; i++ {
+		e := s.at(i)
+		if e.Seq > head || len(p) > 0 && bytes+retainedBytes(e) > memoryPageBytes {
+			break
+		}
+		bytes += retainedBytes(e)
+		p = append(p, e)
+	}
+	return p, nil
 }
 
 // Listen implements [Store]. Its feed never fails: l.Status is not used.

@@ -2,14 +2,24 @@
 // bbolt file.
 //
 // Layout: bucket "events" maps the big-endian Seq to the encoded event;
-// bucket "ids" maps an id to the Seq of its oldest retained occurrence and
-// the number of retained occurrences (spec §Reconnection, State
-// Reconciliation, and Event Sourcing); bucket "meta" holds the Seq of the
-// latest append, so that the sequence continues after a restart even when
-// retention dropped every event.
+// bucket "ids" maps an id to the Seq of its oldest retained occurrence
+// (spec §Reconnection, State Reconciliation, and Event Sourcing), the
+// number of retained occurrences and the Seq of the latest, which a retry
+// is compared with (see [mercure.Store.Append]); bucket "meta" holds the
+// Seq of the latest append, so that the sequence continues after a
+// restart even when retention dropped every event. Files written before
+// the latest occurrence was recorded are read as they are: an id of
+// theirs reused before is not checked for retries until its older
+// occurrences are dropped.
+//
+// Replays read the file a page at a time, each page in its own read
+// transaction: at most 512 events and about 1 MiB of encoded events (at
+// least one event), so that a replay holds little of a history of large
+// events.
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -37,8 +47,12 @@ var ErrClosed = errors.New("boltstore: store closed")
 // maxBatch bounds the appends committed in one transaction.
 const maxBatch = 1024
 
-// replayPage is how many events Replay reads per read transaction.
-const replayPage = 512
+// Replay reads at most replayPage events, and replayPageBytes of their
+// encoding (at least one event), per read transaction.
+const (
+	replayPage      = 512
+	replayPageBytes = 1 << 20
+)
 
 // Option configures [Open]. Options validate their arguments: a bad
 // value makes Open fail with an error wrapping [mercure.ErrInvalidOption].
@@ -49,6 +63,7 @@ type config struct {
 	maxAge    time.Duration
 	now       func() time.Time
 	timeout   time.Duration
+	window    time.Duration
 }
 
 // DefaultMaxEvents is how many events a store keeps unless [WithMaxEvents]
@@ -92,6 +107,20 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithRetryWindow sets how long after an update was recorded the same
+// update appended again is taken for a retry and not recorded twice (see
+// [mercure.Store.Append]); 0 records every append. The default is
+// [mercure.DefaultRetryWindow].
+func WithRetryWindow(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: boltstore.WithRetryWindow(%v) is negative", mercure.ErrInvalidOption, d)
+		}
+		c.window = d
+		return nil
+	}
+}
+
 // WithLockTimeout sets how long Open waits for the file lock held by
 // another process; 0 waits for ever. The default is 5s.
 func WithLockTimeout(d time.Duration) Option {
@@ -125,13 +154,14 @@ type Store struct {
 }
 
 type appendReq struct {
-	e   *mercure.Event
-	err chan error
+	e     *mercure.Event
+	err   chan error
+	retry bool // a retry of a recorded event: nothing written, nothing delivered
 }
 
 // Open opens or creates the store at path.
 func Open(path string, opts ...Option) (*Store, error) {
-	cfg := config{maxEvents: DefaultMaxEvents, now: time.Now, timeout: 5 * time.Second}
+	cfg := config{maxEvents: DefaultMaxEvents, now: time.Now, timeout: 5 * time.Second, window: mercure.DefaultRetryWindow}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil boltstore.Option", mercure.ErrInvalidOption)
@@ -266,29 +296,16 @@ func (s *Store) commitLoop() {
 // answers the appenders.
 func (s *Store) commit(batch []*appendReq) {
 	seq := s.lastSeq
+	latest := ""
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		events, idx := tx.Bucket(bucketEvents), tx.Bucket(bucketIDs)
-		for i, r := range batch {
-			e := r.e
-			if e.Time.IsZero() {
-				e.Time = s.cfg.now()
-			}
-			e.Seq = s.lastSeq + uint64(i) + 1
-			v, err := encode(e)
-			if err != nil {
+		for _, r := range batch {
+			r.retry = false
+			if err := s.put(tx, r, &seq); err != nil {
 				return err
 			}
-			if err := events.Put(seqKey(e.Seq), v); err != nil {
-				return err
+			if !r.retry {
+				latest = r.e.ID
 			}
-			ref, n := idRef(idx.Get([]byte(e.ID)))
-			if n == 0 {
-				ref = e.Seq
-			}
-			if err := idx.Put([]byte(e.ID), idVal(ref, n+1)); err != nil {
-				return err
-			}
-			seq = e.Seq
 		}
 		if err := tx.Bucket(bucketMeta).Put(keyLastSeq, seqKey(seq)); err != nil {
 			return err
@@ -303,9 +320,14 @@ func (s *Store) commit(batch []*appendReq) {
 		return
 	}
 	s.lastSeq = seq
-	s.latest.Store(&batch[len(batch)-1].e.ID)
+	if latest != "" {
+		s.latest.Store(&latest)
+	}
 	s.lmu.Lock()
 	for _, r := range batch {
+		if r.retry {
+			continue
+		}
 		for l := range s.listeners {
 			l.Event(r.e)
 		}
@@ -314,6 +336,48 @@ func (s *Store) commit(batch []*appendReq) {
 	for _, r := range batch {
 		r.err <- nil
 	}
+}
+
+// put records r's event in tx with the Seq after *seq, or, when it is a
+// retry of the latest event with its id, sets its Seq to that event's and
+// marks r. Within a batch, a retry of an event put earlier in it is one
+// too: the transaction reads its own writes.
+func (s *Store) put(tx *bolt.Tx, r *appendReq, seq *uint64) error {
+	events, idx := tx.Bucket(bucketEvents), tx.Bucket(bucketIDs)
+	e := r.e
+	if e.Time.IsZero() {
+		e.Time = s.cfg.now()
+	}
+	v, err := encode(e)
+	if err != nil {
+		return err
+	}
+	id := []byte(e.ID)
+	ref, n, last := idRef(idx.Get(id))
+	if n > 0 && s.isRetry(events.Get(seqKey(last)), v) {
+		e.Seq, r.retry = last, true
+		return nil
+	}
+	e.Seq = *seq + 1
+	if err := events.Put(seqKey(e.Seq), v); err != nil {
+		return err
+	}
+	if n == 0 {
+		ref = e.Seq
+	}
+	*seq = e.Seq
+	return idx.Put(id, idVal(ref, n+1, e.Seq))
+}
+
+// isRetry tells whether the event encoded as v is a retry of the one
+// recorded as old (nil if none): the same update (the same JSON),
+// appended within the retry window.
+func (s *Store) isRetry(old, v []byte) bool {
+	if s.cfg.window <= 0 || len(old) < 8 || !bytes.Equal(old[8:], v[8:]) {
+		return false
+	}
+	at := func(v []byte) int64 { return int64(binary.BigEndian.Uint64(v)) }
+	return time.Duration(at(v)-at(old)) <= s.cfg.window
 }
 
 // prune deletes the oldest events beyond the retention limits.
@@ -357,7 +421,7 @@ func (s *Store) evict(tx *bolt.Tx, seq uint64, v []byte) error {
 		return err
 	}
 	id := []byte(e.ID)
-	ref, n := idRef(idx.Get(id))
+	ref, n, last := idRef(idx.Get(id))
 	if n <= 1 {
 		return idx.Delete(id)
 	}
@@ -376,7 +440,7 @@ func (s *Store) evict(tx *bolt.Tx, seq uint64, v []byte) error {
 			}
 		}
 	}
-	return idx.Put(id, idVal(ref, n-1))
+	return idx.Put(id, idVal(ref, n-1, last))
 }
 
 // Replay implements [mercure.Store]. Events are read in pages, each in its
@@ -396,7 +460,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 			from = binary.BigEndian.Uint64(k)
 		}
 		if lastEventID != mercure.Earliest {
-			if ref, n := idRef(tx.Bucket(bucketIDs).Get([]byte(lastEventID))); n > 0 {
+			if ref, n, _ := idRef(tx.Bucket(bucketIDs).Get([]byte(lastEventID))); n > 0 {
 				b.Cursor, from = lastEventID, ref+1
 			}
 		}
@@ -446,16 +510,18 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	return b, nil
 }
 
-// readPage reads up to replayPage events with from <= Seq <= head,
-// seeking directly to from.
+// readPage reads up to replayPage events and about replayPageBytes with
+// from <= Seq <= head, seeking directly to from.
 func readPage(tx *bolt.Tx, from, head uint64) ([]*mercure.Event, error) {
 	var page []*mercure.Event
+	size := 0
 	c := tx.Bucket(bucketEvents).Cursor()
 	for k, v := c.Seek(seqKey(from)); k != nil && len(page) < replayPage; k, v = c.Next() {
 		seq := binary.BigEndian.Uint64(k)
-		if seq > head {
+		if seq > head || len(page) > 0 && size+len(v) > replayPageBytes {
 			break
 		}
+		size += len(v)
 		e, err := decode(seq, v)
 		if err != nil {
 			return nil, err
@@ -482,17 +548,26 @@ func (s *Store) Listen(l mercure.Listener) (cancel func()) {
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
-func idVal(seq uint64, n uint64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, seq), n)
+func idVal(oldest, n, latest uint64) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 24), oldest)
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(v, n), latest)
 }
 
-// idRef decodes an "ids" value: the oldest retained Seq and the count of
-// retained events with the id (0 when absent).
-func idRef(v []byte) (seq, n uint64) {
-	if len(v) != 16 {
-		return 0, 0
+// idRef decodes an "ids" value: the oldest retained Seq, the count of
+// retained events with the id (0 when absent) and the latest Seq (0 when
+// unknown: a value written before it was recorded, of an id reused).
+func idRef(v []byte) (oldest, n, latest uint64) {
+	if len(v) != 16 && len(v) != 24 {
+		return 0, 0, 0
 	}
-	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+	oldest, n = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+	switch {
+	case len(v) == 24:
+		latest = binary.BigEndian.Uint64(v[16:])
+	case n == 1:
+		latest = oldest
+	}
+	return oldest, n, latest
 }
 
 // encode returns the value stored for e: its time in Unix nanoseconds,

@@ -105,6 +105,35 @@ func TestReopen(t *testing.T) {
 	}
 }
 
+// A publisher whose answer was lost to a crash (its update committed)
+// sends it again to the restarted process: it is recorded once. With
+// WithRetryWindow(0), every append is recorded.
+func TestRetryAfterReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	s := open(t, path)
+	first := appendIDs(t, s, "order-1")[0]
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	again := storetest.RetryOf(first)
+	if err := s.Append(context.Background(), again); err != nil || again.Seq != first.Seq {
+		t.Fatalf("retry after reopen: Seq %d (%v), want %d", again.Seq, err, first.Seq)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, boltstore.WithRetryWindow(0))
+	defer s.Close()
+	again = storetest.RetryOf(first)
+	if err := s.Append(context.Background(), again); err != nil || again.Seq == first.Seq {
+		t.Fatalf("WithRetryWindow(0): Seq %d (%v), want a new event", again.Seq, err)
+	}
+	if _, got := replay(t, s, mercure.Earliest); idsOf(got) != "order-1 order-1 " {
+		t.Fatalf("history %q, want the update, then its append without retry window", idsOf(got))
+	}
+}
+
 // TestLatestID checks that the last event id survives a restart, for the
 // store and for a hub started on it (REC-13).
 func TestLatestID(t *testing.T) {

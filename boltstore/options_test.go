@@ -18,6 +18,7 @@ func TestOpen_RejectsBadOptions(t *testing.T) {
 		"negative max age":      boltstore.WithMaxAge(-time.Second),
 		"nil clock":             boltstore.WithClock(nil),
 		"negative lock timeout": boltstore.WithLockTimeout(-time.Second),
+		"negative retry window": boltstore.WithRetryWindow(-time.Second),
 		"nil option":            nil,
 	}
 	for name, o := range cases {

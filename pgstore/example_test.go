@@ -124,3 +124,20 @@ func ExampleWithPrefix() {
 	fmt.Println(errors.Is(err, mercure.ErrInvalidOption))
 	// Output: true
 }
+
+// An application that runs its own migrations gets the store's SQL from
+// Migrations, applies it in one of its migration files (here, from no
+// tables at all), and opens the store with
+// pgstore.New(ctx, pool, pgstore.WithoutMigrations()): New then only
+// checks that the tables are at SchemaVersion.
+func ExampleMigrations() {
+	stmts, err := pgstore.Migrations("mercure", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range stmts {
+		_ = s // written to the application's migration, in order
+	}
+	fmt.Println(len(stmts), "scripts to version", pgstore.SchemaVersion)
+	// Output: 4 scripts to version 2
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure/internal/pgtest"
@@ -38,15 +40,52 @@ func db(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	pool := newPool(t, pgtest.DSN(t))
 	prefix := fmt.Sprintf("t%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, prefixN.Add(1))
-	t.Cleanup(func() { drop(pool, prefix) })
+	t.Cleanup(func() {
+		if err := drop(pool, prefix); err != nil {
+			t.Errorf("dropping %s_*: %v", prefix, err)
+		}
+	})
 	return pool, prefix
 }
 
-func drop(pool *pgxpool.Pool, prefix string) {
+// drop drops the tables and functions whose names start with prefix+"_",
+// whichever a version of the store created.
+func drop(pool *pgxpool.Pool, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pool.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s_events, %[1]s_meta, %[1]s_hubs, %[1]s_subs, %[1]s_schema;
-		DROP FUNCTION IF EXISTS %[1]s_sequence`, prefix))
+	_, err := pool.Exec(ctx, strings.ReplaceAll(`DO $$
+DECLARE
+	o text;
+BEGIN
+	FOR o IN SELECT oid::regclass::text FROM pg_class
+		WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND starts_with(relname, 'PFX_')
+	LOOP
+		EXECUTE 'DROP TABLE IF EXISTS ' || o || ' CASCADE';
+	END LOOP;
+	FOR o IN SELECT oid::regprocedure::text FROM pg_proc
+		WHERE pronamespace = current_schema()::regnamespace AND starts_with(proname, 'PFX_')
+	LOOP
+		EXECUTE 'DROP FUNCTION ' || o;
+	END LOOP;
+END
+$$`, "PFX", prefix))
+	return err
+}
+
+// leftovers lists what the database holds of prefix: relations and
+// functions whose names start with prefix+"_".
+func leftovers(t testing.TB, pool *pgxpool.Pool, prefix string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT relname::text FROM pg_class WHERE starts_with(relname, $1)
+		UNION ALL SELECT proname::text FROM pg_proc WHERE starts_with(proname, $1)`, prefix+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 // open returns a store on pool with prefix, closed when the test ends.

@@ -22,6 +22,7 @@ func TestInvalidOptions(t *testing.T) {
 		"zero poll interval":    pgstore.WithPollInterval(0),
 		"tiny subscription TTL": pgstore.WithSubscriptionTTL(1),
 		"nil validator":         pgstore.WithValidator(nil),
+		"negative retry window": pgstore.WithRetryWindow(-1),
 	} {
 		if _, err := pgstore.New(context.Background(), nil, o); !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)

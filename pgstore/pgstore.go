@@ -8,11 +8,26 @@
 // # Layout
 //
 // New creates the tables it needs, or migrates them, and records their
-// version in the table prefix+"_schema" (see [SchemaVersion]). Events are
-// rows of prefix+"_events": an insert id (bigserial), the delivery
-// position seq, the update id, the event's JSON and its time. A cursor
-// resolves by the index on (update_id, seq) to the oldest retained
-// occurrence of its id (REC-7).
+// version in the table prefix+"_schema" (see [SchemaVersion]); with
+// [WithoutMigrations], the application runs the statements of
+// [Migrations] itself, and New only checks the version. Events are rows
+// of prefix+"_events": an insert id (bigserial), the delivery position
+// seq, the update id, the event's JSON, its time, its size and the
+// SHA-256 of its update without its time. A cursor resolves by the index
+// on (update_id, seq) to the oldest retained occurrence of its id
+// (REC-7).
+//
+// # Isolation
+//
+// Every statement of the store reads committed data (READ COMMITTED),
+// whatever the default isolation level of the database or role
+// (default_transaction_isolation, which an operator may raise to
+// REPEATABLE READ or SERIALIZABLE): the sequencer reads its counter after
+// taking its lock, which under a stricter level it would read in a
+// snapshot taken before. The feed's connection is set so once; a
+// statement on the application's pool is sent between BEGIN ISOLATION
+// LEVEL READ COMMITTED and COMMIT, in one round trip. [Store.PublishTx]
+// works in a transaction of any level (see there).
 //
 // # Order under concurrency
 //
@@ -33,7 +48,7 @@
 //
 // A store's appends go through one goroutine of its own, which records
 // every append waiting with one statement (a group commit): the function
-// prefix+"_append" takes the same lock, stamps the committed rows without
+// prefix+"_append2" takes the same lock, stamps the committed rows without
 // a seq as a round does, then inserts the batch with the next numbers, so
 // that each event is written once, already in its place. Appends arriving
 // meanwhile make the next batch (which waits up to 300 µs to gather as
@@ -48,6 +63,24 @@
 // have no hole, a feed or a replay that finds a row missing knows it was
 // deleted by retention: the feed calls Listener.Gap, a replay ends with
 // [mercure.ErrHistoryGap].
+//
+// The feed and replays read pages of at most 512 events and about 1 MiB
+// (at least one event): a page's running size is summed from the sizes
+// alone, and only the page's bodies are read, so that a reader of a
+// history of large updates holds, and makes the database read, a page of
+// them at a time.
+//
+// # Retries
+//
+// The append function takes an event for a retry when the latest event
+// with its id, numbered already, has the same digest and was recorded at
+// most the retry window before it (see [WithRetryWindow] and
+// [mercure.Store.Append]): it inserts nothing, and the append gets that
+// event's seq. The check runs under the sequencer's lock, so that two
+// hubs given the same update at once record it once; the sequencer merges
+// the same update appended twice in one batch. A publish whose answer was
+// lost (its commit went through) and that the publisher sends again is
+// thus recorded once.
 //
 // # Retention
 //
@@ -69,14 +102,16 @@
 // update accepted is recorded unless the database fails. An Append that
 // fails may still have recorded its event (its commit went through but
 // the reply was lost, or the sequencing failed): it is then delivered
-// later, once. The feed reports an outage to its listeners and resumes
-// after the last event it delivered.
+// later, once, and the same update sent again is taken for a retry. The
+// feed reports an outage to its listeners and resumes after the last
+// event it delivered.
 package pgstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"sync"
 	"time"
@@ -110,9 +145,11 @@ const (
 	// DefaultPrefix names the tables unless [WithPrefix] says otherwise.
 	DefaultPrefix = "mercure"
 
-	page       = 512  // rows per read of the feed and of a replay
-	seqBatch   = 4096 // rows stamped per sequencer round
-	pruneBatch = 1000 // rows deleted per statement
+	page       = 512     // rows per read of the feed and of a replay
+	pageBytes  = 1 << 20 // bytes of events per read, past the first
+	sweepBatch = 100     // expired stores' rows deleted per statement
+	seqBatch   = 4096    // rows stamped per sequencer round
+	pruneBatch = 1000    // rows deleted per statement
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = 5 * time.Second
 )
@@ -128,7 +165,9 @@ type config struct {
 	timeout   time.Duration
 	poll      time.Duration
 	subTTL    time.Duration
-	validate  func(mercure.Update) error
+	window    time.Duration
+	validate  func(mercure.Update) error // nil: the attached hub's
+	noMigrate bool
 }
 
 func invalid(format string, args ...any) error {
@@ -204,15 +243,43 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithValidator sets the check [Store.PublishTx] applies to an update
-// before recording it; pass a hub's [mercure.Hub.Validate] to apply that
-// hub's limits and reserved namespace. The default is
-// [mercure.ValidateUpdate].
+// before recording it. By default, it is that of the hub using the store
+// ([mercure.Hub.Validate], with its limits, reserved namespace and
+// whether it can authorize readers of a private update: [mercure.New]
+// attaches the hub to the store), and [mercure.ValidateUpdate] while no
+// hub is attached (a process that records updates for hubs that run
+// elsewhere).
 func WithValidator(f func(mercure.Update) error) Option {
 	return func(c *config) error {
 		if f == nil {
 			return invalid("nil validator")
 		}
 		c.validate = f
+		return nil
+	}
+}
+
+// WithRetryWindow sets how long after an update was recorded the same
+// update appended again is taken for a retry and not recorded twice (see
+// [mercure.Store.Append]); 0 records every append. The default is
+// [mercure.DefaultRetryWindow]. Stores sharing tables should share it.
+func WithRetryWindow(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("negative retry window %v", d)
+		}
+		c.window = d
+		return nil
+	}
+}
+
+// WithoutMigrations leaves the tables to the application's own
+// migrations: New neither creates nor migrates them, and fails with
+// [ErrSchema] unless they are at [SchemaVersion]. [Migrations] returns the
+// statements to run.
+func WithoutMigrations() Option {
+	return func(c *config) error {
+		c.noMigrate = true
 		return nil
 	}
 }
@@ -235,20 +302,27 @@ type Store struct {
 
 	presence presence
 	seq      sequencer
+
+	hubs struct {
+		sync.Mutex
+		links []*mercure.HubLink // attached hubs, the latest last
+	}
 }
 
 // New returns a store on pool's database, creating or migrating its
-// tables. Listeners receive every event sequenced after New returns, by
-// any hub sharing the tables. Close stops the store; the pool stays open
-// (the store holds one of its connections for its feed while it runs).
+// tables (unless [WithoutMigrations]). Listeners receive every event
+// sequenced after New returns, by any hub sharing the tables. Close stops
+// the store; the pool stays open (the store holds one of its connections
+// for its feed while it runs).
 //
 // New fails when the database cannot be reached within the timeout, with
-// [ErrSchema] for tables of a later version, and with an error wrapping
-// [mercure.ErrInvalidOption] for a bad option.
+// [ErrSchema] for tables of a later version (or, with
+// [WithoutMigrations], of another version or missing), and with an error
+// wrapping [mercure.ErrInvalidOption] for a bad option.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	cfg := config{
 		prefix: DefaultPrefix, maxEvents: DefaultMaxEvents, timeout: DefaultTimeout,
-		poll: DefaultPollInterval, subTTL: DefaultSubscriptionTTL, validate: mercure.ValidateUpdate,
+		poll: DefaultPollInterval, subTTL: DefaultSubscriptionTTL, window: mercure.DefaultRetryWindow,
 	}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -264,13 +338,23 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	s.seq.init(s)
 	tctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	if err := migrate(tctx, pool, s.n); err != nil {
+	prepare := migrate
+	if cfg.noMigrate {
+		prepare = checkSchema
+	}
+	if err := prepare(tctx, pool, s.n); err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	var last int64
 	var id string
-	if err := pool.QueryRow(tctx, s.n.latest).Scan(&last, &id); err != nil {
+	err := s.query(tctx, s.n.latest, nil, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return pgx.ErrNoRows
+		}
+		return rows.Scan(&last, &id)
+	})
+	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
@@ -318,8 +402,10 @@ func (s *Store) timeout(ctx context.Context) (context.Context, context.CancelFun
 
 // Append implements [mercure.Store]: the store's sequencer inserts the
 // event (with the other appends waiting), commits, and gets its seq,
-// which Append sets as e.Seq. Listeners get the event from the feed, after Append returns or
-// about then. ctx's cancellation is ignored (see the package doc).
+// which Append sets as e.Seq; or it finds the event a retry of the latest
+// one with its id, and sets that one's. Listeners get the event from the
+// feed, after Append returns or about then. ctx's cancellation is ignored
+// (see the package doc).
 func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if s.closed() {
 		return ErrClosed
@@ -327,13 +413,13 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	body, err := marshal(e)
+	body, digest, err := eventjson.MarshalDigest(eventjson.Update(e.Update), e.Time)
 	if err != nil {
-		return err
+		return fmt.Errorf("pgstore: %w", err)
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	seq, err := s.seq.append(ctx, e.ID, body, e.Time)
+	seq, err := s.seq.append(ctx, e.ID, body, digest, e.Time)
 	if err != nil {
 		return fmt.Errorf("pgstore: append: %w", err)
 	}
@@ -344,7 +430,8 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 }
 
 // Replay implements [mercure.Store]. Head and the cursor are resolved in
-// one statement; events are then read in pages of 512, up to Head. Since
+// one statement; events are then read in pages of at most 512 and about
+// 1 MiB (see the package documentation), up to Head. Since
 // seqs have no hole, a page that does not start right after the last
 // event passed (or, from Earliest, at the first event retained when the
 // replay began) reveals events deleted under the replay: Events then
@@ -361,7 +448,13 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 	if arg == mercure.Earliest {
 		arg = ""
 	}
-	if err := s.pool.QueryRow(tctx, s.n.replayStart, arg).Scan(&head, &cursor, &first); err != nil {
+	err := s.query(tctx, s.n.replayStart, []any{arg}, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return pgx.ErrNoRows
+		}
+		return rows.Scan(&head, &cursor, &first)
+	})
+	if err != nil {
 		return mercure.Backlog{}, fmt.Errorf("pgstore: replay: %w", err)
 	}
 	b := mercure.Backlog{Cursor: mercure.Earliest, Head: uint64(head)}
@@ -388,7 +481,7 @@ type replayer struct {
 
 func (r replayer) events(yield func(*mercure.Event, error) bool) {
 	for r.pos < r.head {
-		evs, err := r.s.read(r.ctx, r.s.pool, r.s.n.replayPage, r.pos, int64(r.head))
+		evs, _, err := r.s.read(r.ctx, r.s.poolQuery, r.pos, r.head)
 		if err != nil {
 			yield(nil, fmt.Errorf("pgstore: replay: %w", err))
 			return
@@ -409,48 +502,65 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 	}
 }
 
-// marshal returns the JSON that a row holds of e.
-func marshal(e *mercure.Event) ([]byte, error) {
-	b, err := eventjson.Marshal(eventjson.Update(e.Update), e.Time)
+// marshal returns the JSON that a row holds of e, and the digest of its
+// update.
+func marshal(e *mercure.Event) ([]byte, [32]byte, error) {
+	b, d, err := eventjson.MarshalDigest(eventjson.Update(e.Update), e.Time)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return nil, d, fmt.Errorf("pgstore: %w", err)
 	}
-	return b, nil
+	return b, d, nil
 }
 
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+// A querier runs a statement and passes its rows to scan: on the pool
+// (poolQuery), or on the feed's connection (connQuery).
+type querier func(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error
+
+func (s *Store) poolQuery(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
+	return s.query(ctx, sql, args, scan)
 }
 
-// read runs a page query (feed or replay) with the store's timeout.
-func (s *Store) read(ctx context.Context, q querier, sql string, after uint64, arg int64) ([]*mercure.Event, error) {
+func connQuery(conn *pgx.Conn) querier {
+	return func(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if err := scan(rows); err != nil {
+			return err
+		}
+		rows.Close()
+		return rows.Err()
+	}
+}
+
+// read reads a page (see names.page) of the events after seq after, up
+// to head, with the store's timeout. full tells whether it stopped at a
+// bound, so that more events may follow.
+func (s *Store) read(ctx context.Context, q querier, after, head uint64) (evs []*mercure.Event, full bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	var rows pgx.Rows
-	var err error
-	if sql == s.n.feed {
-		rows, err = q.Query(ctx, sql, int64(after), arg)
-	} else {
-		rows, err = q.Query(ctx, sql, int64(after), arg, page)
-	}
+	var run int64
+	err = q(ctx, s.n.page, []any{int64(after), int64(min(head, math.MaxInt64)), page, pageBytes}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var seq int64
+			var body []byte
+			if err := rows.Scan(&seq, &body, &run); err != nil {
+				return err
+			}
+			u, at, err := eventjson.Unmarshal(body)
+			if err != nil {
+				return fmt.Errorf("event at seq %d: %w", seq, err)
+			}
+			evs = append(evs, &mercure.Event{Update: mercure.Update(u), Seq: uint64(seq), Time: at})
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	defer rows.Close()
-	var evs []*mercure.Event
-	for rows.Next() {
-		var seq int64
-		var body []byte
-		if err := rows.Scan(&seq, &body); err != nil {
-			return nil, err
-		}
-		u, at, err := eventjson.Unmarshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("event at seq %d: %w", seq, err)
-		}
-		evs = append(evs, &mercure.Event{Update: mercure.Update(u), Seq: uint64(seq), Time: at})
-	}
-	return evs, rows.Err()
+	return evs, len(evs) == page || run >= pageBytes, nil
 }
 
 // Listen implements [mercure.Store]. l's functions are called from the
@@ -475,8 +585,8 @@ func (s *Store) feed(last uint64) {
 		}
 	}()
 	backoff := minBackoff
-	var aged time.Time // when the feed last pruned by age
-	sequence := true   // run a sequencer round before the next read
+	var aged, swept time.Time // when the feed last pruned by age, swept expired subscriptions
+	sequence := true          // run a sequencer round before the next read
 	for !s.closed() {
 		var err error
 		if conn == nil {
@@ -484,7 +594,7 @@ func (s *Store) feed(last uint64) {
 			sequence = true // notifications were missed
 		}
 		if err == nil {
-			err = s.step(conn, &last, &aged, &sequence)
+			err = s.step(conn, &last, &aged, &swept, &sequence)
 		}
 		if err == nil {
 			backoff = minBackoff
@@ -516,16 +626,16 @@ func (s *Store) listenConn() (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pc.Exec(ctx, `LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
+	if _, err := pc.Exec(ctx, setReadCommitted+`; LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
 		pc.Release()
 		return nil, err
 	}
 	return pc.Hijack(), nil
 }
 
-// step sequences what is pending, delivers what follows last, prunes if
-// due, and waits for a notification or the poll interval.
-func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time, sequence *bool) error {
+// step sequences what is pending, delivers what follows last, prunes and
+// sweeps if due, and waits for a notification or the poll interval.
+func (s *Store) step(conn *pgx.Conn, last *uint64, aged, swept *time.Time, sequence *bool) error {
 	if *sequence {
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 		_, err := conn.Exec(ctx, s.n.sequence, seqBatch, s.cfg.maxEvents)
@@ -536,17 +646,20 @@ func (s *Store) step(conn *pgx.Conn, last *uint64, aged *time.Time, sequence *bo
 		*sequence = false
 	}
 	for {
-		evs, err := s.read(s.ctx, conn, s.n.feed, *last, page)
+		evs, full, err := s.read(s.ctx, connQuery(conn), *last, math.MaxInt64)
 		if err != nil {
 			return err
 		}
 		s.listeners.Status(nil)
 		s.deliver(evs, last)
-		if len(evs) < page {
+		if !full {
 			break
 		}
 	}
 	if err := s.prune(conn, aged); err != nil {
+		return err
+	}
+	if err := s.sweep(conn, swept); err != nil {
 		return err
 	}
 	// Wait for a notification, then take those already received too.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // maxBatch bounds the appends one insert statement takes.
@@ -26,10 +28,11 @@ type sequencer struct {
 }
 
 type appendReq struct {
-	id   string
-	body []byte
-	at   time.Time
-	done chan seqResult
+	id     string
+	body   []byte
+	digest [32]byte
+	at     time.Time
+	done   chan seqResult
 	// gone is set when the Append gave up before its batch was taken:
 	// its event is then not inserted at all.
 	gone atomic.Bool
@@ -48,8 +51,8 @@ func (q *sequencer) init(s *Store) {
 // append records an event and returns its seq. When ctx ends first, the
 // event is not recorded if its batch was not taken yet, and may be if it
 // was.
-func (q *sequencer) append(ctx context.Context, id string, body []byte, at time.Time) (uint64, error) {
-	r := &appendReq{id: id, body: body, at: at, done: make(chan seqResult, 1)}
+func (q *sequencer) append(ctx context.Context, id string, body []byte, digest [32]byte, at time.Time) (uint64, error) {
+	r := &appendReq{id: id, body: body, digest: digest, at: at, done: make(chan seqResult, 1)}
 	q.mu.Lock()
 	if q.s.closed() {
 		q.mu.Unlock()
@@ -136,43 +139,58 @@ func (q *sequencer) gather(last int) {
 	}
 }
 
-// batch records a batch with one call of PFX_append, which numbers it
+// batch records a batch with one call of PFX_append2, which numbers it
 // at once, and answers each append: one statement, one transaction and
-// one fsync for the whole batch.
+// one fsync for the whole batch. Appends of the same update (a retry
+// racing its first attempt) are sent once, and get the same answer: the
+// function recognises retries of what is recorded, not within its batch.
 func (q *sequencer) batch(batch []*appendReq) {
 	s := q.s
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
-	ids := make([]string, len(batch))
-	bodies := make([]string, len(batch))
-	ats := make([]time.Time, len(batch))
+	type update struct {
+		id     string
+		digest [32]byte
+	}
+	sent := make(map[update]int, len(batch)) // → index in the arrays sent
+	of := make([]int, len(batch))            // batch[i] is sent at of[i]
+	var ids []string
+	var bodies []string
+	var ats []time.Time
+	var sizes []int32
+	var digests [][]byte
 	for i, r := range batch {
-		ids[i], bodies[i], ats[i] = r.id, string(r.body), r.at
+		u := update{r.id, r.digest}
+		j, ok := sent[u]
+		if !ok || s.cfg.window == 0 {
+			j = len(ids)
+			sent[u] = j
+			ids, bodies, ats = append(ids, r.id), append(bodies, string(r.body)), append(ats, r.at)
+			digests, sizes = append(digests, r.digest[:]), append(sizes, int32(len(r.body)))
+		}
+		of[i] = j
 	}
-	seqs := make([]uint64, 0, len(batch))
-	rows, err := s.pool.Query(ctx, s.n.appendBatch, seqBatch, ids, bodies, ats, s.cfg.maxEvents)
-	if err == nil {
-		for rows.Next() {
-			var seq int64
-			if err = rows.Scan(&seq); err != nil {
-				break
+	seqs := make([]uint64, 0, len(ids))
+	err := s.query(ctx, s.n.appendBatch, []any{seqBatch, ids, bodies, ats, sizes, digests, s.cfg.maxEvents, s.cfg.window.Seconds()},
+		func(rows pgx.Rows) error {
+			for rows.Next() {
+				var seq int64
+				if err := rows.Scan(&seq); err != nil {
+					return err
+				}
+				seqs = append(seqs, uint64(seq))
 			}
-			seqs = append(seqs, uint64(seq))
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	if err == nil && len(seqs) != len(batch) {
+			return nil
+		})
+	if err == nil && len(seqs) != len(ids) {
 		err = errors.New("the insert returned a wrong count of rows")
 	}
 	for i, r := range batch {
 		if err != nil {
 			r.done <- seqResult{err: err}
 		} else {
-			// Numbered in the batch's order (see PFX_append).
-			r.done <- seqResult{seq: seqs[i]}
+			// Numbered in the arrays' order (see PFX_append2).
+			r.done <- seqResult{seq: seqs[of[i]]}
 		}
 	}
 }

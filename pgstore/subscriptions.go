@@ -35,7 +35,8 @@ func WithSubscriptionTTL(d time.Duration) Option {
 // Layout of the shared subscriptions: prefix+"_hubs" has a row per store
 // sharing some, with the time it expires unless the store refreshes it;
 // prefix+"_subs" holds each store's subscriptions as JSON. Listing joins
-// them on the stores not expired; it deletes the expired stores' rows.
+// them on the stores not expired, and writes nothing; each store's feed
+// deletes the rows of expired stores (100 at a time) once per TTL.
 
 // presence shares a store's active subscriptions. Writes are serialised,
 // so that they reach the database in the order of the calls; the store
@@ -117,7 +118,7 @@ func (p *presence) write(ctx context.Context, set []any, del []string) error {
 	}
 	p.resync = false
 	p.mu.Unlock()
-	err := pgx.BeginFunc(ctx, p.s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, p.s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var inserted bool
 		// xmax = 0: the row was inserted, not updated: it had expired
 		// and been deleted, and the subscriptions with it.
@@ -169,17 +170,8 @@ func (s *Store) Subscriptions(ctx context.Context) ([]mercure.Subscription, erro
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	var docs [][]byte
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `WITH gone AS (DELETE FROM `+n.hubs+` WHERE expires < now() RETURNING hub)
-			DELETE FROM `+n.subs+` WHERE hub IN (SELECT hub FROM gone)`)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT s.doc FROM `+n.subs+` s JOIN `+n.hubs+` h USING (hub)
-			WHERE h.expires >= now() AND h.hub <> $1`, s.presence.name)
-		if err != nil {
-			return err
-		}
+	err := s.query(ctx, n.subsList, []any{s.presence.name}, func(rows pgx.Rows) error {
+		var err error
 		docs, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
 		return err
 	})
@@ -234,11 +226,27 @@ func (p *presence) withdraw() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.s.cfg.timeout)
 	defer cancel()
 	n := p.s.n
-	pgx.BeginFunc(ctx, p.s.pool, func(tx pgx.Tx) error {
+	pgx.BeginTxFunc(ctx, p.s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+n.subs+` WHERE hub = $1`, p.name); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `DELETE FROM `+n.hubs+` WHERE hub = $1`, p.name)
 		return err
 	})
+}
+
+// sweep deletes the rows of the stores whose subscriptions expired, at
+// most once per TTL, on the feed's connection: listing them writes
+// nothing.
+func (s *Store) sweep(conn *pgx.Conn, swept *time.Time) error {
+	if time.Since(*swept) < s.cfg.subTTL {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, s.n.subsSweep, sweepBatch); err != nil {
+		return err
+	}
+	*swept = time.Now()
+	return nil
 }

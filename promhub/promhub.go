@@ -41,7 +41,7 @@ var (
 	streamsDesc          = desc("mercure_streams", "Subscriber connections open now.")
 	streamsOpenedDesc    = desc("mercure_streams_opened_total", "Subscriber connections opened.")
 	streamsClosedDesc    = desc("mercure_streams_closed_total", "Subscriber connections closed, by reason.", "reason")
-	publishedDesc        = desc("mercure_updates_published_total", "Updates recorded, by source (http or go).", "source")
+	publishedDesc        = desc("mercure_updates_published_total", "Updates recorded, by source (http, go or tx).", "source")
 	refusedDesc          = desc("mercure_updates_refused_total", "Publications refused, by HTTP status.", "reason")
 	deliveriesDesc       = desc("mercure_deliveries_total", "Updates queued for a stream by live dispatch.")
 	deliveredBytesDesc   = desc("mercure_delivered_bytes_total", "Bytes of the updates queued for streams by live dispatch.")

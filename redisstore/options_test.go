@@ -27,6 +27,7 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		"negative max length":       {rdb, "mercure", []redisstore.Option{redisstore.WithMaxLen(-1)}},
 		"zero timeout":              {rdb, "mercure", []redisstore.Option{redisstore.WithTimeout(0)}},
 		"negative subscription TTL": {rdb, "mercure", []redisstore.Option{redisstore.WithSubscriptionTTL(-time.Second)}},
+		"negative retry window":     {rdb, "mercure", []redisstore.Option{redisstore.WithRetryWindow(-time.Second)}},
 		"nil option":                {rdb, "mercure", []redisstore.Option{nil}},
 	}
 	for name, c := range cases {

@@ -2,13 +2,10 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,56 +66,44 @@ func (f *feed) wantEvents(t *testing.T, ids ...string) {
 	}
 }
 
-// TestOutage kills Redis under a store: Append fails within the timeout
-// instead of hanging, the feed reports the outage and its end, history
-// acknowledged before the crash survives (appendfsync always), and the
-// feed resumes with what is appended after the restart.
-func TestOutage(t *testing.T) {
-	srv := redistest.Start(t, true)
-	s := open(t, srv.Client(), "mercure", redisstore.WithTimeout(time.Second))
-	defer s.Close()
-	f := listen(t, s)
-	ctx := context.Background()
-	if err := s.Append(ctx, storetest.NewEvent("before")); err != nil {
-		t.Fatal(err)
-	}
-	f.wantEvents(t, "before")
-
-	srv.Kill()
-	f.wantStatus(t, true, 5*time.Second)
-	start := time.Now()
-	err := s.Append(ctx, storetest.NewEvent("during"))
-	if err == nil {
-		t.Fatal("Append succeeded while Redis is down")
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("Append took %v to fail with a 1s timeout", d)
-	}
-	if _, err := s.Replay(ctx, mercure.Earliest); err == nil {
-		t.Fatal("Replay succeeded while Redis is down")
-	}
-
-	srv.Start()
-	f.wantStatus(t, false, 10*time.Second)
-	if err := s.Append(ctx, storetest.NewEvent("after")); err != nil {
-		t.Fatal(err)
-	}
-	f.wantEvents(t, "after")
-	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); strings.Join(ids, " ") != "before after" {
-		t.Fatalf("history after the restart: %q", ids)
-	}
-}
-
-// TestListenDuringOutage checks that a listener added while the feed is
-// down is told at once.
-func TestListenDuringOutage(t *testing.T) {
-	srv := redistest.Start(t, false)
-	s := open(t, srv.Client(), "mercure", redisstore.WithTimeout(time.Second))
-	defer s.Close()
-	first := listen(t, s)
-	srv.Kill()
-	first.wantStatus(t, true, 5*time.Second)
-	listen(t, s).wantStatus(t, true, time.Second)
+// TestOutageSuite runs the outage cases shared with the other stores on
+// the network: Redis killed and restarted (a server of the test's own,
+// with appendfsync always), and a store cut off by a proxy.
+func TestOutageSuite(t *testing.T) {
+	storetest.RunOutage(t, func(t *testing.T, restartable bool) *storetest.OutageServer {
+		var addr, key string
+		var srv *redistest.Server
+		if restartable {
+			srv = redistest.Start(t, true)
+			addr, key = srv.Addr, "mercure"
+		} else {
+			var admin *redis.Client
+			admin, key = client(t)
+			addr = admin.Options().Addr
+		}
+		p := newProxy(t, addr)
+		o := &storetest.OutageServer{
+			Open: func(t *testing.T, keep int, cut bool) mercure.Store {
+				to := addr
+				if cut {
+					to = p.Addr()
+				}
+				rdb := redis.NewClient(&redis.Options{Addr: to})
+				t.Cleanup(func() { rdb.Close() }) // after the store closes
+				opts := []redisstore.Option{redisstore.WithTimeout(time.Second)}
+				if keep > 0 {
+					opts = append(opts, redisstore.WithMaxLen(int64(keep)))
+				}
+				return open(t, rdb, key, opts...)
+			},
+			Cut: p.Cut, Mend: p.Mend, LoseReply: p.LoseReply, Timeout: time.Second,
+		}
+		if srv != nil {
+			o.Kill = func(*testing.T) { srv.Kill() }
+			o.Restart = func(*testing.T) { srv.Start() }
+		}
+		return o
+	})
 }
 
 // TestAppendRetryIsIdempotent loses the reply to an append: go-redis
@@ -231,104 +216,6 @@ func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
 	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
-func publish(in *instance, data string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return in.hub.Publish(ctx, mercure.Update{Topics: []string{topic}, Data: data})
-}
-
-// mustPublish publishes data on in and returns the update's id.
-func mustPublish(t *testing.T, in *instance, data string) string {
-	t.Helper()
-	id, err := publish(in, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// TestReconnectToOtherInstance: a subscriber of instance A leaves and
-// resumes on instance B with Last-Event-ID; it misses nothing published on
-// either meanwhile and gets nothing twice (REC-4 across instances).
-func TestReconnectToOtherInstance(t *testing.T) {
-	rdb, key := client(t)
-	a, b := newInstance(t, rdb.Options().Addr, key), newInstance(t, rdb.Options().Addr, key)
-	sub := subscribe(t, a, "")
-	var first []string
-	for i := range 3 {
-		first = append(first, mustPublish(t, a, fmt.Sprint("first ", i)))
-	}
-	if got := sub.Collect(3); !slices.Equal(got, first) {
-		t.Fatalf("instance A sent %q, want %q", got, first)
-	}
-	sub.Close()
-	var rest []string
-	for i, in := range []*instance{a, b, a, b} {
-		rest = append(rest, mustPublish(t, in, fmt.Sprint("rest ", i)))
-	}
-	resumed := subscribe(t, b, first[2])
-	if h := resumed.Header.Get("Mercure-Last-Event-ID"); h != first[2] {
-		t.Fatalf("Mercure-Last-Event-ID %q, want %q (REC-9)", h, first[2])
-	}
-	if got := resumed.Collect(len(rest)); !slices.Equal(got, rest) {
-		t.Fatalf("instance B resumed with %q, want %q", got, rest)
-	}
-}
-
-// TestRedisRestartMidStream kills and restarts Redis while a subscriber
-// of instance B follows updates published on instance A: publishing fails
-// fast during the outage (ErrStore, HTTP 503), both hubs report it, and
-// the subscriber gets every acknowledged update exactly once, in order,
-// those before the crash and those after the restart, without
-// reconnecting. History acknowledged before the crash survives.
-func TestRedisRestartMidStream(t *testing.T) {
-	srv := redistest.Start(t, true)
-	a := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(time.Second))
-	b := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(time.Second))
-	sub := subscribe(t, b, "")
-
-	var acked []string
-	for i := range 5 {
-		acked = append(acked, mustPublish(t, a, fmt.Sprint("before ", i)))
-	}
-
-	srv.Kill()
-	start := time.Now()
-	_, err := publish(a, "during")
-	if !errors.Is(err, mercure.ErrStore) {
-		t.Fatalf("publish during the outage: %v, want ErrStore", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("publish took %v to fail", d)
-	}
-	resp, err := http.PostForm(a.srv.URL+"/.well-known/mercure", url.Values{"topic": {topic}, "data": {"during"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("HTTP publish during the outage: %s, want 503", resp.Status)
-	}
-	waitFor(t, "both hubs to report the outage", func() bool {
-		return a.hub.Stats().FeedError != nil && b.hub.Stats().FeedError != nil
-	})
-
-	srv.Start()
-	waitFor(t, "both hubs to report the feed back", func() bool {
-		return a.hub.Stats().FeedError == nil && b.hub.Stats().FeedError == nil
-	})
-	for i := range 5 {
-		acked = append(acked, mustPublish(t, a, fmt.Sprint("after ", i)))
-	}
-	if got := sub.Collect(len(acked)); !slices.Equal(got, acked) {
-		t.Fatalf("subscriber of B got %q\nwant %q", got, acked)
-	}
-	resumed := subscribe(t, a, acked[1])
-	if got := resumed.Collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
-		t.Fatalf("replay on A after the restart: %q\nwant %q", got, acked[2:])
-	}
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -374,111 +261,6 @@ func TestHungRedis(t *testing.T) {
 	s.Close()
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("Close took %v on a paused Redis", d)
-	}
-}
-
-// partitioned returns two stores on one stream of maxLen entries: a
-// reaches Redis through a proxy that can cut it off, b directly.
-func partitioned(t *testing.T, maxLen int64) (p *proxy, a, b *redisstore.Store) {
-	admin, key := client(t)
-	p = newProxy(t, admin.Options().Addr)
-	rdbA := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { rdbA.Close() })
-	a = open(t, rdbA, key, redisstore.WithMaxLen(maxLen), redisstore.WithTimeout(time.Second))
-	b = open(t, admin, key, redisstore.WithMaxLen(maxLen))
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return p, a, b
-}
-
-// journal records what a store's feed passes to a listener: event ids and
-// "GAP", in order, and status changes.
-type journal struct {
-	mu     sync.Mutex
-	log    []string
-	status chan error
-}
-
-func record(t *testing.T, s mercure.Store) *journal {
-	j := &journal{status: make(chan error, 10)}
-	t.Cleanup(s.Listen(mercure.Listener{
-		Event:  func(e *mercure.Event) { j.mu.Lock(); j.log = append(j.log, e.ID); j.mu.Unlock() },
-		Status: func(err error) { j.status <- err },
-		Gap:    func() { j.mu.Lock(); j.log = append(j.log, "GAP"); j.mu.Unlock() },
-	}))
-	return j
-}
-
-func (j *journal) entries() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return slices.Clone(j.log)
-}
-
-func (j *journal) wantStatus(t *testing.T, down bool) {
-	t.Helper()
-	select {
-	case err := <-j.status:
-		if (err != nil) != down {
-			t.Fatalf("feed status %v, want down=%v", err, down)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no feed status (want down=%v) within 10s", down)
-	}
-}
-
-// TestGapAfterTrimDuringOutage cuts one store off Redis while another
-// appends more than the retention holds: when the feed is back, it
-// reports the gap before it passes the retained events, instead of
-// skipping the trimmed ones silently.
-func TestGapAfterTrimDuringOutage(t *testing.T) {
-	proxy, a, b := partitioned(t, 10)
-	j := record(t, a)
-	appendN(t, b, "before", 1)
-	waitFor(t, "the first event", func() bool { return len(j.entries()) == 1 })
-	proxy.Cut()
-	j.wantStatus(t, true)
-	for i := range 30 {
-		appendN(t, b, fmt.Sprint("e", i), 1)
-	}
-	proxy.Mend(t)
-	j.wantStatus(t, false)
-	waitFor(t, "the last event", func() bool { log := j.entries(); return log[len(log)-1] == "e29" })
-	log := j.entries()
-	if len(log) < 3 || log[0] != "before" || log[1] != "GAP" || log[2] == "e0" {
-		t.Fatalf("listener saw %q, want before, GAP, then the retained events", log)
-	}
-	var first int
-	fmt.Sscanf(log[2], "e%d", &first)
-	for i, id := range log[2:] {
-		if id != fmt.Sprint("e", first+i) {
-			t.Fatalf("listener saw %q, want consecutive events after the gap", log)
-		}
-	}
-}
-
-// TestNoGapWhenNothingWasTrimmed: an outage during which nothing is
-// trimmed reports no gap.
-func TestNoGapWhenNothingWasTrimmed(t *testing.T) {
-	proxy, a, b := partitioned(t, 100)
-	gaps := make(chan struct{}, 10)
-	f := &feed{events: make(chan string, 100), status: make(chan error, 10)}
-	defer a.Listen(mercure.Listener{
-		Event:  func(e *mercure.Event) { f.events <- e.ID },
-		Status: func(err error) { f.status <- err },
-		Gap:    func() { gaps <- struct{}{} },
-	})()
-	proxy.Cut()
-	f.wantStatus(t, true, 5*time.Second)
-	for _, id := range []string{"p", "q"} {
-		if err := b.Append(context.Background(), storetest.NewEvent(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	proxy.Mend(t)
-	f.wantStatus(t, false, 10*time.Second)
-	f.wantEvents(t, "p", "q")
-	if len(gaps) > 0 {
-		t.Fatal("gap reported though nothing was trimmed")
 	}
 }
 
@@ -586,24 +368,5 @@ return 1`
 	case err := <-f.status:
 		t.Fatalf("feed reported %v for a Redis busy 1.5 s", err)
 	case <-time.After(500 * time.Millisecond):
-	}
-}
-
-// TestGapFromEmptyStream: a store started on an empty stream knows that
-// the first entry is number 1, so trimming before its first read is a gap
-// too.
-func TestGapFromEmptyStream(t *testing.T) {
-	proxy, a, b := partitioned(t, 10)
-	j := record(t, a)
-	proxy.Cut()
-	j.wantStatus(t, true)
-	for i := range 30 {
-		appendN(t, b, fmt.Sprint("e", i), 1)
-	}
-	proxy.Mend(t)
-	j.wantStatus(t, false)
-	waitFor(t, "e29", func() bool { log := j.entries(); return len(log) > 0 && log[len(log)-1] == "e29" })
-	if log := j.entries(); log[0] != "GAP" {
-		t.Fatalf("listener saw %q: entries skipped without a gap", log)
 	}
 }

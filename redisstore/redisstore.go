@@ -19,9 +19,13 @@
 // reply finds its event already recorded (the latest occurrence of its id,
 // byte for byte with the same Time) and returns that entry rather than
 // adding a second one. Client retries are therefore safe, and useful: they
-// ride over a dropped connection. (Only the latest occurrence is checked:
-// a retry that lands after another append of the same id, from another
-// hub, records it again.)
+// ride over a dropped connection. A publisher's retry is recognised the
+// same way (see [mercure.Store.Append]): each entry holds, in a field
+// "h", the SHA-256 of its update without its time, and an append whose
+// digest is that of the latest occurrence of its id, added (by the entry
+// id's time) within the retry window before the event's Time, returns that
+// entry. Only the latest occurrence is checked: a retry that lands after
+// another update with the same id, from another hub, records it again.
 //
 // Outages: each call to Redis is bounded by [WithTimeout], so that Append
 // fails rather than hang while Redis is unreachable (the hub answers 503).
@@ -41,6 +45,11 @@
 // than a million entries added in one millisecond (or while the server's
 // clock is stepped back): Append then removes the entry and fails.
 //
+// Replay reads the stream a page at a time: at most 512 entries and about
+// 1 MiB of their fields (at least one entry), chosen by a script that
+// reads 16 entries at a time, so that neither the hub nor Redis holds more
+// of a history of large events at once.
+//
 // Retention: with [WithMaxLen] n, the append script trims the stream in
 // batches once it exceeds n by a slack of n/64 (at least 1, at most 100
 // entries): like XADD MAXLEN ~, it keeps at least n entries and a little
@@ -56,6 +65,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -74,11 +84,12 @@ import (
 var ErrClosed = errors.New("redisstore: store closed")
 
 const (
-	field      = "e" // the stream entry field holding the event
-	seqBits    = 20  // bits of Seq given to the sequence part of an entry id
-	replayPage = 512 // entries per XRANGE of Replay
-	readCount  = 512 // entries per XREAD of the listener feed
-	maxOcc     = 64  // occurrences of one update id recorded in the ids hash
+	field      = "e"     // the stream entry field holding the event
+	seqBits    = 20      // bits of Seq given to the sequence part of an entry id
+	replayPage = 512     // entries per page of Replay
+	pageBytes  = 1 << 20 // bytes of fields per page of Replay (at least one entry)
+	readCount  = 512     // entries per XREAD of the listener feed
+	maxOcc     = 64      // occurrences of one update id recorded in the ids hash
 	maxBackoff = 5 * time.Second
 	minBackoff = 50 * time.Millisecond
 
@@ -100,6 +111,7 @@ type config struct {
 	maxLen  int64
 	timeout time.Duration
 	subTTL  time.Duration
+	window  time.Duration
 }
 
 // DefaultMaxLen is about how many entries a store keeps unless
@@ -136,6 +148,21 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithRetryWindow sets how long after an update was recorded the same
+// update appended again is taken for a retry and not recorded twice (see
+// [mercure.Store.Append] and the package documentation); 0 records every
+// publisher's append, and only go-redis's own retries are recognised. The
+// default is [mercure.DefaultRetryWindow].
+func WithRetryWindow(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: redisstore.WithRetryWindow(%v) is negative", mercure.ErrInvalidOption, d)
+		}
+		c.window = d
+		return nil
+	}
+}
+
 // Store is a [mercure.Store] on a Redis stream. The zero value is not
 // usable; call [New].
 type Store struct {
@@ -145,6 +172,7 @@ type Store struct {
 	cfg          config
 	appendScript *redis.Script
 	replayScript *redis.Script
+	pageScript   *redis.Script
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -204,12 +232,15 @@ end
 `
 
 // appendLua adds the event unless it is a retry of the latest occurrence
-// of its id (then it returns that entry), numbers it, checks that its
-// entry id maps to a Seq, and records the occurrence. Past max length +
-// slack, it trims up to 100 of the oldest entries and their occurrences.
+// of its id (then it returns that entry): the same JSON (go-redis resent
+// the command), or the same digest, added within the retry window before
+// the event's time. It numbers the event, checks that its entry id maps
+// to a Seq, and records the occurrence. Past max length + slack, it trims
+// up to 100 of the oldest entries and their occurrences.
 //
 // KEYS: stream, ids hash, counter. ARGV: event JSON, update id, max length
-// (0: none), slack, maxOcc.
+// (0: none), slack, maxOcc, digest, the event's time and the retry window
+// in milliseconds.
 const appendLua = occLua + `
 local occ = {}
 local ref = redis.call('HGET', KEYS[2], ARGV[2])
@@ -217,11 +248,20 @@ if ref then
   occ = split(ref)
   local last = occ[#occ]
   local e = redis.call('XRANGE', KEYS[1], last, last)
-  if #e > 0 and e[1][2][2] == ARGV[1] then return last end
+  if #e > 0 then
+    local f, body, digest = e[1][2], nil, nil
+    for i = 1, #f - 1, 2 do
+      if f[i] == 'e' then body = f[i + 1] elseif f[i] == 'h' then digest = f[i + 1] end
+    end
+    if body == ARGV[1] then return last end
+    local window = tonumber(ARGV[8])
+    local at = tonumber(string.match(last, '^(%d+)-'))
+    if window > 0 and digest == ARGV[6] and at >= tonumber(ARGV[7]) - window then return last end
+  end
   forget(occ, nil) -- entries trimmed by someone else
 end
 local n = redis.call('INCR', KEYS[3])
-local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2], 'n', n)
+local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2], 'n', n, 'h', ARGV[6])
 if tonumber(string.match(id, '-(%d+)$')) >= 1048576 then
   redis.call('XDEL', KEYS[1], id)
   redis.call('DECR', KEYS[3])
@@ -293,6 +333,36 @@ end
 return {last[1][1], first[1][1], cursor, n}
 `
 
+// pageLua returns, from the entry ARGV[1] on (itself included) up to
+// ARGV[2], at most ARGV[3] entries and, past the first, no more than
+// ARGV[4] bytes of fields, preceded by 1 if it stopped at a bound before
+// ARGV[2], 0 if not. It reads 16 entries at a time, so that Redis too
+// holds little more than the page.
+//
+// KEYS: stream.
+const pageLua = `
+local out, size = {0}, 0
+local from, maxn, maxb = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local skip = false -- from was added already
+while true do
+  local want = math.min(16, maxn - (#out - 1))
+  if skip then want = want + 1 end
+  local chunk = redis.call('XRANGE', KEYS[1], from, ARGV[2], 'COUNT', want)
+  for i, e in ipairs(chunk) do
+    if not (skip and i == 1 and e[1] == from) then
+      local n = 0
+      for j = 2, #e[2], 2 do n = n + #e[2][j] end
+      if #out > 1 and size + n > maxb then out[1] = 1 return out end
+      out[#out + 1] = e
+      size = size + n
+      if #out - 1 >= maxn then out[1] = 1 return out end
+    end
+  end
+  if #chunk < want then return out end
+  from, skip = chunk[#chunk][1], true
+end
+`
+
 // New returns a store on the stream key stream. Listeners receive every
 // event appended after New returns, by any hub sharing the stream. Close
 // stops the store; the client stays open.
@@ -303,7 +373,7 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	if client == nil || stream == "" {
 		return nil, fmt.Errorf("%w: redisstore.New needs a client and a stream key", mercure.ErrInvalidOption)
 	}
-	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL}
+	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL, window: mercure.DefaultRetryWindow}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil redisstore.Option", mercure.ErrInvalidOption)
@@ -321,6 +391,7 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 		cfg:          cfg,
 		appendScript: redis.NewScript(appendLua),
 		replayScript: redis.NewScript(replayLua),
+		pageScript:   redis.NewScript(pageLua),
 		ctx:          ctx,
 		cancel:       cancel,
 	}
@@ -410,7 +481,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	v, err := eventjson.Marshal(eventjson.Update(e.Update), e.Time)
+	v, digest, err := eventjson.MarshalDigest(eventjson.Update(e.Update), e.Time)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -419,7 +490,8 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	// if its caller has gone.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 	defer cancel()
-	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.counter}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc).Text()
+	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.counter}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc,
+		hex.EncodeToString(digest[:]), e.Time.UnixMilli(), s.cfg.window.Milliseconds()).Text()
 	if err != nil {
 		return fmt.Errorf("redisstore: append: %w", err)
 	}
@@ -434,7 +506,8 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 }
 
 // Replay implements [mercure.Store]. Head and the cursor are resolved
-// atomically; events are then read in pages of 512, up to Head.
+// atomically; events are then read in pages of at most 512 and about
+// 1 MiB, up to Head.
 //
 // Retention trims the oldest entries first, so while the entry a page
 // starts from (the cursor's, the last one read, or for Earliest the first
@@ -502,14 +575,11 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 		yield(nil, fmt.Errorf("redisstore: replay at entry %s: %w", r.pos, mercure.ErrHistoryGap))
 	}
 	for !r.passed || r.pos != r.head {
-		msgs, err := call(r.s, r.ctx, func(ctx context.Context) ([]redis.XMessage, error) {
-			return r.s.rdb.XRangeN(ctx, r.s.stream, r.pos, r.head, replayPage+1).Result()
-		})
+		msgs, full, err := r.s.page(r.ctx, r.pos, r.head)
 		if err != nil {
 			yield(nil, fmt.Errorf("redisstore: replay: %w", err))
 			return
 		}
-		full := len(msgs) == replayPage+1
 		switch {
 		case len(msgs) > 0 && msgs[0].ID == r.pos:
 			if r.passed {
@@ -547,6 +617,50 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 	if r.check {
 		gap() // entries went with pos, and no number tells which
 	}
+}
+
+// page reads the entries from the one with id from on, up to head: at
+// most replayPage+1 entries and about pageBytes (see pageLua). full tells
+// whether entries up to head may follow.
+func (s *Store) page(ctx context.Context, from, head string) (msgs []redis.XMessage, full bool, err error) {
+	res, err := call(s, ctx, func(ctx context.Context) ([]any, error) {
+		return s.pageScript.Run(ctx, s.rdb, []string{s.stream}, from, head, replayPage+1, pageBytes).Slice()
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(res) == 0 {
+		return nil, false, fmt.Errorf("unexpected page reply %v", res)
+	}
+	msgs = make([]redis.XMessage, 0, len(res)-1)
+	for _, v := range res[1:] {
+		m, ok := message(v)
+		if !ok {
+			return nil, false, fmt.Errorf("unexpected page entry %v", v)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, res[0] == int64(1), nil
+}
+
+// message converts an entry of a script's reply, {id, {field, value, …}}.
+func message(v any) (redis.XMessage, bool) {
+	e, ok := v.([]any)
+	if !ok || len(e) != 2 {
+		return redis.XMessage{}, false
+	}
+	id, ok1 := e[0].(string)
+	fields, ok2 := e[1].([]any)
+	if !ok1 || !ok2 {
+		return redis.XMessage{}, false
+	}
+	m := redis.XMessage{ID: id, Values: make(map[string]any, len(fields)/2)}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if k, ok := fields[i].(string); ok {
+			m.Values[k] = fields[i+1]
+		}
+	}
+	return m, true
 }
 
 // slack is how far the stream may exceed its maximum length before the

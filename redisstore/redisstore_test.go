@@ -534,3 +534,28 @@ func TestReplayTrimmedBetweenPages(t *testing.T) {
 		})
 	}
 }
+
+// A retry is recognised across the stores sharing a stream; with
+// WithRetryWindow(0), a publisher's retry is recorded again.
+func TestRetryWindow(t *testing.T) {
+	rdb, key := client(t)
+	a, b := open(t, rdb, key), open(t, rdb, key, redisstore.WithRetryWindow(0))
+	defer a.Close()
+	defer b.Close()
+	ctx := context.Background()
+	first := storetest.NewEvent("order-1")
+	if err := b.Append(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	again := storetest.RetryOf(first)
+	if err := a.Append(ctx, again); err != nil || again.Seq != first.Seq {
+		t.Fatalf("retry on another store: Seq %d (%v), want %d", again.Seq, err, first.Seq)
+	}
+	again = storetest.RetryOf(first)
+	if err := b.Append(ctx, again); err != nil || again.Seq == first.Seq {
+		t.Fatalf("retry with WithRetryWindow(0): Seq %d (%v), want a new entry", again.Seq, err)
+	}
+	if _, ids := storetest.ReplayIDs(t, a, mercure.Earliest); strings.Join(ids, " ") != "order-1 order-1" {
+		t.Fatalf("history %q", ids)
+	}
+}

@@ -15,9 +15,11 @@ import (
 	"github.com/mercurekit/mercure"
 )
 
-// Run runs the suite. open returns a fresh, empty store; when the store
-// implements io.Closer, Run closes it when the subtest ends. A store that
-// drops old events should pass [RunRetention] too.
+// Run runs the suite. open returns a fresh, empty store, with the default
+// retry window ([mercure.DefaultRetryWindow]) and a retention of at least
+// a few thousand events; when the store implements io.Closer, Run closes
+// it when the subtest ends. A store that drops old events should pass
+// [RunRetention] too, and a store on the network [RunOutage].
 func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	fresh := func(t *testing.T) mercure.Store {
 		t.Helper()
@@ -34,6 +36,9 @@ func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	t.Run("ConcurrentAppends", func(t *testing.T) { testConcurrent(t, fresh(t)) })
 	t.Run("ReplayLiveSeam", func(t *testing.T) { testSeam(t, fresh(t)) })
 	t.Run("AppendIgnoresCancellation", func(t *testing.T) { testAppendCancelled(t, fresh(t)) })
+	t.Run("RetryRecordedOnce", func(t *testing.T) { testRetry(t, fresh(t)) })
+	t.Run("ConcurrentRetriesRecordedOnce", func(t *testing.T) { testConcurrentRetries(t, fresh(t)) })
+	t.Run("ReplayPagesBoundedByBytes", func(t *testing.T) { testReplayPages(t, open) })
 	// The optional interfaces, when the store implements them.
 	t.Run("LatestID", func(t *testing.T) {
 		s, ok := fresh(t).(mercure.LatestStore)
@@ -68,7 +73,7 @@ func testLatestID(t *testing.T, s mercure.LatestStore) {
 	if got := s.LatestID(); got != mercure.Earliest {
 		t.Fatalf("empty store: LatestID %q, want %q", got, mercure.Earliest)
 	}
-	appendIDs(t, s, "l1", "l2", "l1")
+	appendIDs(t, s, "l1", "l2", "l1") // two updates with one id
 	if got := s.LatestID(); got != "l1" {
 		t.Fatalf("LatestID %q after l1 l2 l1, want l1", got)
 	}
@@ -118,13 +123,18 @@ func testSubscriptions(t *testing.T, s mercure.SubscriptionStore) {
 
 const waitFor = 10 * time.Second
 
+// eventN numbers the events of NewEvent.
+var eventN atomic.Int64
+
 // NewEvent returns an event with every Update field set, derived from id.
+// Its Data differs from call to call: two events of NewEvent with the
+// same id are two updates, not a retry (see [mercure.Store.Append]).
 func NewEvent(id string) *mercure.Event {
 	retry := time.Duration(len(id)+1) * time.Millisecond
 	return &mercure.Event{
 		Update: mercure.Update{
 			Topics:  []string{"https://example.com/" + id, "urn:alt:" + id},
-			Data:    "data of " + id + "\nline 2",
+			Data:    fmt.Sprintf("data of %s #%d\nline 2", id, eventN.Add(1)),
 			Private: len(id)%2 == 0,
 			ID:      id,
 			Type:    "type-" + id,

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mercurekit/mercure"
 )
 
 // TestTransactionalPublish: a task added reaches a subscriber; one the
@@ -93,5 +97,15 @@ func TestTransactionalPublish(t *testing.T) {
 	ts, err := a.tasks(ctx)
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("tasks %v (%v), want the one", ts, err)
+	}
+	// The store checks PublishTx's updates with the hub's rules, with no
+	// option to set: this hub authorizes no subscriber, so it refuses a
+	// private update, as Hub.Publish does.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := a.store.PublishTx(ctx, tx, mercure.Update{Topics: []string{topic}, Data: "{}", Private: true})
+		return err
+	})
+	if !errors.Is(err, mercure.ErrPrivateUnreadable) {
+		t.Fatalf("a private update in a transaction: %v, want ErrPrivateUnreadable", err)
 	}
 }

@@ -256,6 +256,9 @@ func (s *Stream) runDetached(sc *scratch) {
 		return
 	}
 	c.plan, c.final = p, p.end
+	if p.end {
+		s.settle(nil) // before the client can see the end
+	}
 	if err := s.send(iov); err != nil {
 		s.endDetached(EndWriteError)
 		return

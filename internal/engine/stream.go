@@ -112,6 +112,7 @@ type Stream struct {
 	lastWrite atomic.Int64 // unix nanoseconds of the last bytes written, for keep-alives
 
 	// The writer alone touches these.
+	counted     bool // the stream's end is in the counters
 	spare       []*Event
 	lastEvents  time.Time     // when events were last written: the write delay counts from it
 	timers      *streamTimers // lazily: most streams need none
@@ -417,8 +418,8 @@ func (s *Stream) Finish(r *http.Request) {
 // owner's clean-up and frees its slot; for a detached stream, on a
 // goroutine of its own when the owner has work that may block.
 func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
+	s.settle(r)
 	s.mu.Lock()
-	why := s.finalReason(r)
 	s.state = stateFinished
 	e.queued.Add(-int64(s.queueBytes + s.inflightBytes))
 	s.queue, s.queueBytes, s.inflight, s.inflightBytes = nil, 0, 0, 0
@@ -427,7 +428,6 @@ func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 	if s.timers != nil {
 		s.timers.stop()
 	}
-	e.counters.StreamsClosed[why].Add(1)
 	e.unregister(s)
 	later := s.owner.Ended()
 	switch {
@@ -442,6 +442,20 @@ func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 			e.release(s)
 		}()
 	}
+}
+
+// settle counts the end of s in the counters, once, for the reason it
+// ends (see finalReason): before its client can see the end, when the
+// writer knows it in advance.
+func (s *Stream) settle(r *http.Request) {
+	if s.counted {
+		return
+	}
+	s.counted = true
+	s.mu.Lock()
+	why := s.finalReason(r)
+	s.mu.Unlock()
+	s.e.counters.StreamsClosed[why].Add(1)
 }
 
 // Serve serves s once its headers (and its replay, if any) are flushed:

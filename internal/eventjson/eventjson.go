@@ -9,7 +9,9 @@
 package eventjson
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -67,4 +69,23 @@ func Unmarshal(b []byte) (Update, time.Time, error) {
 		at = time.Unix(0, *r.Time)
 	}
 	return u, at, nil
+}
+
+// MarshalDigest returns what Marshal(u, at) does, and the SHA-256 of the
+// JSON of u alone: two events of the same update (a publisher's retry)
+// have the same digest, whatever their times.
+func MarshalDigest(u Update, at time.Time) (b []byte, digest [sha256.Size]byte, err error) {
+	content, err := Marshal(u, time.Time{})
+	if err != nil {
+		return nil, digest, err
+	}
+	digest = sha256.Sum256(content)
+	if at.IsZero() {
+		return content, digest, nil
+	}
+	// The time is the record's last field: content ends with the '}'
+	// that the time goes before.
+	b = append(content[:len(content)-1], `,"ts":`...)
+	b = strconv.AppendInt(b, at.UnixNano(), 10)
+	return append(b, '}'), digest, nil
 }

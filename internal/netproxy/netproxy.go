@@ -4,8 +4,10 @@
 package netproxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -23,6 +25,9 @@ type Proxy struct {
 	l     net.Listener
 	conns []net.Conn
 	wg    sync.WaitGroup
+
+	armed atomic.Pointer[[]byte] // see LoseReply
+	lost  []*atomic.Bool         // LoseReply's flags, the latest last
 }
 
 // Start returns a proxy to target, listening on a loopback port, with
@@ -77,6 +82,7 @@ func (p *Proxy) Mend(t testing.TB) {
 			if p.filters != nil {
 				toServer, toClient = p.filters()
 			}
+			toServer, toClient = p.losing(toServer, toClient)
 			p.wg.Add(2)
 			go p.pipe(s, c, toServer)
 			go p.pipe(c, s, toClient)
@@ -119,4 +125,39 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// LoseReply makes the proxy lose the server's reply to the next chunk
+// sent to it that holds marker: it closes that connection instead of
+// passing the reply on, as a network failing after the request went
+// through would. lost reports whether it has.
+func (p *Proxy) LoseReply(marker string) (lost func() bool) {
+	m := []byte(marker)
+	var done atomic.Bool
+	p.armed.Store(&m)
+	p.mu.Lock()
+	p.lost = append(p.lost, &done)
+	p.mu.Unlock()
+	return done.Load
+}
+
+// losing wraps a connection's filters with LoseReply's.
+func (p *Proxy) losing(toServer, toClient func([]byte) bool) (func([]byte) bool, func([]byte) bool) {
+	var pending atomic.Pointer[atomic.Bool] // the reply to lose, and its flag
+	server := func(b []byte) bool {
+		if m := p.armed.Load(); m != nil && bytes.Contains(b, *m) && p.armed.CompareAndSwap(m, nil) {
+			p.mu.Lock()
+			pending.Store(p.lost[len(p.lost)-1])
+			p.mu.Unlock()
+		}
+		return toServer == nil || toServer(b)
+	}
+	client := func(b []byte) bool {
+		if done := pending.Swap(nil); done != nil {
+			done.Store(true)
+			return false
+		}
+		return toClient == nil || toClient(b)
+	}
+	return server, client
 }

@@ -2,7 +2,9 @@
 // publish → deliver latency of a hub on each history store (the default
 // memory store, boltstore, redisstore and pgstore, the last two also with
 // two hub instances sharing one Redis stream or one table), and pgstore's
-// transactional publish. It has no code of its own.
+// transactional publish; and the heap one replaying reader holds of a
+// history of large updates (BenchmarkReplayHeldHeap, run with -benchtime
+// 1x). It has no code of its own.
 //
 // Run them with
 //

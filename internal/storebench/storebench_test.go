@@ -89,8 +89,22 @@ func pgPool(b *testing.B) (*pgxpool.Pool, string) {
 	}
 	prefix := fmt.Sprintf("bench_%d_%d", os.Getpid(), keyN.Add(1))
 	b.Cleanup(func() {
-		_, err := pool.Exec(context.Background(), fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s_events, %[1]s_meta, %[1]s_hubs, %[1]s_subs, %[1]s_schema, %[1]s_app;
-			DROP FUNCTION IF EXISTS %[1]s_sequence`, prefix))
+		_, err := pool.Exec(context.Background(), strings.ReplaceAll(`DO $$
+DECLARE
+	o text;
+BEGIN
+	FOR o IN SELECT oid::regclass::text FROM pg_class
+		WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND starts_with(relname, 'PFX_')
+	LOOP
+		EXECUTE 'DROP TABLE IF EXISTS ' || o || ' CASCADE';
+	END LOOP;
+	FOR o IN SELECT oid::regprocedure::text FROM pg_proc
+		WHERE pronamespace = current_schema()::regnamespace AND starts_with(proname, 'PFX_')
+	LOOP
+		EXECUTE 'DROP FUNCTION ' || o;
+	END LOOP;
+END
+$$`, "PFX", prefix))
 		if err != nil {
 			b.Errorf("dropping %s_*: %v", prefix, err)
 		}

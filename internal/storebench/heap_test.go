@@ -1,0 +1,122 @@
+package storebench
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/redisstore"
+	"github.com/mercurekit/mercure/storetest"
+)
+
+// BenchmarkReplayHeldHeap measures the heap that one reader replaying from
+// Earliest holds once it has got its first event, with 300 updates of
+// 1 MiB in history (metric MiB-held; run it with -benchtime 1x: each run
+// appends the 300 MiB again). For the memory store, whose history is in
+// memory anyway, it is the heap a reader keeps alive of a history that
+// publishers replaced under it (the hub's default store: 1 000 updates,
+// 64 MiB).
+func BenchmarkReplayHeldHeap(b *testing.B) {
+	const n, size = 300, 1 << 20
+	for _, kind := range storeKinds {
+		b.Run(kind, func(b *testing.B) {
+			for range b.N {
+				var held int64
+				if kind == "memory" {
+					held = memoryHeld(b, n, size)
+				} else {
+					held, _ = storetest.PinnedHeap(b, openStore(b, kind), n, size, mercure.Earliest)
+				}
+				b.ReportMetric(float64(held)/(1<<20), "MiB-held")
+			}
+		})
+	}
+}
+
+// memoryHeld replays the default memory store's history of n updates of
+// size bytes, gets the first event, replaces the history, and returns the
+// heap the reader keeps alive.
+func memoryHeld(b *testing.B, n, size int) int64 {
+	s, err := mercure.NewMemoryStore(mercure.DefaultHistory, mercure.MemoryMaxBytes(mercure.DefaultHistoryBytes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill := func(prefix string) {
+		data := strings.Repeat("x", size)
+		for i := range n {
+			e := &mercure.Event{Update: mercure.Update{Topics: []string{topic}, ID: fmt.Sprint(prefix, i), Data: data}, Time: time.Now()}
+			if err := s.Append(context.Background(), e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	fill("old")
+	bl, err := s.Replay(context.Background(), mercure.Earliest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	next, stop := iter.Pull2(bl.Events)
+	if _, err, ok := next(); !ok || err != nil {
+		b.Fatalf("no first event: %v", err)
+	}
+	fill("new")
+	with := liveHeap()
+	stop()
+	held := with - liveHeap()
+	runtime.KeepAlive(s)
+	return held
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// openStore returns a store of kind (bolt, redis or postgres) that keeps
+// at least 1 000 events, closed when b ends.
+func openStore(b *testing.B, kind string) mercure.Store {
+	var st interface {
+		mercure.Store
+		Close() error
+	}
+	var err error
+	switch kind {
+	case "bolt":
+		st, err = boltstore.Open(filepath.Join(b.TempDir(), "hub.db"), boltstore.WithMaxEvents(1000))
+	case "redis":
+		addr := os.Getenv("MERCURE_TEST_REDIS")
+		if addr == "" {
+			b.Skip("set MERCURE_TEST_REDIS to run the Redis benchmarks")
+		}
+		key := fmt.Sprintf("mercure-bench:%d:%d:%d", os.Getpid(), time.Now().UnixNano(), keyN.Add(1))
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		b.Cleanup(func() {
+			rdb.Del(context.Background(), key, key+":ids", key+":n")
+			rdb.Close()
+		})
+		st, err = redisstore.New(rdb, key, redisstore.WithMaxLen(0))
+	case "postgres":
+		pool, prefix := pgPool(b)
+		st, err = pgstore.New(context.Background(), pool, pgstore.WithPrefix(prefix), pgstore.WithMaxEvents(1000))
+	default:
+		b.Fatalf("unknown store %q", kind)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}

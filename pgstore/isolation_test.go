@@ -1,0 +1,141 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/pgtest"
+	"github.com/mercurekit/mercure/pgstore"
+)
+
+// isolatedDB creates a database of the test's own whose transactions are
+// level by default (ALTER DATABASE … SET default_transaction_isolation,
+// as an operator may set it), and returns its DSN. It is dropped when the
+// test ends, after everything opened on it.
+func isolatedDB(t *testing.T, level string) string {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	admin := newPool(t, dsn)
+	ctx := context.Background()
+	name := fmt.Sprintf("iso_%d_%d", os.Getpid(), prefixN.Add(1))
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`) })
+	if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` SET default_transaction_isolation = '`+level+`'`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// TestStrictDefaultIsolation runs two hubs on a database whose default
+// isolation is REPEATABLE READ or SERIALIZABLE: their stores start
+// together (both migrate), 400 concurrent publishes split between them
+// are all accepted, and 40 transactions of the application at the
+// database's default level, each with its own insert and a PublishTx,
+// commit without a serialization failure. Every update is delivered and
+// replayed once, numbered 1, 2, 3, … without a hole.
+func TestStrictDefaultIsolation(t *testing.T) {
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(level, func(t *testing.T) {
+			dsn := isolatedDB(t, level)
+			pool := newPool(t, dsn)
+			ctx := context.Background()
+			var got string
+			if err := pool.QueryRow(ctx, `SHOW default_transaction_isolation`).Scan(&got); err != nil || got != level {
+				t.Fatalf("the database's default isolation is %q (%v), want %q", got, err, level)
+			}
+			if _, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`); err != nil {
+				t.Fatal(err)
+			}
+			stores := make([]*pgstore.Store, 2)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for i := range stores {
+				wg.Go(func() { stores[i], errs[i] = pgstore.New(ctx, newPool(t, dsn)) })
+			}
+			wg.Wait()
+			hubs := make([]*mercure.Hub, 2)
+			for i, s := range stores {
+				if errs[i] != nil {
+					t.Fatalf("New %d: %v", i, errs[i])
+				}
+				t.Cleanup(func() { s.Close() })
+				h, err := mercure.New(hubURL, mercure.WithStore(s), mercure.WithLogger(slog.New(slog.DiscardHandler)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { h.Shutdown(context.Background()) })
+				hubs[i] = h
+			}
+			f := listen(t, stores[1])
+
+			const publishes, txs = 400, 40
+			var failures sync.Map
+			for i := range publishes {
+				wg.Go(func() {
+					u := mercure.Update{Topics: []string{topic}, ID: fmt.Sprint("p", i), Data: "published"}
+					if _, err := hubs[i%2].Publish(ctx, u); err != nil {
+						failures.Store(u.ID, err)
+					}
+				})
+			}
+			for i := range txs {
+				wg.Go(func() {
+					id := fmt.Sprint("tx", i)
+					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { // the database's default level
+						if _, err := tx.Exec(ctx, `INSERT INTO orders VALUES ($1)`, id); err != nil {
+							return err
+						}
+						_, err := stores[i%2].PublishTx(ctx, tx, mercure.Update{Topics: []string{topic}, ID: id, Data: "ordered"})
+						return err
+					})
+					if err != nil {
+						failures.Store(id, err)
+					}
+				})
+			}
+			wg.Wait()
+			failures.Range(func(id, err any) bool {
+				var pe *pgconn.PgError
+				if errors.As(err.(error), &pe) && pe.Code == "40001" {
+					t.Errorf("%s: a serialization failure: %v", id, err)
+				} else {
+					t.Errorf("%s: %v", id, err)
+				}
+				return true
+			})
+			if t.Failed() {
+				return
+			}
+			live := f.settle(t, publishes+txs)
+			replayed := replayAll(t, stores[0], mercure.Earliest)
+			sameOrder(t, "replay and feed", replayed, live)
+			seen := map[string]bool{}
+			for i, e := range replayed {
+				if e.Seq != uint64(i+1) {
+					t.Fatalf("event %d (%s) has Seq %d: numbers must be 1, 2, 3, … without a hole", i, e.ID, e.Seq)
+				}
+				if seen[e.ID] {
+					t.Fatalf("%s recorded twice", e.ID)
+				}
+				seen[e.ID] = true
+			}
+		})
+	}
+}

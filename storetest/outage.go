@@ -1,0 +1,441 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/ssetest"
+)
+
+// OutageServer is what [RunOutage] needs of the server of a store on the
+// network: stores on it, a link to it that a case cuts, and a crash and a
+// restart when it can.
+type OutageServer struct {
+	// Open returns a store on the server, with connections of its own,
+	// sharing one history with every store Open returned for this
+	// server. It keeps at least keep events, and about that many (0: at
+	// least a few thousand), and bounds each call to the server by
+	// Timeout. With cut, it reaches the server through the link.
+	Open func(t *testing.T, keep int, cut bool) mercure.Store
+	// Cut closes every connection through the link and refuses new ones
+	// until Mend.
+	Cut  func()
+	Mend func(t testing.TB)
+	// LoseReply makes the link lose the server's reply to the next
+	// request whose bytes hold marker, closing that connection instead;
+	// the func it returns tells whether it has.
+	LoseReply func(marker string) (lost func() bool)
+	// Kill stops the server as a crash does; Restart starts it again
+	// with every write it acknowledged. Both are nil when the server
+	// cannot be restarted.
+	Kill, Restart func(t *testing.T)
+	// Timeout bounds each call of the stores to the server.
+	Timeout time.Duration
+}
+
+// RunOutage runs the cases of a store on the network whose server fails:
+// start returns a server for one case, one that can be killed and
+// restarted when restartable is true (a case that needs it is skipped
+// when Kill is nil). Stores that implement io.Closer are closed when the
+// case ends.
+//
+// The cases:
+//
+//   - CrashAndRestart: while the server is down, Append and Replay fail
+//     within a few Timeouts, the feed reports the outage (to a listener
+//     added during it too) and its end; what was acknowledged survives,
+//     and the feed resumes with what is appended after the restart.
+//   - HubsAcrossARestart: two hubs; publishing fails fast during the
+//     outage (ErrStore, HTTP 503), both hubs report it; a subscriber of
+//     one gets every acknowledged update once, in order, without
+//     reconnecting; an update sent again after the restart, to the other
+//     hub or by POST, is answered with its id and recorded once.
+//   - ResumeOnAnotherHub: a subscriber resumes on another hub with
+//     Last-Event-ID and misses nothing, gets nothing twice; a hub started
+//     on the history knows the last event id.
+//   - Partition: a store cut off fails fast; once the link is back, its
+//     feed passes every event appended meanwhile (more than a page), once,
+//     in order, without reporting a gap.
+//   - GapAfterRetention, GapFromEmptyHistory: events dropped by retention
+//     while a store was cut off are reported as a gap before the next
+//     event, even when the store had read none.
+//   - LostReply: the reply to an append is lost; the update sent again is
+//     recorded and delivered once.
+func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageServer) {
+	server := func(t *testing.T, restartable bool) *OutageServer {
+		t.Helper()
+		srv := start(t, restartable)
+		if restartable && srv.Kill == nil {
+			t.Skip("the server cannot be killed and restarted")
+		}
+		open := srv.Open
+		srv.Open = func(t *testing.T, keep int, cut bool) mercure.Store {
+			t.Helper()
+			return closing(t, open(t, keep, cut))
+		}
+		return srv
+	}
+	t.Run("CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
+	t.Run("HubsAcrossARestart", func(t *testing.T) { testHubsRestart(t, server(t, true)) })
+	t.Run("ResumeOnAnotherHub", func(t *testing.T) { testResume(t, server(t, false)) })
+	t.Run("Partition", func(t *testing.T) { testPartition(t, server(t, false)) })
+	t.Run("GapAfterRetention", func(t *testing.T) { testGapAfterRetention(t, server(t, false), true) })
+	t.Run("GapFromEmptyHistory", func(t *testing.T) { testGapAfterRetention(t, server(t, false), false) })
+	t.Run("LostReply", func(t *testing.T) { testLostReply(t, server(t, false)) })
+}
+
+// journal records what a store's feed passes to a listener: event ids
+// and "GAP", in order, and its status changes.
+type journal struct {
+	mu     sync.Mutex
+	log    []string
+	status chan error
+}
+
+func record(t *testing.T, s mercure.Store) *journal {
+	j := &journal{status: make(chan error, 100)}
+	t.Cleanup(s.Listen(mercure.Listener{
+		Event:  func(e *mercure.Event) { j.add(e.ID) },
+		Status: func(err error) { j.status <- err },
+		Gap:    func() { j.add("GAP") },
+	}))
+	return j
+}
+
+func (j *journal) add(s string) {
+	j.mu.Lock()
+	j.log = append(j.log, s)
+	j.mu.Unlock()
+}
+
+func (j *journal) entries() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.log)
+}
+
+// wantStatus waits for the next status report: down or up.
+func (j *journal) wantStatus(t *testing.T, down bool) {
+	t.Helper()
+	select {
+	case err := <-j.status:
+		if (err != nil) != down {
+			t.Fatalf("feed status %v, want down=%v", err, down)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no feed status (want down=%v) within 20s", down)
+	}
+}
+
+// settle waits until the journal ends with last, then checks that it
+// holds exactly want.
+func (j *journal) settle(t *testing.T, last string, want ...string) {
+	t.Helper()
+	eventually(t, "the feed to pass "+last, func() bool {
+		log := j.entries()
+		return len(log) > 0 && log[len(log)-1] == last
+	})
+	if got := j.entries(); !slices.Equal(got, want) {
+		t.Fatalf("the feed passed %q, want %q", got, want)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// failsFast checks that f fails, and within a few of the server's
+// Timeouts: a store that cannot reach its server must not hang.
+func failsFast(t *testing.T, srv *OutageServer, what string, f func() error) {
+	t.Helper()
+	start := time.Now()
+	if err := f(); err == nil {
+		t.Fatalf("%s succeeded while the server is out of reach", what)
+	}
+	if d, bound := time.Since(start), 3*srv.Timeout+2*time.Second; d > bound {
+		t.Fatalf("%s took %v to fail, more than %v with a Timeout of %v", what, d, bound, srv.Timeout)
+	}
+}
+
+func mustAppend(t *testing.T, s mercure.Store, e *mercure.Event) {
+	t.Helper()
+	if err := s.Append(context.Background(), e); err != nil {
+		t.Fatalf("Append(%q): %v", e.ID, err)
+	}
+}
+
+func testCrash(t *testing.T, srv *OutageServer) {
+	s := srv.Open(t, 0, false)
+	j := record(t, s)
+	mustAppend(t, s, NewEvent("before"))
+	j.settle(t, "before", "before")
+
+	srv.Kill(t)
+	j.wantStatus(t, true)
+	failsFast(t, srv, "Append", func() error { return s.Append(context.Background(), NewEvent("during")) })
+	failsFast(t, srv, "Replay", func() error { _, err := s.Replay(context.Background(), mercure.Earliest); return err })
+	record(t, s).wantStatus(t, true) // a listener added during the outage is told at once
+
+	srv.Restart(t)
+	j.wantStatus(t, false)
+	eventually(t, "an append to succeed", func() bool { return s.Append(context.Background(), NewEvent("after")) == nil })
+	j.settle(t, "after", "before", "after")
+	if _, ids := ReplayIDs(t, s, mercure.Earliest); !slices.Equal(ids, []string{"before", "after"}) {
+		t.Fatalf("history after the restart: %q", ids)
+	}
+}
+
+const (
+	outageHubURL = "https://example.com/.well-known/mercure"
+	outageTopic  = "https://example.com/books/1"
+)
+
+// hubOn is one app instance: a hub on a store of its own, served.
+type hubOn struct {
+	hub   *mercure.Hub
+	store mercure.Store
+	srv   *httptest.Server
+}
+
+func newHubOn(t *testing.T, s mercure.Store) *hubOn {
+	t.Helper()
+	h, err := mercure.New(outageHubURL, mercure.WithStore(s),
+		mercure.WithAnonymousSubscribers(), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(),
+		mercure.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &hubOn{hub: h, store: s, srv: httptest.NewServer(h)}
+	t.Cleanup(func() { // before the store closes
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Shutdown(ctx)
+		in.srv.Close()
+	})
+	return in
+}
+
+func (in *hubOn) subscribe(t *testing.T, lastEventID string) *ssetest.Stream {
+	t.Helper()
+	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(outageTopic), lastEventID)
+}
+
+func (in *hubOn) publish(u mercure.Update) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u.Topics = []string{outageTopic}
+	return in.hub.Publish(ctx, u)
+}
+
+func (in *hubOn) mustPublish(t *testing.T, data string) string {
+	t.Helper()
+	id, err := in.publish(mercure.Update{Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// post publishes over HTTP and returns the status and body.
+func (in *hubOn) post(t *testing.T, form url.Values) (int, string) {
+	t.Helper()
+	form.Set("topic", outageTopic)
+	resp, err := http.PostForm(in.srv.URL+"/.well-known/mercure", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func testHubsRestart(t *testing.T, srv *OutageServer) {
+	a, b := newHubOn(t, srv.Open(t, 0, false)), newHubOn(t, srv.Open(t, 0, false))
+	sub := b.subscribe(t, "")
+	var acked []string
+	for i := range 5 {
+		acked = append(acked, a.mustPublish(t, fmt.Sprint("before ", i)))
+	}
+	order := mercure.Update{ID: "order-1", Data: "paid"}
+	if id, err := a.publish(order); err != nil || id != order.ID {
+		t.Fatalf("publish %s: %q, %v", order.ID, id, err)
+	}
+	acked = append(acked, order.ID)
+
+	srv.Kill(t)
+	failsFast(t, srv, "Publish", func() error {
+		_, err := a.publish(mercure.Update{Data: "during"})
+		if err != nil && !errors.Is(err, mercure.ErrStore) {
+			t.Fatalf("publish during the outage: %v, want ErrStore", err)
+		}
+		return err
+	})
+	if status, body := a.post(t, url.Values{"data": {"during"}}); status != http.StatusServiceUnavailable {
+		t.Fatalf("POST during the outage: %d %s, want 503", status, body)
+	}
+	eventually(t, "both hubs to report the outage", func() bool {
+		return a.hub.Stats().FeedError != nil && b.hub.Stats().FeedError != nil
+	})
+
+	srv.Restart(t)
+	eventually(t, "both hubs to report the feed back", func() bool {
+		return a.hub.Stats().FeedError == nil && b.hub.Stats().FeedError == nil
+	})
+	eventually(t, "a publish to succeed", func() bool {
+		id, err := a.publish(mercure.Update{Data: "after 0"})
+		if err == nil {
+			acked = append(acked, id)
+		}
+		return err == nil
+	})
+	// The publisher of order-1 never got its answer: it sends the update
+	// again, to the other hub, then by POST.
+	if id, err := b.publish(order); err != nil || id != order.ID {
+		t.Fatalf("the same update again on the other hub: %q, %v; want %s", id, err, order.ID)
+	}
+	if status, body := a.post(t, url.Values{"id": {order.ID}, "data": {order.Data}}); status != http.StatusOK || body != order.ID {
+		t.Fatalf("the same update again by POST: %d %q, want 200 %s", status, body, order.ID)
+	}
+	for i := 1; i < 5; i++ {
+		acked = append(acked, a.mustPublish(t, fmt.Sprint("after ", i)))
+	}
+	if got := sub.Collect(len(acked)); !slices.Equal(got, acked) {
+		t.Fatalf("subscriber of B got %q\nwant %q", got, acked)
+	}
+	resumed := a.subscribe(t, acked[1])
+	if got := resumed.Collect(len(acked) - 2); !slices.Equal(got, acked[2:]) {
+		t.Fatalf("replay on A after the restart: %q\nwant %q", got, acked[2:])
+	}
+}
+
+func testResume(t *testing.T, srv *OutageServer) {
+	a, b := newHubOn(t, srv.Open(t, 0, false)), newHubOn(t, srv.Open(t, 0, false))
+	sub := a.subscribe(t, "")
+	var first []string
+	for i, in := range []*hubOn{b, a, b} {
+		first = append(first, in.mustPublish(t, fmt.Sprint("first ", i)))
+	}
+	if got := sub.Collect(3); !slices.Equal(got, first) {
+		t.Fatalf("hub A sent %q, want %q", got, first)
+	}
+	sub.Close()
+	var rest []string
+	for i, in := range []*hubOn{a, b, a, b} {
+		rest = append(rest, in.mustPublish(t, fmt.Sprint("rest ", i)))
+	}
+	resumed := b.subscribe(t, first[2])
+	if h := resumed.Header.Get("Mercure-Last-Event-ID"); h != first[2] {
+		t.Fatalf("Mercure-Last-Event-ID %q, want %q (REC-9)", h, first[2])
+	}
+	if got := resumed.Collect(len(rest)); !slices.Equal(got, rest) {
+		t.Fatalf("hub B resumed with %q, want %q", got, rest)
+	}
+	_, all := ReplayIDs(t, b.store, mercure.Earliest) // subscription events too
+	c := newHubOn(t, srv.Open(t, 0, false))
+	if got, want := c.hub.LastEventID(), all[len(all)-1]; got != want {
+		t.Fatalf("a third hub's LastEventID %q, want %q (REC-13)", got, want)
+	}
+}
+
+func testPartition(t *testing.T, srv *OutageServer) {
+	direct, cut := srv.Open(t, 0, false), srv.Open(t, 0, true)
+	j := record(t, cut)
+	mustAppend(t, direct, NewEvent("e0"))
+	mustAppend(t, cut, NewEvent("e1"))
+	j.settle(t, "e1", "e0", "e1")
+
+	srv.Cut()
+	j.wantStatus(t, true)
+	failsFast(t, srv, "Append through a cut link", func() error { return cut.Append(context.Background(), NewEvent("lost")) })
+	want := []string{"e0", "e1"}
+	for i := range 600 { // more than a page of the feed
+		id := fmt.Sprint("d", i)
+		mustAppend(t, direct, NewEvent(id))
+		want = append(want, id)
+	}
+	srv.Mend(t)
+	j.wantStatus(t, false)
+	eventually(t, "an append through the mended link", func() bool { return cut.Append(context.Background(), NewEvent("e2")) == nil })
+	want = append(want, "e2")
+	j.settle(t, "e2", want...)
+	if _, ids := ReplayIDs(t, direct, mercure.Earliest); !slices.Equal(ids, want) {
+		t.Fatalf("history: %d events, want %d", len(ids), len(want))
+	}
+}
+
+// testGapAfterRetention cuts a store off while another appends 30 events
+// with a retention of 10: the first thing its feed passes of them is the
+// gap, then the retained events, consecutive.
+func testGapAfterRetention(t *testing.T, srv *OutageServer, readOne bool) {
+	cut, direct := srv.Open(t, 10, true), srv.Open(t, 10, false)
+	j := record(t, cut)
+	var before []string
+	if readOne {
+		mustAppend(t, direct, NewEvent("before"))
+		before = []string{"before"}
+		j.settle(t, "before", before...)
+	}
+	srv.Cut()
+	j.wantStatus(t, true)
+	for i := range 30 {
+		mustAppend(t, direct, NewEvent(fmt.Sprint("e", i)))
+	}
+	srv.Mend(t)
+	j.wantStatus(t, false)
+	eventually(t, "e29", func() bool { log := j.entries(); return len(log) > 0 && log[len(log)-1] == "e29" })
+	log := j.entries()
+	if len(log) < len(before)+2 || !slices.Equal(log[:len(before)], before) || log[len(before)] != "GAP" || log[len(before)+1] == "e0" {
+		t.Fatalf("the feed passed %q, want %q, GAP, then the retained events", log, before)
+	}
+	var first int
+	fmt.Sscanf(log[len(before)+1], "e%d", &first)
+	for i, id := range log[len(before)+1:] {
+		if id != fmt.Sprint("e", first+i) {
+			t.Fatalf("the feed passed %q, want consecutive events after the gap", log)
+		}
+	}
+}
+
+func testLostReply(t *testing.T, srv *OutageServer) {
+	s := srv.Open(t, 0, true)
+	j := record(t, s)
+	e := NewEvent("lost-reply-" + strings.Repeat("x", 8))
+	lost := srv.LoseReply(e.ID)
+	firstErr := s.Append(context.Background(), e)
+	if !lost() {
+		t.Fatal("no reply was lost: nothing to test")
+	}
+	t.Logf("the first attempt, its reply lost, returned %v", firstErr)
+	var again *mercure.Event
+	eventually(t, "the update sent again to be accepted", func() bool {
+		again = RetryOf(e)
+		return s.Append(context.Background(), again) == nil
+	})
+	if firstErr == nil && again.Seq != e.Seq {
+		t.Fatalf("the update sent again got Seq %d, the first attempt %d", again.Seq, e.Seq)
+	}
+	mustAppend(t, s, NewEvent("end"))
+	j.settle(t, "end", e.ID, "end")
+	if _, ids := ReplayIDs(t, s, mercure.Earliest); !slices.Equal(ids, []string{e.ID, "end"}) {
+		t.Fatalf("history %q, want the update once", ids)
+	}
+}

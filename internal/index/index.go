@@ -225,9 +225,10 @@ func (ix *Index[T]) Remove(e *Entry[T]) {
 		return
 	}
 	if l.readBy > ix.done.Load() {
-		// A read in progress holds l.vals: leave it be, work on a copy.
-		// A list is copied at most once per read.
+		// A read in progress holds l.vals: leave it be, work on a copy,
+		// which no read holds: a list is copied at most once per read.
 		l.vals = append(make([]T, 0, cap(l.vals)), l.vals...)
+		l.readBy = 0
 	}
 	last := len(l.vals) - 1
 	if e.slot != last {

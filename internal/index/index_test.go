@@ -417,3 +417,31 @@ func TestReadIsASnapshot(t *testing.T) {
 		t.Fatal("a list no read holds was copied")
 	}
 }
+
+// Removing many subscriptions of one list while a read holds it copies
+// the list once, not once per removal: the copy is the index's own.
+func TestRemovalsDuringAReadCopyOnce(t *testing.T) {
+	ix, _ := newIndex(t)
+	const topic = "https://example.com/books/1"
+	entries := make([]*Entry[int], 500)
+	for i := range entries {
+		entries[i] = ix.Add(Exact, topic, nil, i)
+	}
+	read := ix.BeginRead()
+	held := ix.Exact(read, []string{topic}, nil)
+	allocs := testing.AllocsPerRun(1, func() {
+		for _, e := range entries[:499] {
+			ix.Remove(e)
+		}
+	})
+	ix.EndRead(read)
+	if allocs > 1 {
+		t.Fatalf("%v allocations for 499 removals during one read, want one copy", allocs)
+	}
+	if len(held) != 1 || len(held[0]) != 500 {
+		t.Fatalf("the read's list changed: %d lists, %d values", len(held), len(held[0]))
+	}
+	if n, _, _ := ix.Len(); n != 1 {
+		t.Fatalf("%d subscriptions left, want 1", n)
+	}
+}

@@ -222,8 +222,9 @@ func benchDispatch(b *testing.B, bh *benchHub, streams []*subscriber, e *Event) 
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		e.Seq = uint64(i + 1)
-		e.delivered.Store(nil)
-		bh.engine.Push(e.delivery())
+		ev := new(engine.Event)
+		e.fill(ev)
+		bh.engine.Push(ev)
 		if err := bh.engine.WaitDispatched(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -378,8 +379,9 @@ func BenchmarkRegisterDuringFanOut(b *testing.B) {
 					default:
 					}
 					e.Seq = seq
-					e.delivered.Store(nil)
-					bh.engine.Push(e.delivery())
+					ev := new(engine.Event)
+					e.fill(ev)
+					bh.engine.Push(ev)
 					if err := bh.engine.WaitDispatched(context.Background()); err != nil {
 						return
 					}

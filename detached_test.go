@@ -34,10 +34,11 @@ func newDetachedHub(t testing.TB, opts ...mercure.Option) *testHub {
 // rawStream is a stream read off its connection: HTTP/1.1, chunk by chunk,
 // with no goroutine on the client's side.
 type rawStream struct {
-	conn   net.Conn
-	br     *bufio.Reader
-	header http.Header
-	close  bool // the response said Connection: close
+	conn     net.Conn
+	br       *bufio.Reader
+	header   http.Header
+	close    bool   // the response said Connection: close
+	position string // the id of the block the stream started with, if any
 }
 
 // dialStream opens a stream of query on a connection of its own and reads
@@ -70,6 +71,15 @@ func tryDialStream(th *testHub, query string) (*rawStream, error) {
 		return nil, fmt.Errorf("status %d, transfer encoding %q", res.StatusCode, res.TransferEncoding)
 	}
 	rs.header, rs.close = res.Header, res.Close
+	if !strings.Contains(query, "last_event_id") {
+		// A stream without a cursor starts with its position.
+		c, err := rs.chunk()
+		if err != nil || !strings.HasPrefix(c, "id: ") || !strings.HasSuffix(c, "\n\n") || strings.Contains(c, "data:") {
+			conn.Close()
+			return nil, fmt.Errorf("first chunk %q, %v: want the stream's position", c, err)
+		}
+		rs.position = strings.TrimSuffix(strings.TrimPrefix(c, "id: "), "\n\n")
+	}
 	return rs, nil
 }
 
@@ -369,7 +379,9 @@ func TestDetached_HTTP2FallsBack(t *testing.T) {
 		if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: fmt.Sprint("h2-", i)}); err != nil {
 			t.Fatal(err)
 		}
-		line, err := bufio.NewReader(res.Body).ReadString('\n')
+		br := bufio.NewReader(res.Body)
+		skipPosition(t, br)
+		line, err := br.ReadString('\n')
 		if err != nil || line != fmt.Sprint("id: h2-", i, "\n") {
 			t.Fatalf("got %q, %v", line, err)
 		}
@@ -499,7 +511,9 @@ func TestDetached_TLS(t *testing.T) {
 	if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: "tls"}); err != nil {
 		t.Fatal(err)
 	}
-	if line, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil || line != "id: tls\n" {
+	br := bufio.NewReader(res.Body)
+	skipPosition(t, br)
+	if line, err := br.ReadString('\n'); err != nil || line != "id: tls\n" {
 		t.Fatalf("got %q, %v", line, err)
 	}
 	res.Body.Close()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -45,54 +46,80 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 	return nil
 }
 
-// Limits.MaxQueuedBytes: what the streams have not written yet, in
-// flight included, counts; when together it reaches the limit, a stream
-// with events unsent is dropped rather than given more; a stream with
-// nothing unsent still gets one.
+// Limits.MaxQueuedBytes counts what the queues hold as the memory it
+// takes: an event's bytes once however many queues share it, and a few
+// words per queued entry. Past the budget, this hub's publishers wait
+// for room, and the streams that made no progress for a second are
+// ended, those that hold the most first; a stream that keeps up is never
+// ended for the budget, and gets every update.
 func TestMaxQueuedBytes(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure",
-		WithLimits(Limits{MaxBodyBytes: 1000, QueueBytes: 1000, MaxQueuedBytes: 1000}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Shutdown(context.Background())
-	var writers []*blockingWriter
-	for range 2 {
-		w := newBlockingWriter()
-		writers = append(writers, w)
-		go h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil))
-	}
-	waitFor(t, "the streams to open", func() bool { return h.Stats().Streams == 2 })
-	publish := func() {
-		t.Helper()
-		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, Data: strings.Repeat("d", 250)}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New("https://example.com/.well-known/mercure",
+			WithLimits(Limits{MaxBodyBytes: 4 << 10, QueueBytes: 64 << 10, MaxQueuedBytes: 64 << 10}))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.engine.WaitDispatched(context.Background()); err != nil {
+		defer h.Shutdown(context.Background())
+		var stalled []*blockingWriter
+		for range 2 {
+			w := newBlockingWriter()
+			stalled = append(stalled, w)
+			go h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil))
+		}
+		healthy, stop := openStream(t, h, "match=x")
+		defer stop()
+		synctest.Wait()
+		data := strings.Repeat("d", 1000)
+		publish := func(ctx context.Context) error {
+			_, err := h.Publish(ctx, Update{Topics: []string{"x"}, Data: data})
+			synctest.Wait()
+			return err
+		}
+		if err := publish(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-	}
-	publish() // taken by both writers, which block on it: unsent, counted
-	for _, w := range writers {
-		waitFor(t, "a writer to block", w.writing.Load)
-	}
-	if st := h.Stats(); st.Overflows != 0 || st.QueuedBytes < 500 {
-		t.Fatalf("after the first update: %+v, want about 2 × 270 bytes unsent", st)
-	}
-	publish() // the first stream takes it (about 810 unsent); the second would pass 1000
-	if st := h.Stats(); st.Overflows != 1 {
-		t.Fatalf("after the second update: %+v, want one stream dropped", st)
-	}
-	waitFor(t, "the dropped stream to end", func() bool { return h.Stats().Streams == 1 })
-	fresh, stop := openStream(t, h, "match=x")
-	defer stop()
-	publish() // within the limits: both take it
-	waitFor(t, "the fresh stream to get the update", func() bool { n, _ := fresh.state(); return n == 1 })
-	publish() // past the limits: the blocked stream is dropped, the fresh one takes it
-	if st := h.Stats(); st.Overflows != 2 {
-		t.Fatalf("after the fourth update: %+v, want the blocked stream dropped too", st)
-	}
-	waitFor(t, "the fresh stream to get the update", func() bool { n, _ := fresh.state(); return n == 2 })
+		for _, w := range stalled {
+			if !w.writing.Load() {
+				t.Fatal("a stalled stream is not blocked on its write")
+			}
+		}
+		// One event held by two queues counts once.
+		if q := h.Stats().QueuedBytes; q < 1000 || q > 1200 {
+			t.Fatalf("%d bytes queued for one 1 KB event held by two stalled streams, want it counted once", q)
+		}
+		// About 60 fill the budget, before either stalled stream reaches
+		// its own limit (64 KiB of events): then publishers wait for room.
+		n := 1
+		for ; h.Stats().QueuedBytes <= 64<<10; n++ {
+			if err := publish(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := h.Stats(); st.Overflows != 0 || st.Streams != 3 {
+			t.Fatalf("%+v after %d updates: a stream ended before the budget was reached", st, n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if err := publish(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Publish past the budget: %v, want it to wait for room", err)
+		}
+		// A second with no progress: the stalled streams are ended, and
+		// the publisher gets its room.
+		if err := publish(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		st := h.Metrics()
+		if st.Overflows != 2 || st.StreamsClosed[CloseQueueOverflow] != 2 {
+			t.Fatalf("overflows %d, closed for overflow %d: want the two stalled streams ended", st.Overflows, st.StreamsClosed[CloseQueueOverflow])
+		}
+		if got, _ := healthy.state(); got != n {
+			t.Fatalf("the healthy stream got %d updates of %d", got, n)
+		}
+		if q := h.Stats().QueuedBytes; q != 0 {
+			t.Fatalf("%d bytes still queued", q)
+		}
+	})
 }
 
 // openStream runs a stream of h for query on a flushCounter until the

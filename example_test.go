@@ -65,12 +65,20 @@ func ExampleHub_Publish() {
 	}
 	fmt.Println("published", id)
 
+	// The stream starts with its position: an id and no data, which an
+	// EventSource records as its last event id without firing an event.
+	// Then comes the update.
 	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() && sc.Text() != "" {
+	for blocks := 0; blocks < 2 && sc.Scan(); {
+		if sc.Text() == "" {
+			blocks++
+			continue
+		}
 		fmt.Println(sc.Text())
 	}
 	// Output:
 	// published urn:uuid:7b0bd6b8-2c55-4d7a-8f6c-1a1d8e5f3c21
+	// id: earliest
 	// id: urn:uuid:7b0bd6b8-2c55-4d7a-8f6c-1a1d8e5f3c21
 	// data: {"status":"checked out"}
 }
@@ -267,12 +275,17 @@ func ExampleWithAuthorizer() {
 		log.Fatal(err)
 	}
 	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() && sc.Text() != "" {
+	for blocks := 0; blocks < 2 && sc.Scan(); { // the stream's position, then the update
+		if sc.Text() == "" {
+			blocks++
+			continue
+		}
 		fmt.Println(sc.Text())
 	}
 	// Output:
 	// without a session: 401
 	// with alice's session: 200
+	// id: earliest
 	// id: urn:uuid:0d7e9c55-3f7a-4c8e-9a59-5e0c4b0f6a11
 	// data: a message for alice
 }

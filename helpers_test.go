@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,6 +128,7 @@ type subscription struct {
 	done     chan struct{} // closed when the stream ends
 	err      error         // why the stream ended (nil: a clean end), once done is closed
 	cancel   context.CancelFunc
+	position atomic.Pointer[string] // the id of the stream's last id-only block
 }
 
 // subscribe opens a stream with the raw query string q (e.g.
@@ -193,7 +195,11 @@ func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subs
 	return s, res
 }
 
-// read parses the stream the way EventSource does, keeping raw lines.
+// read parses the stream the way EventSource does, keeping raw lines. A
+// block with only an id fires no event (it is the stream's starting
+// position: EventSource records it as its last event id); its id goes
+// to s.position. Blocks with a retry or a type but no data are passed on
+// as events, for the tests that look at them.
 func (s *subscription) read() {
 	defer close(s.done)
 	sc := bufio.NewScanner(s.res.Body)
@@ -202,7 +208,10 @@ func (s *subscription) read() {
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
-			if len(ev.Lines) > 0 {
+			switch {
+			case len(ev.Lines) == 1 && ev.ID != "" && !ev.HasData:
+				s.position.Store(&ev.ID)
+			case len(ev.Lines) > 0:
 				s.events <- ev
 			}
 			ev = sseEvent{}
@@ -330,3 +339,18 @@ var descriptionAttr = regexp.MustCompile(`, error_description="[^"]*"`)
 // bareChallenge is the Bearer challenge h without its error_description,
 // for the tests of the codes and attributes the draft prescribes.
 func bareChallenge(h string) string { return descriptionAttr.ReplaceAllString(h, "") }
+
+// skipPosition reads the block a stream opened without a cursor starts
+// with, an id and no data (its starting position), failing the test if it
+// is not there, and returns the id.
+func skipPosition(t testing.TB, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "id: ") {
+		t.Fatalf("the stream starts with %q, %v; want its position, an id-only block", line, err)
+	}
+	if blank, err := r.ReadString('\n'); err != nil || blank != "\n" {
+		t.Fatalf("the position block goes on with %q, %v; want its end", blank, err)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(line, "id: "), "\n")
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,10 @@ func TestSUB4_HTTP2(t *testing.T) {
 			return ""
 		}
 	}
+	if got := next(); !strings.HasPrefix(got, "id: ") {
+		t.Fatalf("the stream starts with %q, want its position", got)
+	}
+	next() // the blank line that ends the position block
 	for i, id := range []string{"h2-1", "h2-2"} {
 		if _, err := h.Publish(context.Background(), mercure.Update{Topics: []string{bookTopic}, ID: id, Data: "x"}); err != nil {
 			t.Fatal(err)

@@ -68,7 +68,6 @@ type Hub struct {
 	background sync.WaitGroup
 
 	subscriptions   subscriptionRegistry
-	lastEventID     atomic.Pointer[string]
 	warnedDeadlines atomic.Bool
 	shutting        atomic.Bool           // Shutdown has begun (a drain, then the end)
 	appends         transition            // the store refusing updates, logged once per transition
@@ -216,16 +215,14 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		}
 		h.store = ms
 	}
-	earliest := Earliest
-	h.lastEventID.Store(&earliest)
 	h.unlisten = h.store.Listen(h.listener())
+	start := Earliest
+	if ls, ok := h.store.(LatestStore); ok {
+		start = ls.LatestID()
+	}
+	h.engine.Begin(start) // unless an event came meanwhile, which is newer
 	if ob, ok := h.store.(OutboxStore); ok {
 		h.detachHub = ob.AttachHub(HubLink{Validate: h.Validate, Published: func() { h.metrics.publishedTx.Add(1) }})
-	}
-	if ls, ok := h.store.(LatestStore); ok {
-		// Unless an event was dispatched meanwhile, which is newer.
-		latest := ls.LatestID()
-		h.lastEventID.CompareAndSwap(&earliest, &latest)
 	}
 	if cfg.debugger {
 		h.debug = h.startDebugger()
@@ -266,8 +263,9 @@ func (h *Hub) listener() Listener {
 			// The hub advertises it at once (REC-13): it is recorded, so a
 			// replay from it misses nothing. A stream that opens from now
 			// on does not get it live.
-			h.lastEventID.Store(&e.ID)
-			h.engine.Push(e.delivery())
+			ev := new(engine.Event)
+			e.fill(ev)
+			h.engine.Push(ev)
 		},
 		// Only reported: it needs no order with the events.
 		Status: h.feedStatus,
@@ -300,7 +298,12 @@ func (h *Hub) Path() string { return h.path }
 // Event Sourcing). Applications put it in the last-event-id attribute of
 // their Link headers so that clients miss nothing between loading a resource
 // and subscribing to its updates.
-func (h *Hub) LastEventID() string { return *h.lastEventID.Load() }
+func (h *Hub) LastEventID() string {
+	if id := h.engine.Last().ID; id != "" {
+		return id
+	}
+	return Earliest // before New returns
+}
 
 // ServeHTTP serves the hub: GET and QUERY subscribe, POST publishes,
 // OPTIONS lists the methods; with [WithSubscriptions], it also serves the
@@ -432,11 +435,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		}
 	}
 	// What the feed still holds is dropped, the streams ending; the
-	// dispatcher must not outlive Shutdown.
-	if err := h.engine.WaitDispatched(ctx); err != nil {
-		h.engine.AbortAll()
-		return err
-	}
+	// dispatcher must not outlive Shutdown. Stopped, it ends within one
+	// list of one dispatch, whatever ctx allows.
+	h.engine.WaitDispatched(context.Background())
 	if h.authServers != nil {
 		if err := h.authServers.shutdown(ctx); err != nil {
 			h.engine.AbortAll()

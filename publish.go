@@ -204,11 +204,20 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	if err := h.waitRoom(ctx); err != nil {
 		return "", err
 	}
+	if err := h.feedErr.Load(); err != nil {
+		// An update recorded now would reach no stream until the feed is
+		// back, and then only if history still holds it: publishing
+		// comes back with the live feed.
+		return "", fmt.Errorf("%w: %w: %w", ErrStore, errFeedDown, *err)
+	}
 	// Past this point the update is the store's: the caller's context
 	// no longer cancels it (see Hub.Publish), the store bounds its time.
 	if err := h.appendEvent(context.WithoutCancel(ctx), e); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
+	// A stream opened from now on does not get it live, however late the
+	// store's feed brings it (on a store shared over the network).
+	h.engine.Published(e.Seq, e.ID, len(e.encoded()))
 	h.metrics.publishDuration.Observe(time.Since(e.Time))
 	return u.ID, nil
 }
@@ -230,6 +239,10 @@ func (h *Hub) appendEvent(ctx context.Context, e *Event) error {
 }
 
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
+
+// errFeedDown is why a publish is refused while the store's live feed is
+// down: an update recorded then would not be delivered.
+var errFeedDown = errors.New("the store's live feed is down, so an update recorded now would not be delivered")
 
 // waitRoom waits until the dispatcher has room for one more update, or
 // ctx ends: only a hub that receives updates faster than it can hand
@@ -353,6 +366,9 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrHubClosed):
 		writeProblem(w, http.StatusServiceUnavailable, "the hub is shutting down")
+		return
+	case errors.Is(err, errFeedDown):
+		writeProblem(w, http.StatusServiceUnavailable, "the store's live feed is down: updates are refused until it is back, so that none is recorded without being delivered")
 		return
 	case err != nil: // logged by publish, once per outage
 		writeProblem(w, http.StatusServiceUnavailable, "the update could not be stored")

@@ -40,22 +40,14 @@ type Event struct {
 	// resolved caches the topics resolved as URLs, shared with the
 	// engine's view of the event.
 	resolved topicurl.Cache
-	// delivered is the engine's view of the event, built once its Seq is
-	// set (see delivery).
-	delivered atomic.Pointer[engine.Event]
 }
 
-// delivery returns the engine's view of e, building it on first use:
-// only once e.Seq is set, by the store.
-func (e *Event) delivery() *engine.Event {
-	if d := e.delivered.Load(); d != nil {
-		return d
-	}
-	d := &engine.Event{Seq: e.Seq, Topics: e.Topics, Private: e.Private, Time: e.Time, Bytes: e.encoded(), Resolved: &e.resolved}
-	if !e.delivered.CompareAndSwap(nil, d) {
-		return e.delivered.Load()
-	}
-	return d
+// fill sets ev, the engine's view of e, once e.Seq is set by the store.
+// The view shares e's encoding and its cache of resolved topics; each hub
+// has views of its own (the engine counts the queues holding one).
+func (e *Event) fill(ev *engine.Event) {
+	ev.Seq, ev.ID, ev.Topics, ev.Private, ev.Time = e.Seq, e.ID, e.Topics, e.Private, e.Time
+	ev.Bytes, ev.Resolved = e.encoded(), &e.resolved
 }
 
 // encoded returns the event's SSE bytes, encoding them on first use.

@@ -119,8 +119,15 @@ func TestFeedStatus(t *testing.T) {
 	if n := logLines(logged(), back); n != 0 {
 		t.Fatalf("feed reported back while failing:\n%s", logged())
 	}
-	// Appended while the feed is down: the store delivers it once back.
-	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "missed"})
+	// While the feed is down, the hub does not publish: an update
+	// recorded now would reach no stream until the feed is back, and then
+	// only if history still held it.
+	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: "refused"}); !errors.Is(err, mercure.ErrStore) {
+		t.Fatalf("Publish while the feed is down: %v, want ErrStore", err)
+	}
+	if status, body, hdr := th.post("topic=x&data=refused"); status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(body, "feed") {
+		t.Fatalf("POST while the feed is down: %d %q %q, want 503 saying why, with Retry-After", status, body, hdr.Get("Retry-After"))
+	}
 
 	store.status(nil)
 	if err := th.Stats().FeedError; err != nil {
@@ -137,7 +144,6 @@ func TestFeedStatus(t *testing.T) {
 	if err := th.Stats().FeedError; err != nil {
 		t.Fatalf("FeedError %v", err)
 	}
-	expectData(t, s, "missed")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "after"})
 	expectData(t, s, "after")
 

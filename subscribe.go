@@ -306,6 +306,14 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		w.WriteHeader(http.StatusOK)
+		// The position the stream starts from, as an event with an id and
+		// no data: an EventSource records it as its last event id without
+		// firing an event, so that a stream that ends before its first
+		// update still resumes exactly where it started (spec
+		// §Reconnection, State Reconciliation, and Event Sourcing).
+		if err := st.Write(positionBlock(st.Start().ID)); err != nil {
+			return
+		}
 	}
 	if err := st.Flush(); err != nil {
 		if errors.Is(err, http.ErrNotSupported) {
@@ -411,7 +419,9 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 			return 0, false // the client resumes from the last event it got
 		}
 		minSeq = max(minSeq, e.Seq)
-		if !s.matches(e.delivery()) {
+		var view engine.Event
+		e.fill(&view)
+		if !s.matches(&view) {
 			continue
 		}
 		b := e.encoded()
@@ -530,4 +540,11 @@ func (h *Hub) releaseGrants(p *principal) {
 	if p.subscribe.refs--; p.subscribe.refs == 0 {
 		delete(h.grantSets, p.subscribe.key)
 	}
+}
+
+// positionBlock is the SSE block that sets a client's last event id to
+// id without dispatching an event (HTML § Interpreting an event stream:
+// an event with an empty data buffer is not fired, its id is kept).
+func positionBlock(id string) []byte {
+	return append(append([]byte("id: "), id...), "\n\n"...)
 }

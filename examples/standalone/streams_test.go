@@ -47,7 +47,7 @@ func testStreamMode(t *testing.T, args []string, close bool) {
 	id, _ := io.ReadAll(pub.Body)
 	pub.Body.Close()
 	br := bufio.NewReader(sub.Body)
-	for _, want := range []string{"id: " + string(id), "data: hello", ""} {
+	for _, want := range []string{"id: earliest", "", "id: " + string(id), "data: hello", ""} { // the position, then the update
 		if line, err := br.ReadString('\n'); err != nil || strings.TrimSuffix(line, "\n") != want {
 			t.Fatalf("got %q %v, want %q", line, err, want)
 		}

@@ -66,8 +66,7 @@ func (s *Stream) step(now time.Time) (p plan) {
 	}
 	p.events = s.queue
 	s.queue, s.spare = spare[:0], nil
-	s.inflight += len(p.events)
-	s.inflightBytes += s.queueBytes
+	s.inflight, s.inflightBytes = p.events, s.queueBytes
 	s.queueBytes = 0
 	if ending {
 		p.farewell, p.end = s.farewell, true
@@ -96,15 +95,14 @@ func (s *Stream) done(p plan, all bool, now time.Time) {
 	if !all {
 		return // close counts them out
 	}
-	size, wrote := 0, false
+	wrote := false
 	for _, ev := range p.events {
-		size += len(ev.Bytes)
 		if ev.Seq > s.minSeq {
 			s.sampleDelay(ev)
 			wrote = true
 		}
 	}
-	s.written(len(p.events), size)
+	s.written()
 	if wrote || p.comment || p.farewell != nil {
 		s.lastWrite.Store(now.UnixNano())
 	}

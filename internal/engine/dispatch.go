@@ -21,13 +21,11 @@ type dispatcher struct {
 	seen    map[*index.Group[*Stream]]bool // verdicts, with several topics
 	kicked  []*Stream
 	woken   []*Stream // streams with events queued since the last wake
-	// queued is the bytes this dispatch queued, added to the engine's
-	// count once at its end: one atomic add per dispatch, not per
-	// delivery; room is what Limits.MaxQueuedBytes left when it began.
-	queued, room int64
-	// delivered counts this dispatch's deliveries, added to the metrics
-	// once at its end, with queued.
+	// delivered counts this dispatch's deliveries and bytes, added to the
+	// counters once at its end: one atomic add per dispatch, not per
+	// delivery.
 	delivered uint64
+	bytes     int64
 }
 
 // dispatch hands ev to every matching stream.
@@ -49,8 +47,6 @@ func (e *Engine) dispatch(ev *Event) {
 	start := time.Now()
 	d := &e.dispatcher
 	d.event = ev
-	// Writers may free some meanwhile: room errs on the safe side.
-	d.room = e.cfg.Limits.MaxQueuedBytes - e.queued.Load()
 	var urls []topicurl.URL
 	if e.patternsUsed.Load() {
 		urls = ev.URLs(e.resolver) // resolved once per event, not per pattern
@@ -75,6 +71,9 @@ func (e *Engine) dispatch(ev *Event) {
 		for _, s := range l {
 			e.deliver(s)
 		}
+		if e.stopped() {
+			break // the streams are ending: a long fan-out ends too
+		}
 	}
 	if len(d.cands) > 0 {
 		// Patterns cost time (MAT-9): the subscribers that need no
@@ -85,17 +84,20 @@ func (e *Engine) dispatch(ev *Event) {
 			for _, s := range l {
 				e.deliver(s)
 			}
+			if e.stopped() {
+				break
+			}
 		}
 	}
 	e.index.EndRead(read)
-	// Writers subtract what they take: until this add, the count may dip
-	// below what is queued, by this one dispatch at most.
-	e.queued.Add(d.queued)
 	if d.delivered > 0 {
+		// Writers release what they write: until this charge, the count
+		// may dip below what is queued, by this one dispatch at most.
+		e.charge(ev, int(d.delivered))
 		e.counters.Deliveries.Add(d.delivered)
-		e.counters.DeliveredBytes.Add(uint64(d.queued))
+		e.counters.DeliveredBytes.Add(uint64(d.bytes))
 	}
-	d.queued, d.delivered = 0, 0
+	d.bytes, d.delivered = 0, 0
 	for _, s := range d.kicked {
 		s.cut() // aborted by enqueue
 		s.wake()
@@ -154,9 +156,9 @@ func (e *Engine) deliver(s *Stream) {
 	if ev.Private && !s.owner.ReadsPrivate(ev) {
 		return
 	}
-	n, ok, wake := s.enqueue(ev, d.room-d.queued)
-	d.queued += int64(n)
-	if n > 0 {
+	n, ok, wake := s.enqueue(ev)
+	if ok && n > 0 {
+		d.bytes += int64(n)
 		d.delivered++
 	}
 	switch {

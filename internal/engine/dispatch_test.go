@@ -91,9 +91,9 @@ func TestWaitRoom(t *testing.T) {
 	defer release()
 	_, stop := serve(t, e, o, exact("x"))
 	defer stop()
-	f.push(true, "1", "x")
+	f.publish(true, "1", "x")
 	<-o.held
-	f.push(false, "2", "x")
+	f.publish(false, "2", "x")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -111,8 +111,8 @@ func TestWaitRoom(t *testing.T) {
 	if err := <-room; err != nil {
 		t.Fatal(err)
 	}
-	f.push(false, "3", "x")
-	f.push(false, "4", "x")
+	f.publish(false, "3", "x")
+	f.publish(false, "4", "x")
 	e.Stop()
 	if err := e.WaitRoom(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
 		t.Fatalf("WaitRoom after Stop: %v", err)

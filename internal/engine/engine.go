@@ -60,8 +60,14 @@ type Limits struct {
 // Counters are the engine's metrics, updated whether or not anything
 // reads them.
 type Counters struct {
-	Dispatched     atomic.Uint64
-	Overflows      atomic.Uint64
+	Dispatched atomic.Uint64
+	Overflows  atomic.Uint64
+	// Shed counts the stalled streams ended because the queues were over
+	// their budget (also in Overflows); FeedGaps the times the engine
+	// dropped the events waiting for the dispatcher because it was too
+	// far behind the store's feed.
+	Shed           atomic.Uint64
+	FeedGaps       atomic.Uint64
 	Deliveries     atomic.Uint64
 	DeliveredBytes atomic.Uint64
 	StreamsClosed  [NumEndReasons]atomic.Uint64
@@ -99,8 +105,12 @@ type Engine struct {
 	// patternsUsed is whether the index has held a URL pattern: until it
 	// has, dispatch does not resolve topics as URLs.
 	patternsUsed atomic.Bool
-	lastSeq      atomic.Uint64 // of the latest event the store passed on
+	last         atomic.Pointer[Position] // the latest event recorded (see Last)
 	feed         feed
+	// waiting counts the publishers waiting for room; lastShed is when
+	// the dispatcher last shed stalled streams.
+	waiting  atomic.Int32
+	lastShed atomic.Int64 // unix nanoseconds
 	dispatcher
 
 	// life guards closed, streams, counts and the stream WaitGroup.
@@ -159,9 +169,6 @@ func (e *Engine) Streams() int {
 	defer e.life.Unlock()
 	return len(e.streams)
 }
-
-// LastSeq is the Seq of the latest event pushed.
-func (e *Engine) LastSeq() uint64 { return e.lastSeq.Load() }
 
 // Refuse reports, without reserving anything, whether a stream of client
 // would be refused now (ErrClosed, ErrTooManyStreams,
@@ -315,7 +322,8 @@ func (e *Engine) register(s *Stream, ms []Matcher) error {
 	// Events recorded until now are not live for s, though the dispatcher
 	// may not have handed them out yet: a stream gets what is published
 	// after it opens, and what it asks for from history.
-	s.lastSeq = e.lastSeq.Load()
+	s.start = e.Last()
+	s.lastSeq = s.start.Seq
 	lim := &e.cfg.Limits
 	for i := range ms {
 		m := &ms[i]

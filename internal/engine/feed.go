@@ -3,15 +3,26 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // The store's feed reaches the streams in two steps. The store's
-// listener only appends what it is given to the feed's queue ([Engine.Push]):
-// the store calls it under its own lock, so Append returns, and the
-// publisher gets its answer, without waiting for the fan-out. A goroutine
-// started when the queue fills and ending when it is empty dispatches the
-// queued items one at a time, in the store's order: per-stream order is
-// store order.
+// listener only appends what it is given to the feed's queue
+// ([Engine.Push]): the store calls it under its own lock, so Append
+// returns, and the publisher gets its answer, without waiting for the
+// fan-out. A goroutine started when the queue fills and ending when it is
+// empty dispatches the queued items one at a time, in the store's order:
+// per-stream order is store order.
+//
+// The feed is bounded. This hub's publishers wait for room (see WaitRoom)
+// while its own updates not yet dispatched reach Limits.MaxPendingUpdates
+// (or half of Limits.MaxQueuedBytes), or while the streams' queues are
+// over their budget; the feed takes as many again from other hubs
+// sharing the store, which never wait: past that, the hub drops what is
+// pending and reports a gap (every open stream ends, and resumes from
+// history), counted in Counters.FeedGaps. So another hub's traffic never
+// holds this hub's publishers back, and never grows its memory without
+// bound.
 
 // feed is the queue between the store's listener and the dispatcher.
 type feed struct {
@@ -21,10 +32,67 @@ type feed struct {
 	running bool // a dispatcher goroutine is draining items
 	done    chan struct{}
 	// pending counts the events queued or being dispatched, and
-	// pendingBytes their encoded size: WaitRoom waits beyond
-	// Limits.MaxPendingUpdates or Limits.MaxQueuedBytes of them.
+	// pendingBytes their encoded size.
 	pending, pendingBytes int64
-	room                  chan struct{} // closed when room is made, if waited for
+	// own holds the size of this hub's own updates recorded and not yet
+	// dispatched, by Seq (see Published); ownBytes is their total.
+	own      map[uint64]int64
+	ownBytes int64
+	// dispatched is the Seq of the last event dispatched or dropped.
+	dispatched uint64
+	room       chan struct{} // closed when room is made, if waited for
+}
+
+// Position is a place in the store's order: the event with Seq and ID.
+type Position struct {
+	Seq uint64
+	ID  string
+}
+
+// Begin sets the position the engine starts from, before any event: the
+// latest event the store holds, or "earliest".
+func (e *Engine) Begin(id string) {
+	e.last.CompareAndSwap(nil, &Position{ID: id})
+}
+
+// Last returns the position of the latest event recorded, as far as the
+// engine knows: pushed by the store's feed, or published by this hub.
+func (e *Engine) Last() Position {
+	if p := e.last.Load(); p != nil {
+		return *p
+	}
+	return Position{}
+}
+
+// advance moves the last position to p when p is later.
+func (e *Engine) advance(p *Position) {
+	for {
+		cur := e.last.Load()
+		if cur != nil && cur.Seq >= p.Seq {
+			return
+		}
+		if e.last.CompareAndSwap(cur, p) {
+			return
+		}
+	}
+}
+
+// Published records that this hub's publisher got ev recorded (Append
+// returned): a stream that opens from now on does not get it live, even
+// on a store whose feed delivers it later. It also counts ev as one of
+// this hub's own updates until it is dispatched, for WaitRoom.
+func (e *Engine) Published(seq uint64, id string, size int) {
+	e.advance(&Position{Seq: seq, ID: id})
+	f := &e.feed
+	f.mu.Lock()
+	if seq > f.dispatched {
+		if f.own == nil {
+			f.own = make(map[uint64]int64)
+		}
+		f.own[seq] = int64(size)
+		f.ownBytes += int64(size)
+	}
+	f.mu.Unlock()
 }
 
 // Push queues ev for dispatch, starting the dispatcher if it is not
@@ -32,7 +100,7 @@ type feed struct {
 // now on does not get ev live (see register): ev is recorded, so a replay
 // from it misses nothing.
 func (e *Engine) Push(ev *Event) {
-	e.lastSeq.Store(ev.Seq)
+	e.advance(&Position{Seq: ev.Seq, ID: ev.ID})
 	e.push(ev)
 }
 
@@ -44,11 +112,15 @@ func (e *Engine) Gap() { e.push(nil) }
 
 func (e *Engine) push(ev *Event) {
 	f := &e.feed
+	lim := &e.cfg.Limits
 	f.mu.Lock()
 	f.items = append(f.items, ev)
 	if ev != nil {
 		f.pending++
 		f.pendingBytes += int64(len(ev.Bytes))
+		if f.pending > 2*int64(lim.MaxPendingUpdates) || f.pendingBytes > lim.MaxQueuedBytes {
+			e.dropLocked()
+		}
 	}
 	start := !f.running
 	if start {
@@ -58,6 +130,43 @@ func (e *Engine) push(ev *Event) {
 	f.mu.Unlock()
 	if start {
 		go e.drainFeed()
+	}
+}
+
+// dropLocked drops the events that wait for the dispatcher, which is
+// too far behind, and queues a gap in their place: the streams resume
+// from history, where the events are. The caller holds e.feed.mu.
+func (e *Engine) dropLocked() {
+	f := &e.feed
+	var last uint64
+	for _, ev := range f.items {
+		if ev != nil {
+			f.pending--
+			f.pendingBytes -= int64(len(ev.Bytes))
+			last = max(last, ev.Seq)
+		}
+	}
+	clear(f.items)
+	f.items = append(f.items[:0], nil)
+	e.forgetOwnLocked(last)
+	e.counters.FeedGaps.Add(1)
+	e.roomLocked()
+}
+
+// forgetOwnLocked records that the events up to seq are dispatched (or
+// dropped): this hub's own among them no longer count. The caller holds
+// e.feed.mu.
+func (e *Engine) forgetOwnLocked(seq uint64) {
+	f := &e.feed
+	if seq <= f.dispatched {
+		return
+	}
+	f.dispatched = seq
+	for s, size := range f.own {
+		if s <= seq {
+			delete(f.own, s)
+			f.ownBytes -= size
+		}
 	}
 }
 
@@ -78,6 +187,7 @@ func (e *Engine) drainFeed() {
 		f.items, f.spare = f.spare[:0], nil
 		f.mu.Unlock()
 		var n, size int64
+		var last uint64
 		for i := range batch {
 			ev := batch[i]
 			if ev == nil {
@@ -90,19 +200,19 @@ func (e *Engine) drainFeed() {
 			}
 			n++
 			size += int64(len(ev.Bytes))
+			last = ev.Seq
 			batch[i] = nil
 			if n%wakeEvery == 0 {
 				e.wake()
 			}
 		}
 		e.wake()
+		e.shed(time.Now())
 		f.mu.Lock()
 		f.pending -= n
 		f.pendingBytes -= size
-		if f.room != nil && !f.full(&e.cfg.Limits) {
-			close(f.room)
-			f.room = nil
-		}
+		e.forgetOwnLocked(last)
+		e.roomLocked()
 		f.spare = batch[:0]
 		f.mu.Unlock()
 	}
@@ -115,7 +225,7 @@ func (e *Engine) drainFeed() {
 func (e *Engine) feedGap() {
 	e.life.Lock()
 	defer e.life.Unlock()
-	e.log.Warn("mercure: the store's feed skipped events dropped from history; ending the open streams so that their clients resume from history", "streams", len(e.streams))
+	e.log.Warn("mercure: the hub missed events of the store's feed (dropped from history, or too far behind); ending the open streams so that their clients resume from history", "streams", len(e.streams))
 	for s := range e.streams {
 		s.End(EndHistoryGap, nil)
 	}
@@ -142,21 +252,39 @@ func (e *Engine) wake() {
 	d.woken = d.woken[:0]
 }
 
-// full reports whether publishers must wait for the dispatcher. The
-// caller holds f.mu. An empty feed always takes an update.
-func (f *feed) full(lim *Limits) bool {
-	return f.pending > 0 && (f.pending >= int64(lim.MaxPendingUpdates) || f.pendingBytes >= lim.MaxQueuedBytes)
+// full reports whether this hub's publishers must wait. The caller holds
+// e.feed.mu. With none of its own updates pending, a publisher waits only
+// for the queues.
+func (e *Engine) full() bool {
+	f := &e.feed
+	lim := &e.cfg.Limits
+	if len(f.own) > 0 && (len(f.own) >= lim.MaxPendingUpdates || f.ownBytes >= lim.MaxQueuedBytes/2) {
+		return true
+	}
+	return e.overBudget()
 }
 
-// WaitRoom waits until the dispatcher has room for one more update, or
-// ctx ends (its error), or Stop is called (ErrClosed). Only a hub that
-// receives updates faster than it can hand them to its streams waits
-// here: flow control, not fan-out.
+// roomLocked wakes the publishers waiting for room, if there is room.
+// The caller holds e.feed.mu.
+func (e *Engine) roomLocked() {
+	f := &e.feed
+	if f.room != nil && !e.full() {
+		close(f.room)
+		f.room = nil
+	}
+}
+
+// WaitRoom waits until this hub may record one more update, or ctx ends
+// (its error), or Stop is called (ErrClosed): while its own updates not
+// yet dispatched reach Limits.MaxPendingUpdates (or half of
+// Limits.MaxQueuedBytes), or while the streams' queues are over
+// Limits.MaxQueuedBytes. Only a hub that receives updates faster than it
+// can hand them to its streams waits here: flow control, not fan-out.
 func (e *Engine) WaitRoom(ctx context.Context) error {
 	f := &e.feed
 	for {
 		f.mu.Lock()
-		if !f.full(&e.cfg.Limits) {
+		if !e.full() {
 			f.mu.Unlock()
 			return nil
 		}
@@ -165,18 +293,32 @@ func (e *Engine) WaitRoom(ctx context.Context) error {
 		}
 		room := f.room
 		f.mu.Unlock()
+		if e.overBudget() {
+			// Stalled streams may be what holds the queues: they go.
+			e.shed(time.Now())
+		}
+		e.waiting.Add(1)
+		t := time.NewTimer(shedEvery)
 		select {
 		case <-room:
+		case <-t.C: // look again, and shed again if need be
 		case <-ctx.Done():
-			return ctx.Err()
 		case <-e.ctx.Done():
+		}
+		t.Stop()
+		e.waiting.Add(-1)
+		switch {
+		case e.stopped():
 			return ErrClosed
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
 	}
 }
 
 // WaitDispatched waits until the dispatcher has handled what the feed
-// holds now: the hub calls it once the store no longer feeds it.
+// holds now, or ctx ends. After Stop, the dispatcher drops what is left
+// and ends within one dispatch.
 func (e *Engine) WaitDispatched(ctx context.Context) error {
 	f := &e.feed
 	f.mu.Lock()

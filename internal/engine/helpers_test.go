@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -191,11 +192,21 @@ type feeder struct {
 	seq uint64
 }
 
-// push pushes an event with data on topics.
+// push pushes an event with data on topics, as the store's feed does
+// with another hub's update.
 func (f *feeder) push(private bool, data string, topics ...string) *Event {
 	f.seq++
-	ev := &Event{Seq: f.seq, Topics: topics, Private: private, Time: time.Now()}
-	ev.Bytes = sse.AppendEvent(nil, "", "", -1, data)
+	ev := &Event{Seq: f.seq, ID: fmt.Sprint("e", f.seq), Topics: topics, Private: private, Time: time.Now()}
+	ev.Bytes = sse.AppendEvent(nil, ev.ID, "", -1, data)
 	f.e.Push(ev)
+	return ev
+}
+
+// publish pushes an event as this hub's own update: the store's feed
+// brings it (as the memory store does, within Append), then the
+// publisher learns it is recorded.
+func (f *feeder) publish(private bool, data string, topics ...string) *Event {
+	ev := f.push(private, data, topics...)
+	f.e.Published(ev.Seq, ev.ID, len(ev.Bytes))
 	return ev
 }

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -25,7 +27,12 @@ func (s *Stream) run(r *http.Request) {
 		if p.abort {
 			return
 		}
-		if !s.writePlan(p) {
+		if err := s.writePlan(p); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The write timeout: the client took nothing for that
+				// long, whatever net/http makes of the connection next.
+				s.SetEnd(EndWriteError)
+			}
 			return
 		}
 		s.done(p, true, time.Now())
@@ -35,28 +42,30 @@ func (s *Stream) run(r *http.Request) {
 	}
 }
 
-// writePlan writes p through the ResponseWriter and flushes, reporting
-// false when a write failed.
-func (s *Stream) writePlan(p plan) bool {
+// writePlan writes p through the ResponseWriter and flushes.
+func (s *Stream) writePlan(p plan) error {
 	wrote := false
 	for _, ev := range p.events {
 		if ev.Seq <= s.minSeq {
 			continue // already sent by the replay
 		}
-		if s.write(ev.Bytes) != nil {
-			return false
+		if err := s.write(ev.Bytes); err != nil {
+			return err
 		}
 		wrote = true
 	}
 	for _, b := range [][]byte{commentIf(p.comment), p.farewell} {
 		if b != nil {
-			if s.write(b) != nil {
-				return false
+			if err := s.write(b); err != nil {
+				return err
 			}
 			wrote = true
 		}
 	}
-	return !wrote || s.rc.Flush() == nil
+	if !wrote {
+		return nil
+	}
+	return s.flush()
 }
 
 // commentIf returns the keep-alive comment when c, else nil.

@@ -77,6 +77,9 @@ type Stream struct {
 	// writer is then the shared pool, not its own goroutine.
 	detached atomic.Bool
 	sched    atomic.Uint32 // see writers.go
+	// writing is when the goroutine writer's current write began (unix
+	// nanoseconds), 0 between writes: a stalled write shows (see shed).
+	writing atomic.Int64
 
 	mu    sync.Mutex
 	state state
@@ -87,11 +90,11 @@ type Stream struct {
 	// when the connection can take more.
 	blocked bool
 	// queue holds the events waiting to be written, queueBytes their
-	// size; inflight and inflightBytes count the events the writer took
-	// and has not fully written yet. The limits count both.
+	// size; inflight holds the events the writer took and has not fully
+	// written yet, inflightBytes their size. The limits count both.
 	queue         []*Event
 	queueBytes    int
-	inflight      int
+	inflight      []*Event
 	inflightBytes int
 	farewell      []byte        // ending: written last (a drain's retry field)
 	wakeCh        chan struct{} // the goroutine writer's; nil once detached
@@ -109,6 +112,7 @@ type Stream struct {
 	expiry    time.Time
 	expiryWhy EndReason
 	minSeq    uint64       // events up to here were replayed
+	start     Position     // the last event recorded when the stream registered
 	lastWrite atomic.Int64 // unix nanoseconds of the last bytes written, for keep-alives
 
 	// The writer alone touches these.
@@ -158,12 +162,11 @@ func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, client strin
 }
 
 // enqueue queues ev for the stream's writer without blocking, unless the
-// stream's queue is full or, with events unsent already, ev would take
-// more than room, what is left of Limits.MaxQueuedBytes. It returns the
-// bytes it queued, false when the queue is full (the stream is then
-// aborted: its client will resume from history with Last-Event-ID), and
-// whether the writer is to be woken.
-func (s *Stream) enqueue(ev *Event, room int64) (queued int, ok, wake bool) {
+// stream's queue is full (Limits.QueueEvents, Limits.QueueBytes, events
+// in flight included). It returns the bytes it queued, false when the
+// queue is full (the stream is then aborted: its client will resume from
+// history with Last-Event-ID), and whether the writer is to be woken.
+func (s *Stream) enqueue(ev *Event) (queued int, ok, wake bool) {
 	lim := &s.e.cfg.Limits
 	s.mu.Lock()
 	if s.state != stateOpen {
@@ -176,15 +179,15 @@ func (s *Stream) enqueue(ev *Event, room int64) (queued int, ok, wake bool) {
 	// refusing it would drop every stream it matches, and they would all
 	// reconnect to replay it.
 	n := len(ev.Bytes)
-	if unsent := len(s.queue) + s.inflight; unsent > 0 &&
-		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes || int64(n) > room) {
+	if unsent := len(s.queue) + len(s.inflight); unsent > 0 &&
+		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes) {
 		s.abortLocked(EndQueueOverflow)
 		s.mu.Unlock()
 		return 0, false, false
 	}
 	s.queue = append(s.queue, ev)
 	s.queueBytes += n
-	if s.e.cfg.WriteDelay > 0 && (2*(len(s.queue)+s.inflight) >= lim.QueueEvents || 2*(s.queueBytes+s.inflightBytes) >= lim.QueueBytes) {
+	if s.e.cfg.WriteDelay > 0 && (2*(len(s.queue)+len(s.inflight)) >= lim.QueueEvents || 2*(s.queueBytes+s.inflightBytes) >= lim.QueueBytes) {
 		// A write delay must not let the queue overflow: write now.
 		s.flags |= flagUrgent
 		wake = true
@@ -220,17 +223,14 @@ func (s *Stream) wake() {
 	}
 }
 
-// written records that the events the writer took (n of them, size
-// bytes) are written: they no longer count against the limits.
-func (s *Stream) written(n, size int) {
-	if n == 0 {
-		return
-	}
+// written records that the writer wrote the events it took (or gave
+// them up): they no longer count against the limits.
+func (s *Stream) written() {
 	s.mu.Lock()
-	s.inflight -= n
-	s.inflightBytes -= size
+	evs := s.inflight
+	s.inflight, s.inflightBytes = nil, 0
 	s.mu.Unlock()
-	s.e.queued.Add(-int64(size))
+	s.e.unqueue(evs)
 }
 
 // End makes s write what it holds, then farewell (if not nil), and end
@@ -290,8 +290,7 @@ func (s *Stream) abortLocked(why EndReason) {
 	}
 	s.state = stateAborted
 	// What the writer holds stays counted until it gives it up.
-	s.e.queued.Add(-int64(s.queueBytes))
-	clear(s.queue)
+	s.e.unqueue(s.queue)
 	s.queue, s.queueBytes = nil, 0
 }
 
@@ -301,6 +300,10 @@ func (s *Stream) Ending() bool {
 	defer s.mu.Unlock()
 	return s.state != stateOpen
 }
+
+// Start is the position of the last event recorded when s registered:
+// the events after it are live for s.
+func (s *Stream) Start() Position { return s.start }
 
 // SetEnd records why s ends, unless that is known already: the hub's
 // reasons for a stream that ends before it is served (a replay that
@@ -345,11 +348,18 @@ func (s *Stream) Write(b []byte) error { return s.write(b) }
 
 // Flush flushes the stream's response while its handler sets it up.
 func (s *Stream) Flush() error {
-	if err := s.rc.Flush(); err != nil {
+	if err := s.flush(); err != nil {
 		return err
 	}
 	s.lastWrite.Store(time.Now().UnixNano())
 	return nil
+}
+
+// flush flushes the response, as a write (see write).
+func (s *Stream) flush() error {
+	s.writing.Store(time.Now().UnixNano())
+	defer s.writing.Store(0)
+	return s.rc.Flush()
 }
 
 // write writes b under a write deadline, so that a peer that stopped
@@ -357,6 +367,9 @@ func (s *Stream) Flush() error {
 // costs a timer update, so it is extended only once half of the write
 // timeout has elapsed: a write may then fail after between half and all
 // of the timeout.
+//
+// While a write is in progress, s.writing says since when: a write stuck
+// on a client that stopped reading shows as a stall (see shed).
 func (s *Stream) write(b []byte) error {
 	now := time.Now()
 	if timeout := s.e.cfg.WriteTimeout; s.deadline.Sub(now) < timeout/2 {
@@ -364,6 +377,8 @@ func (s *Stream) write(b []byte) error {
 			return err
 		}
 	}
+	s.writing.Store(now.UnixNano())
+	defer s.writing.Store(0)
 	_, err := s.w.Write(b)
 	return err
 }
@@ -421,10 +436,12 @@ func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 	s.settle(r)
 	s.mu.Lock()
 	s.state = stateFinished
-	e.queued.Add(-int64(s.queueBytes + s.inflightBytes))
-	s.queue, s.queueBytes, s.inflight, s.inflightBytes = nil, 0, 0, 0
+	queue, inflight := s.queue, s.inflight
+	s.queue, s.queueBytes, s.inflight, s.inflightBytes = nil, 0, nil, 0
 	s.w, s.rc = nil, nil
 	s.mu.Unlock()
+	e.unqueue(queue)
+	e.unqueue(inflight)
 	if s.timers != nil {
 		s.timers.stop()
 	}
@@ -485,10 +502,10 @@ func (s *Stream) Ready() <-chan struct{} { return s.wakeCh }
 func (s *Stream) Take(spare []*Event) []*Event {
 	clear(spare)
 	s.mu.Lock()
-	q, size := s.queue, s.queueBytes
+	q := s.queue
 	s.queue, s.queueBytes = spare[:0], 0
 	s.mu.Unlock()
-	s.e.queued.Add(-int64(size))
+	s.e.unqueue(q)
 	return q
 }
 

@@ -15,7 +15,7 @@ import (
 
 // Stream is one subscriber's stream.
 type Stream struct {
-	IDs    chan string // the ids of the events read, in order
+	IDs    chan string // the ids of the events read, in order (not the position a stream starts with)
 	Header http.Header // the response's
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -51,10 +51,23 @@ func Subscribe(t testing.TB, srv *httptest.Server, path, q, lastEventID string) 
 	go func() {
 		defer close(s.done)
 		defer resp.Body.Close()
+		// As EventSource reads: an event is a block with data; a block
+		// with only an id (the stream's starting position) fires none.
 		sc := bufio.NewScanner(resp.Body)
+		var id string
+		var data bool
 		for sc.Scan() {
-			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-				s.IDs <- id
+			line := sc.Text()
+			switch {
+			case line == "":
+				if data && id != "" {
+					s.IDs <- id
+				}
+				id, data = "", false
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data:"):
+				data = true
 			}
 		}
 	}()

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"slices"
+	"time"
+)
+
+// What the streams' queues hold counts against Limits.MaxQueuedBytes as
+// the memory it takes: each event's bytes once, however many queues hold
+// it (they share them), and a few words per queued entry. Every queue
+// holding an event counts in the event's queues, and the last queue to
+// let go of it releases its bytes.
+
+// entryCost is what one queued event costs a queue beside the event's
+// shared bytes: its pointer in the queue, its slice in a chunk being
+// written, and some slack.
+const entryCost = 40
+
+// charge counts n new queue entries for ev, at the end of its dispatch.
+func (e *Engine) charge(ev *Event, n int) {
+	e.queued.Add(int64(len(ev.Bytes)) + int64(n)*entryCost)
+	if ev.queues.Add(int32(n)) == 0 {
+		// Every queue wrote it already (it went out while it was being
+		// dispatched to the others).
+		e.queued.Add(-int64(len(ev.Bytes)))
+		e.freed()
+	}
+}
+
+// unqueue counts out the queue entries of evs, which a stream wrote or
+// dropped.
+func (e *Engine) unqueue(evs []*Event) {
+	if len(evs) == 0 {
+		return
+	}
+	freed := int64(len(evs)) * entryCost
+	for _, ev := range evs {
+		if ev.queues.Add(-1) == 0 {
+			freed += int64(len(ev.Bytes))
+		}
+	}
+	e.queued.Add(-freed)
+	e.freed()
+}
+
+// freed wakes the publishers waiting for room, if memory went back under
+// the budget.
+func (e *Engine) freed() {
+	if e.waiting.Load() == 0 || e.queued.Load() >= e.cfg.Limits.MaxQueuedBytes {
+		return
+	}
+	f := &e.feed
+	f.mu.Lock()
+	e.roomLocked()
+	f.mu.Unlock()
+}
+
+// overBudget reports whether the queues take more than MaxQueuedBytes.
+func (e *Engine) overBudget() bool {
+	return e.queued.Load() > e.cfg.Limits.MaxQueuedBytes
+}
+
+// stallGrace is how long a stream may make no progress writing before it
+// counts as stalled: a stalled stream is the first to go when the queues
+// are over their budget.
+const stallGrace = time.Second
+
+// shedEvery spaces the sheddings: each scans the open streams.
+const shedEvery = 100 * time.Millisecond
+
+// shed ends the stalled streams when the queues are over their budget,
+// those that hold the most first, until the queues are back under three
+// quarters of the budget: a client that stopped reading pays for what it
+// pins, not the streams that keep up (they are never ended for the
+// budget; this hub's publishers wait for them instead, see WaitRoom). The
+// dispatcher calls it after its dispatches, and the waiting publishers
+// while they wait; it runs at most every shedEvery.
+func (e *Engine) shed(now time.Time) {
+	last := e.lastShed.Load()
+	if !e.overBudget() || now.UnixNano()-last < int64(shedEvery) || !e.lastShed.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	type cand struct {
+		s    *Stream
+		size int
+	}
+	var stalled []cand
+	for _, s := range e.snapshot() {
+		if size, ok := s.stalled(now); ok {
+			stalled = append(stalled, cand{s, size})
+		}
+	}
+	slices.SortFunc(stalled, func(a, b cand) int { return b.size - a.size })
+	target := e.cfg.Limits.MaxQueuedBytes / 4 * 3
+	for _, c := range stalled {
+		if e.queued.Load() <= target {
+			break
+		}
+		e.counters.Shed.Add(1)
+		e.counters.Overflows.Add(1)
+		e.log.Debug("mercure: the queues are over their budget; ending a subscriber that stopped reading", "client", c.s.client, "unsent", c.size)
+		c.s.abort(EndQueueOverflow)
+	}
+}
+
+// stalled reports whether s made no progress writing for stallGrace,
+// with events unsent, and how many bytes it holds then.
+func (s *Stream) stalled(now time.Time) (size int, ok bool) {
+	s.mu.Lock()
+	size = s.queueBytes + s.inflightBytes
+	blocked := s.blocked
+	s.mu.Unlock()
+	if size == 0 {
+		return 0, false
+	}
+	if w := s.writing.Load(); w != 0 && now.UnixNano()-w >= int64(stallGrace) {
+		return size, true // a goroutine's write, stuck
+	}
+	return size, blocked && now.UnixNano()-s.lastWrite.Load() >= int64(stallGrace)
+}

@@ -89,7 +89,7 @@ func (bh *benchHub) attachWith(b *testing.B, p *principal, typ, value string) *s
 // newSubscriber returns an unregistered in-process subscriber.
 func (bh *benchHub) newSubscriber(p *principal, ms []matcher) *subscriber {
 	s := &subscriber{hub: bh.Hub, matchers: ms, principal: p, client: "bench"}
-	s.stream, _ = bh.engine.NewStream(discard{}, s, s.client, time.Time{}, 0)
+	s.stream, _ = bh.engine.NewStream(discard{}, s, engine.StreamConfig{Client: s.client, Anonymous: p == nil})
 	return s
 }
 

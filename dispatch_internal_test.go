@@ -49,8 +49,8 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 // Limits.MaxQueuedBytes counts what the queues hold as the memory it
 // takes: an event's bytes once however many queues share it, and a few
 // words per queued entry. Past the budget, this hub's publishers wait
-// for room, and the streams that made no progress for a second are
-// ended, those that hold the most first; a stream that keeps up is never
+// for room, and the streams that made no progress for a quarter of the
+// write timeout are ended, those that hold the most first; a stream that keeps up is never
 // ended for the budget, and gets every update.
 func TestMaxQueuedBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -103,8 +103,8 @@ func TestMaxQueuedBytes(t *testing.T) {
 		if err := publish(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Publish past the budget: %v, want it to wait for room", err)
 		}
-		// A second with no progress: the stalled streams are ended, and
-		// the publisher gets its room.
+		// A quarter of the write timeout with no progress: the stalled
+		// streams are ended, and the publisher gets its room.
 		if err := publish(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestReplaySlotsAndTimeout(t *testing.T) {
 func holdDispatch(t *testing.T, h *Hub, topic string) (held <-chan struct{}, release func()) {
 	t.Helper()
 	o := &holder{held: make(chan struct{}), release: make(chan struct{})}
-	st, _ := h.engine.NewStream(httptest.NewRecorder(), o, "holder", time.Time{}, 0)
+	st, _ := h.engine.NewStream(httptest.NewRecorder(), o, engine.StreamConfig{Client: "holder"})
 	if err := h.engine.Open(st, []engine.Matcher{{Kind: index.Exact, Value: topic}}); err != nil {
 		t.Fatal(err)
 	}

@@ -487,6 +487,17 @@ type Limits struct {
 	// [WithClientKey]) holds at once; more get 429. Default: no limit,
 	// because behind a proxy every client has the proxy's address.
 	MaxConnectionsPerClient int
+	// MaxAnonymousConnections caps the anonymous streams (those that
+	// present no token and no session) open at once; more get 429. Within
+	// the other budgets too, anonymous clients have a share of their own:
+	// their new URL patterns must leave half of MaxPatternsPerPrefix,
+	// MaxPatternsPerTopic and MaxTotalPatternSize free, and past
+	// MaxQueuedBytes their streams that stopped reading go first. So they
+	// can never take what token and session holders need. This applies to
+	// a hub where a token or a session can authorize subscribers ([Issuer],
+	// [WithAuthorizer]); on a hub where none can, every stream is
+	// anonymous and has the whole budgets. Default half of MaxConnections.
+	MaxAnonymousConnections int
 	// MaxPatternsPerPrefix caps the distinct URL patterns that share a
 	// literal prefix: the scheme, host and leading path segments written
 	// without pattern syntax. The hub indexes patterns by that prefix and
@@ -582,24 +593,25 @@ func (l *PatternLimits) limit() index.Limit {
 }
 
 var defaultLimits = Limits{
-	MaxBodyBytes:         1 << 20,
-	BodyTimeout:          10 * time.Second,
-	MaxTopics:            64,
-	MaxFieldBytes:        2 << 10,
-	MaxMatchers:          64,
-	MaxMatcherBytes:      2 << 10,
-	MaxPatternsPerPrefix: 64,
-	MaxPatternsPerTopic:  128,
-	Patterns:             PatternLimits{MaxGroups: 32, MaxSize: 4096, MaxStreamSize: 32768},
-	AnonymousPatterns:    PatternLimits{MaxGroups: 8, MaxSize: 512, MaxStreamSize: 4096},
-	QueueEvents:          1024,
-	QueueBytes:           8 << 20,
-	MaxConnections:       10_000,
-	MaxQueuedBytes:       128 << 20,
-	MaxTotalPatternSize:  4 << 20,
-	MaxReplays:           64,
-	ReplayTimeout:        30 * time.Second,
-	MaxPendingUpdates:    1024,
+	MaxBodyBytes:            1 << 20,
+	BodyTimeout:             10 * time.Second,
+	MaxTopics:               64,
+	MaxFieldBytes:           2 << 10,
+	MaxMatchers:             64,
+	MaxMatcherBytes:         2 << 10,
+	MaxPatternsPerPrefix:    64,
+	MaxPatternsPerTopic:     128,
+	Patterns:                PatternLimits{MaxGroups: 32, MaxSize: 4096, MaxStreamSize: 32768},
+	AnonymousPatterns:       PatternLimits{MaxGroups: 8, MaxSize: 512, MaxStreamSize: 4096},
+	QueueEvents:             1024,
+	QueueBytes:              8 << 20,
+	MaxConnections:          10_000,
+	MaxAnonymousConnections: 5_000,
+	MaxQueuedBytes:          128 << 20,
+	MaxTotalPatternSize:     4 << 20,
+	MaxReplays:              64,
+	ReplayTimeout:           30 * time.Second,
+	MaxPendingUpdates:       1024,
 }
 
 func (l Limits) withDefaults() (Limits, error) {
@@ -617,6 +629,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"MaxMatcherBytes", int64(l.MaxMatcherBytes), func(v int64) { d.MaxMatcherBytes = int(v) }},
 		{"MaxConnections", int64(l.MaxConnections), func(v int64) { d.MaxConnections = int(v) }},
 		{"MaxConnectionsPerClient", int64(l.MaxConnectionsPerClient), func(v int64) { d.MaxConnectionsPerClient = int(v) }},
+		{"MaxAnonymousConnections", int64(l.MaxAnonymousConnections), func(v int64) { d.MaxAnonymousConnections = int(v) }},
 		{"MaxPatternsPerPrefix", int64(l.MaxPatternsPerPrefix), func(v int64) { d.MaxPatternsPerPrefix = int(v) }},
 		{"MaxPatternsPerTopic", int64(l.MaxPatternsPerTopic), func(v int64) { d.MaxPatternsPerTopic = int(v) }},
 		{"Patterns.MaxGroups", int64(l.Patterns.MaxGroups), func(v int64) { d.Patterns.MaxGroups = int(v) }},
@@ -642,6 +655,9 @@ func (l Limits) withDefaults() (Limits, error) {
 		}
 	}
 	// Limits left at their default follow those they must hold.
+	if l.MaxAnonymousConnections == 0 {
+		d.MaxAnonymousConnections = max(1, d.MaxConnections/2)
+	}
 	if l.QueueBytes == 0 {
 		d.QueueBytes = max(d.QueueBytes, int(min(d.MaxBodyBytes, math.MaxInt)))
 	}

@@ -74,6 +74,8 @@ func (h *Hub) engineConfig() engine.Config {
 			MaxPendingUpdates:       lim.MaxPendingUpdates,
 			MaxConnections:          lim.MaxConnections,
 			MaxConnectionsPerClient: lim.MaxConnectionsPerClient,
+			MaxAnonymousConnections: lim.MaxAnonymousConnections,
+			AnonymousShare:          h.authorizesSubscribers(),
 			MaxPatternsPerPrefix:    lim.MaxPatternsPerPrefix,
 			MaxPatternsPerTopic:     lim.MaxPatternsPerTopic,
 			MaxTotalPatternSize:     lim.MaxTotalPatternSize,

@@ -273,7 +273,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := &subscriber{hub: h, principal: p, matchers: req.matchers, client: client}
 	end, why := h.expiry(p)
-	st, deadlines := h.engine.NewStream(w, sub, client, end, why)
+	st, deadlines := h.engine.NewStream(w, sub, engine.StreamConfig{Client: client, Anonymous: p == nil, Expiry: end, ExpiryWhy: why})
 	sub.stream = st
 	if !deadlines && h.warnedDeadlines.CompareAndSwap(false, true) {
 		h.log.WarnContext(ctx, "mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")

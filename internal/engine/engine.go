@@ -52,9 +52,17 @@ type Limits struct {
 	MaxPendingUpdates       int
 	MaxConnections          int
 	MaxConnectionsPerClient int
-	MaxPatternsPerPrefix    int
-	MaxPatternsPerTopic     int
-	MaxTotalPatternSize     int
+	// MaxAnonymousConnections caps the anonymous streams: they can never
+	// take the connections that token and session holders need.
+	MaxAnonymousConnections int
+	// AnonymousShare applies the anonymous streams' share of the budgets
+	// (connections, patterns): on a hub where a token or a session can
+	// authorize a stream. Where none can, every stream is anonymous, and
+	// has the whole budgets.
+	AnonymousShare       bool
+	MaxPatternsPerPrefix int
+	MaxPatternsPerTopic  int
+	MaxTotalPatternSize  int
 }
 
 // Counters are the engine's metrics, updated whether or not anything
@@ -88,6 +96,7 @@ var (
 	ErrClosed            = errors.New("the hub is shutting down")
 	ErrTooManyStreams    = errors.New("too many connections")
 	ErrTooManyFromClient = errors.New("too many connections from this client")
+	ErrTooManyAnonymous  = errors.New("too many anonymous connections: authenticate to subscribe")
 	// ErrPatterns wraps why a stream's URL patterns were refused.
 	ErrPatterns = errors.New("URL pattern budget exceeded")
 )
@@ -135,8 +144,8 @@ type Engine struct {
 
 // connCounter enforces the connection limits (SUB-12).
 type connCounter struct {
-	total     int
-	perClient map[string]int
+	total, anonymous int
+	perClient        map[string]int
 }
 
 // New returns an engine.
@@ -202,9 +211,16 @@ func (e *Engine) refuseLocked(client string) error {
 // are replaced by the index's interned copies.
 func (e *Engine) Open(s *Stream, ms []Matcher) error {
 	e.life.Lock()
-	if err := e.refuseLocked(s.client); err != nil {
+	err := e.refuseLocked(s.client)
+	if lim := e.cfg.Limits.MaxAnonymousConnections; err == nil && s.anonymous && e.cfg.Limits.AnonymousShare && e.counts.anonymous >= lim {
+		err = ErrTooManyAnonymous
+	}
+	if err != nil {
 		e.life.Unlock()
 		return err
+	}
+	if s.anonymous {
+		e.counts.anonymous++
 	}
 	e.counts.total++
 	e.counts.perClient[s.client]++
@@ -225,6 +241,9 @@ func (e *Engine) release(s *Stream) {
 	e.life.Lock()
 	delete(e.streams, s)
 	e.counts.total--
+	if s.anonymous {
+		e.counts.anonymous--
+	}
 	if e.counts.perClient[s.client]--; e.counts.perClient[s.client] == 0 {
 		delete(e.counts.perClient, s.client)
 	}
@@ -315,7 +334,9 @@ type Matcher struct {
 // register adds the matchers of s to the index, unless its new patterns
 // would exceed the pattern budgets; it then returns why, wrapping
 // ErrPatterns. Patterns already registered are always accepted: sharing
-// one costs nothing.
+// one costs nothing. An anonymous stream's new patterns must leave half
+// of each budget free: anonymous clients can never take what token and
+// session holders need.
 func (e *Engine) register(s *Stream, ms []Matcher) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -324,7 +345,12 @@ func (e *Engine) register(s *Stream, ms []Matcher) error {
 	// after it opens, and what it asks for from history.
 	s.start = e.Last()
 	s.lastSeq = s.start.Seq
-	lim := &e.cfg.Limits
+	perPrefix, perTopic, total := e.cfg.Limits.MaxPatternsPerPrefix, e.cfg.Limits.MaxPatternsPerTopic, e.cfg.Limits.MaxTotalPatternSize
+	who := ""
+	if s.anonymous && e.cfg.Limits.AnonymousShare {
+		perPrefix, perTopic, total = perPrefix/2, perTopic/2, total/2
+		who = " for anonymous subscribers"
+	}
 	for i := range ms {
 		m := &ms[i]
 		s.entries = append(s.entries, e.index.Add(m.Kind, m.Value, m.Pattern, s))
@@ -335,12 +361,12 @@ func (e *Engine) register(s *Stream, ms []Matcher) error {
 		e.patternsUsed.Store(true)
 		var refused string
 		switch {
-		case e.index.SamePrefix(m.Pattern) > lim.MaxPatternsPerPrefix:
-			refused = "too many distinct URL patterns with the same literal prefix"
-		case e.index.MaxPerTopic() > lim.MaxPatternsPerTopic:
-			refused = "too many distinct URL patterns would be evaluated for the same topics"
-		case e.index.PatternSize() > lim.MaxTotalPatternSize:
-			refused = "the hub holds too many URL patterns"
+		case e.index.SamePrefix(m.Pattern) > perPrefix:
+			refused = "too many distinct URL patterns with the same literal prefix" + who
+		case e.index.MaxPerTopic() > perTopic:
+			refused = "too many distinct URL patterns would be evaluated for the same topics" + who
+		case e.index.PatternSize() > total:
+			refused = "the hub holds too many URL patterns" + who
 		default:
 			continue
 		}

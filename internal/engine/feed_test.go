@@ -115,7 +115,7 @@ func TestStreamStart(t *testing.T) {
 	e := newEngine(t, nil)
 	e.Begin("earliest")
 	f := &feeder{e: e}
-	s, _ := e.NewStream(newRecorder(), &owner{}, "c", time.Time{}, 0)
+	s, _ := e.NewStream(newRecorder(), &owner{}, StreamConfig{Client: "c"})
 	if err := e.Open(s, []Matcher{exact("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestStreamStart(t *testing.T) {
 	}
 	s.Finish(nil)
 	f.push(false, "a", "x")
-	s, _ = e.NewStream(newRecorder(), &owner{}, "c", time.Time{}, 0)
+	s, _ = e.NewStream(newRecorder(), &owner{}, StreamConfig{Client: "c"})
 	if err := e.Open(s, []Matcher{exact("x")}); err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func serveErr(e *Engine, w http.ResponseWriter, o Subscriber, ms ...Matcher) (*r
 	if o == nil {
 		o = &owner{}
 	}
-	s, _ := e.NewStream(w, o, "client", time.Time{}, 0)
+	s, _ := e.NewStream(w, o, StreamConfig{Client: "client"})
 	if err := e.Open(s, ms); err != nil {
 		return nil, nil, err
 	}

@@ -61,15 +61,15 @@ func (e *Engine) overBudget() bool {
 }
 
 // stallGrace is how long a stream may make no progress writing before it
-// counts as stalled: a stalled stream is the first to go when the queues
-// are over their budget.
-const stallGrace = time.Second
+// counts as stalled, and goes when the queues are over their budget: a
+// quarter of the write timeout, which ends it anyway.
+func (e *Engine) stallGrace() time.Duration { return e.cfg.WriteTimeout / 4 }
 
 // shedEvery spaces the sheddings: each scans the open streams.
 const shedEvery = 100 * time.Millisecond
 
 // shed ends the stalled streams when the queues are over their budget,
-// those that hold the most first, until the queues are back under three
+// anonymous ones first, those that hold the most first, until the queues are back under three
 // quarters of the budget: a client that stopped reading pays for what it
 // pins, not the streams that keep up (they are never ended for the
 // budget; this hub's publishers wait for them instead, see WaitRoom). The
@@ -83,14 +83,24 @@ func (e *Engine) shed(now time.Time) {
 	type cand struct {
 		s    *Stream
 		size int
+		anon bool
 	}
 	var stalled []cand
 	for _, s := range e.snapshot() {
 		if size, ok := s.stalled(now); ok {
-			stalled = append(stalled, cand{s, size})
+			stalled = append(stalled, cand{s, size, s.anonymous})
 		}
 	}
-	slices.SortFunc(stalled, func(a, b cand) int { return b.size - a.size })
+	// Anonymous streams first: they draw on their own share.
+	slices.SortFunc(stalled, func(a, b cand) int {
+		if a.anon != b.anon {
+			if a.anon {
+				return -1
+			}
+			return 1
+		}
+		return b.size - a.size
+	})
 	target := e.cfg.Limits.MaxQueuedBytes / 4 * 3
 	for _, c := range stalled {
 		if e.queued.Load() <= target {
@@ -103,9 +113,10 @@ func (e *Engine) shed(now time.Time) {
 	}
 }
 
-// stalled reports whether s made no progress writing for stallGrace,
-// with events unsent, and how many bytes it holds then.
+// stalled reports whether s made no progress writing for the stall
+// grace, with events unsent, and how many bytes it holds then.
 func (s *Stream) stalled(now time.Time) (size int, ok bool) {
+	grace := int64(s.e.stallGrace())
 	s.mu.Lock()
 	size = s.queueBytes + s.inflightBytes
 	blocked := s.blocked
@@ -113,8 +124,8 @@ func (s *Stream) stalled(now time.Time) (size int, ok bool) {
 	if size == 0 {
 		return 0, false
 	}
-	if w := s.writing.Load(); w != 0 && now.UnixNano()-w >= int64(stallGrace) {
+	if w := s.writing.Load(); w != 0 && now.UnixNano()-w >= grace {
 		return size, true // a goroutine's write, stuck
 	}
-	return size, blocked && now.UnixNano()-s.lastWrite.Load() >= int64(stallGrace)
+	return size, blocked && now.UnixNano()-s.lastWrite.Load() >= grace
 }

@@ -105,8 +105,9 @@ type Stream struct {
 	conn     net.Conn
 	deadline time.Time // the write deadline set last, by the writer
 
-	entries []*index.Entry[*Stream]
-	client  string // connection-limit key
+	entries   []*index.Entry[*Stream]
+	client    string // connection-limit key
+	anonymous bool   // see StreamConfig
 	// expiry is when the stream must end at the latest (zero for never),
 	// and expiryWhy why.
 	expiry    time.Time
@@ -137,18 +138,31 @@ func (t *streamTimers) stop() {
 	}
 }
 
-// NewStream returns a stream that writes to w for owner, counted against
-// client's connections (SUB-12), ending at expiry at the latest (zero for
-// never) for why. The stream is not registered yet: see [Engine.Open].
-// deadlines is false when w cannot set write deadlines (middleware
-// without Unwrap?): a stream stuck on a stalled client cannot be cut.
-func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, client string, expiry time.Time, why EndReason) (s *Stream, deadlines bool) {
+// StreamConfig describes a new stream.
+type StreamConfig struct {
+	// Client is the key its connection counts under (SUB-12).
+	Client string
+	// Anonymous says that no token or session authorized it: anonymous
+	// streams draw on their own share of the engine's budgets.
+	Anonymous bool
+	// Expiry is when it must end at the latest (zero for never), and
+	// ExpiryWhy why.
+	Expiry    time.Time
+	ExpiryWhy EndReason
+}
+
+// NewStream returns a stream that writes to w for owner. The stream is
+// not registered yet: see [Engine.Open]. deadlines is false when w
+// cannot set write deadlines (middleware without Unwrap?): a stream
+// stuck on a stalled client cannot be cut.
+func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, cfg StreamConfig) (s *Stream, deadlines bool) {
 	s = &Stream{
 		e:         e,
 		owner:     owner,
-		client:    client,
-		expiry:    expiry,
-		expiryWhy: why,
+		client:    cfg.Client,
+		anonymous: cfg.Anonymous,
+		expiry:    cfg.Expiry,
+		expiryWhy: cfg.ExpiryWhy,
 		w:         w,
 		rc:        http.NewResponseController(w),
 		wakeCh:    make(chan struct{}, 1),

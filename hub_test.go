@@ -255,6 +255,27 @@ func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
+// A hub shutting down has one error, whichever entry point reports it:
+// ErrHubClosed, which ErrShuttingDown is another name of.
+func TestShutdown_OneError(t *testing.T) {
+	t.Parallel()
+	h, err := mercure.New(testHubURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, publishErr := h.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/a"}})
+	for name, err := range map[string]error{"Publish": publishErr, "Live": h.Live(), "Ready": h.Ready()} {
+		if !errors.Is(err, mercure.ErrHubClosed) || !errors.Is(err, mercure.ErrShuttingDown) {
+			t.Errorf("%s: %v, want ErrHubClosed (and ErrShuttingDown)", name, err)
+		}
+	}
+}
+
 // SEC-9: tokens and cookies never reach the logs.
 func TestSEC9_NoCredentialsInLogs(t *testing.T) {
 	var buf bytes.Buffer

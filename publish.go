@@ -331,7 +331,7 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	}
 	if i := p.unpublishable(u.Topics); !h.cfg.insecurePublish && i >= 0 {
 		// AUTH-34: publish on every topic, or nothing is dispatched.
-		h.deny(w, r, publishGrantDenial(i, u.Topics[i]), token.Publisher, nil)
+		h.deny(w, r, publishGrantDenial(p, i, u.Topics[i]), token.Publisher, nil)
 		return
 	}
 	// Room in the dispatcher's backlog: only an overloaded hub waits,

@@ -264,30 +264,6 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 	endSpanStatus(span, rw.status)
 }
 
-// refusalWriter remembers the status of a publish response, for metrics.
-type refusalWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *refusalWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *refusalWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer
-// (read deadlines: see limitBodyTime).
-func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	h.limitBodyTime(w, r)
 	var p *principal

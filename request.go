@@ -1,8 +1,9 @@
 package mercure
 
-// The request plumbing that the publish endpoint and QUERY subscriptions
-// share: the time a body may take to arrive, reading it as a UTF-8 form,
-// and the answers to a body that cannot be read.
+// The request plumbing that the publish and subscribe endpoints share:
+// the time a body may take to arrive, reading it as a UTF-8 form, the
+// answers to a body that cannot be read, and the status a response
+// ended with.
 
 import (
 	"errors"
@@ -115,3 +116,28 @@ func writeFormError(w http.ResponseWriter, err error) {
 		writeProblem(w, http.StatusBadRequest, err.Error())
 	}
 }
+
+// refusalWriter remembers the status of a publish or subscribe response,
+// for metrics and spans.
+type refusalWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *refusalWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *refusalWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer
+// (read deadlines: see limitBodyTime).
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -655,18 +655,34 @@ func TestDIS6_7_MetadataDocument(t *testing.T) {
 	}
 }
 
-// TestDIS5_NoMetadataWithoutIssuers: a hub that validates no token serves
-// no metadata.
-func TestDIS5_NoMetadataWithoutIssuers(t *testing.T) {
-	h, err := mercure.New(testHubURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
-	rec := httptest.NewRecorder()
-	h.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataURL(), nil))
-	if rec.Code != http.StatusNotFound {
-		t.Errorf("status = %d, want 404", rec.Code)
+// TestDIS5_MetadataWithoutIssuers: a hub that verifies no token still
+// serves its metadata, which says so (no bearer method, no detail type,
+// no cookie), rather than a 404 that clients may take for a pre-standard
+// hub (spec §Discovery: Protected Resource Metadata, DIS-10).
+func TestDIS5_MetadataWithoutIssuers(t *testing.T) {
+	t.Parallel()
+	const base = `{"resource":"` + testHubURL + `","bearer_methods_supported":[],"mercure_matcher_types_supported":["exact","urlpattern"]`
+	noSession := func(*http.Request) (*mercure.Access, error) { return nil, nil }
+	for _, c := range []struct {
+		name string
+		opts []mercure.Option
+		want string
+	}{
+		{"no authorization", nil, base + "}"},
+		{"anonymous subscribers", []mercure.Option{mercure.WithAnonymousSubscribers()}, base + "}"},
+		{"an Authorizer and the subscriptions API", []mercure.Option{mercure.WithAuthorizer(noSession, time.Minute), mercure.WithSubscriptions()},
+			base + `,"mercure_subscriptions":true}`},
+	} {
+		h, err := mercure.New(testHubURL, c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
+		rec := httptest.NewRecorder()
+		h.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataURL(), nil))
+		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != c.want {
+			t.Errorf("%s: %d %s %s, want 200 application/json %s", c.name, rec.Code, rec.Header().Get("Content-Type"), rec.Body, c.want)
+		}
 	}
 }
 

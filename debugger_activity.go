@@ -119,7 +119,7 @@ func (h *Hub) serveActivity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(topic) }) {
-		h.challenge(w, http.StatusForbidden, "insufficient_scope", "the access token grants no subscribe on the hub's activity topic",
+		h.challenge(w, http.StatusForbidden, "insufficient_scope", p.grantHolder()+" grants no subscribe on the hub's activity topic",
 			"the hub's activity is shown to a token or session granting subscribe on "+topic+"; this one does not")
 		return
 	}

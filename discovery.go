@@ -141,17 +141,21 @@ func (h *Hub) MetadataPath() string {
 }
 
 // MetadataHandler serves the protected resource metadata (spec
-// §Discovery: Protected Resource Metadata). A hub that validates no token
-// has nothing to advertise: the handler then answers 404.
+// §Discovery: Protected Resource Metadata): the hub's resource identifier,
+// the token presentations it accepts and its features (matcher types,
+// the subscriptions API).
+//
+// A hub without an [Issuer] verifies no token, and its document says so:
+// an empty bearer_methods_supported (RFC 9728 section 2: no method is
+// supported), no authorization_details_types_supported and no
+// mercure_cookie. It still serves one, with the resource identifier and
+// the features: the spec lets clients take a hub without metadata for a
+// pre-standard one, which a 404 would make them do.
 func (h *Hub) MetadataHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.withCORS(w, r, h.serveMetadata) })
 }
 
 func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
-	if h.verifier == nil {
-		http.NotFound(w, r)
-		return
-	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -159,19 +163,22 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	}
 	doc := struct {
 		Resource                  string   `json:"resource"`
-		AuthorizationDetailsTypes []string `json:"authorization_details_types_supported"`
-		BearerMethods             []string `json:"bearer_methods_supported"`
+		AuthorizationDetailsTypes []string `json:"authorization_details_types_supported,omitempty"`
+		BearerMethods             []string `json:"bearer_methods_supported"` // [] says none
 		Cookie                    string   `json:"mercure_cookie,omitempty"`
 		MatcherTypes              []string `json:"mercure_matcher_types_supported"`
 		AuthorizationServers      []string `json:"authorization_servers,omitempty"`
 		Subscriptions             bool     `json:"mercure_subscriptions,omitempty"`
 	}{
-		Resource:                  h.url, // DIS-6: the aud tokens must carry
-		AuthorizationDetailsTypes: []string{token.DetailType},
-		BearerMethods:             []string{"header"}, // never the cookie (DIS-7)
-		Cookie:                    h.cfg.cookieName,
-		MatcherTypes:              []string{MatchExact, MatchURLPattern},
-		Subscriptions:             h.cfg.subscriptions, // DIS-7, ACT-1
+		Resource:      h.url, // DIS-6: the aud tokens must carry
+		BearerMethods: []string{},
+		MatcherTypes:  []string{MatchExact, MatchURLPattern},
+		Subscriptions: h.cfg.subscriptions, // DIS-7, ACT-1
+	}
+	if h.verifier != nil {
+		doc.AuthorizationDetailsTypes = []string{token.DetailType}
+		doc.BearerMethods = []string{"header"} // never the cookie (DIS-7)
+		doc.Cookie = h.cfg.cookieName
 	}
 	for _, iss := range h.cfg.issuers {
 		if iss.AuthorizationServer {

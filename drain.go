@@ -16,7 +16,7 @@ import (
 // Meanwhile the hub publishes and delivers as usual; a subscribe request
 // gets a stream that holds only such a retry and ends at once, since an
 // EventSource gives up for good on any status but 200; [Hub.Live] and
-// [Hub.Ready] report [ErrShuttingDown], so that load balancers stop
+// [Hub.Ready] report [ErrHubClosed], so that load balancers stop
 // sending clients. When Shutdown's context allows less than d, the drain
 // is compressed to fit. 0, the default, ends every stream at once.
 func WithDrain(d time.Duration) Option {

@@ -44,7 +44,7 @@ func TestDrain(t *testing.T) {
 		shutdown <- th.Shutdown(ctx)
 	}()
 	eventually(t, "the drain begins", func() bool { return th.Ready() != nil })
-	if !errors.Is(th.Live(), mercure.ErrShuttingDown) || !errors.Is(th.Ready(), mercure.ErrShuttingDown) {
+	if !errors.Is(th.Live(), mercure.ErrHubClosed) || !errors.Is(th.Ready(), mercure.ErrHubClosed) {
 		t.Fatalf("during the drain: Live %v, Ready %v", th.Live(), th.Ready())
 	}
 

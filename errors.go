@@ -68,8 +68,19 @@ var (
 	// stream could ever receive it. The HTTP endpoint answers 400.
 	ErrPrivateUnreadable = errors.New("mercure: private update on a hub that authorizes no subscriber")
 
-	// ErrHubClosed is returned once [Hub.Shutdown] has started.
-	ErrHubClosed = errors.New("mercure: hub is shut down")
+	// ErrHubClosed is the one error of a hub shutting down: [Hub.Live]
+	// and [Hub.Ready] report it from the start of [Hub.Shutdown], so that
+	// load balancers stop sending clients, and [Hub.Publish] returns it
+	// once the hub no longer delivers, which with [WithDrain] is after
+	// the drain (the hub delivers meanwhile).
+	ErrHubClosed = errors.New("mercure: the hub is shutting down")
+
+	// ErrShuttingDown is ErrHubClosed, the same value under the name
+	// that [Hub.Live] and [Hub.Ready] once reported: errors.Is with
+	// either name tests the same condition.
+	//
+	// Deprecated: use [ErrHubClosed].
+	ErrShuttingDown = ErrHubClosed
 
 	// ErrInvalidToken is wrapped by the error [Hub.SetCookie] returns
 	// when the token is not a JWT with an expiry, which the cookie's

@@ -150,8 +150,8 @@ func ExampleHub_Shutdown() {
 		log.Print(err)
 	}
 	_, err = hub.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/a"}})
-	fmt.Println(strings.TrimPrefix(err.Error(), "mercure: "))
-	// Output: hub is shut down
+	fmt.Println(errors.Is(err, mercure.ErrHubClosed), errors.Is(hub.Live(), mercure.ErrHubClosed))
+	// Output: true true
 }
 
 // ExampleHub_Link advertises the hub on an application's own response, with

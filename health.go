@@ -1,27 +1,22 @@
 package mercure
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 )
 
-// ErrShuttingDown is what [Hub.Live] and [Hub.Ready] report once
-// [Hub.Shutdown] has begun.
-var ErrShuttingDown = errors.New("mercure: the hub is shutting down")
-
 // Live reports whether the hub can serve: nil until [Hub.Shutdown]
-// begins, [ErrShuttingDown] after. A failing store does not make a hub
+// begins, [ErrHubClosed] after. A failing store does not make a hub
 // dead (restarting it would not help): see [Hub.Ready].
 func (h *Hub) Live() error {
 	if h.shutting.Load() || h.isClosed() {
-		return ErrShuttingDown
+		return ErrHubClosed
 	}
 	return nil
 }
 
 // Ready reports whether the hub should get traffic: nil unless
-// [Hub.Shutdown] has begun ([ErrShuttingDown]) or the store's live feed
+// [Hub.Shutdown] has begun ([ErrHubClosed]) or the store's live feed
 // is failing (an error wrapping the feed's, see [Stats.FeedError]):
 // meanwhile its subscribers get no update.
 func (h *Hub) Ready() error {

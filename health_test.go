@@ -54,7 +54,7 @@ func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("shut down", 503, 503, "shutting down")
-	if !errors.Is(h.Ready(), mercure.ErrShuttingDown) || !errors.Is(h.Live(), mercure.ErrShuttingDown) {
+	if !errors.Is(h.Ready(), mercure.ErrHubClosed) || !errors.Is(h.Live(), mercure.ErrHubClosed) {
 		t.Errorf("after Shutdown: Live %v, Ready %v", h.Live(), h.Ready())
 	}
 }

@@ -129,8 +129,14 @@ func (h *Hub) Stats() Stats {
 }
 
 // New returns a hub whose absolute public URL is hubURL, for example
-// "https://example.com/.well-known/mercure" (a URL without a path gets
-// [DefaultHubPath]), configured by opts.
+// "https://example.com/.well-known/mercure", configured by opts.
+//
+// hubURL is an http or https URL without query, fragment or user info.
+// Its path may not end with a slash, except that a URL without a path, or
+// with the path "/", gets [DefaultHubPath]: "https://example.com" and
+// "https://example.com/" both mean
+// "https://example.com/.well-known/mercure". Any other URL is refused
+// with an error wrapping [ErrInvalidOption].
 //
 // The hub URL is authoritative (spec §Discovery): its path
 // decides the hub's reserved topic namespace, it is the base URL of
@@ -231,7 +237,9 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 }
 
 // parseHubURL checks the hub URL given to [New]: absolute http(s), no
-// query, fragment or user info, no trailing slash.
+// query, fragment or user info, no trailing slash; no path and "/" alike
+// mean DefaultHubPath, as they name the same resource (RFC 9110, section
+// 4.2.3).
 func parseHubURL(hubURL string) (*url.URL, error) {
 	u, err := url.Parse(hubURL)
 	switch {
@@ -239,14 +247,14 @@ func parseHubURL(hubURL string) (*url.URL, error) {
 		return nil, fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
 	case !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
 		return nil, fmt.Errorf("%w: hub URL %q is not an absolute http(s) URL", ErrInvalidOption, hubURL)
-	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil:
 		return nil, fmt.Errorf("%w: hub URL %q has a query, fragment or user info", ErrInvalidOption, hubURL)
 	}
-	if u.Path == "" {
-		u.Path = DefaultHubPath
+	if u.Path == "" || u.Path == "/" {
+		u.Path, u.RawPath = DefaultHubPath, ""
 	}
-	if u.Path != "/" && strings.HasSuffix(u.Path, "/") {
-		return nil, fmt.Errorf("%w: hub URL %q ends with a slash", ErrInvalidOption, hubURL)
+	if strings.HasSuffix(u.Path, "/") {
+		return nil, fmt.Errorf("%w: hub URL %q ends with a slash: name the hub's path without it", ErrInvalidOption, hubURL)
 	}
 	return u, nil
 }

@@ -27,13 +27,6 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		opts []mercure.Option
 	}
 	cases := map[string]options{
-		"no URL":                 {"", nil},
-		"relative URL":           {"/.well-known/mercure", nil},
-		"not http":               {"ftp://example.com/hub", nil},
-		"URL with query":         {"https://example.com/hub?x=1", nil},
-		"URL with fragment":      {"https://example.com/hub#x", nil},
-		"URL with trailing /":    {"https://example.com/hub/", nil},
-		"unparsable URL":         {"https://exa mple.com/%zz", nil},
 		"negative history":       {testHubURL, []mercure.Option{mercure.WithHistory(-1)}},
 		"nil store":              {testHubURL, []mercure.Option{mercure.WithStore(nil)}},
 		"history with store":     {testHubURL, []mercure.Option{mercure.WithStore(newMemoryStore(t, 1)), mercure.WithHistory(5)}},
@@ -56,13 +49,46 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 	}
 }
 
-func TestNew_DefaultPath(t *testing.T) {
-	h, err := mercure.New("https://example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.URL() != "https://example.com/.well-known/mercure" || h.Path() != "/.well-known/mercure" {
-		t.Fatalf("URL %q, path %q", h.URL(), h.Path())
+// New takes an absolute http(s) URL, without query, fragment, user info
+// or trailing slash; no path and the path "/" alike get the default one.
+func TestNew_HubURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		hubURL string
+		want   string // the hub's URL; "" if refused
+		why    string // in the error of a refused URL
+	}{
+		{"https://example.com", "https://example.com/.well-known/mercure", ""},
+		{"https://example.com/", "https://example.com/.well-known/mercure", ""},
+		{"http://localhost:3000", "http://localhost:3000/.well-known/mercure", ""},
+		{"http://localhost:3000/", "http://localhost:3000/.well-known/mercure", ""},
+		{"https://example.com/.well-known/mercure", "https://example.com/.well-known/mercure", ""},
+		{"https://example.com/app/hub", "https://example.com/app/hub", ""},
+		{"HTTPS://example.com/hub", "https://example.com/hub", ""},
+		{"https://example.com/hub/", "", "ends with a slash"},
+		{"https://example.com//", "", "ends with a slash"},
+		{"https://example.com/hub?x=1", "", "has a query"},
+		{"https://example.com?", "", "has a query"},
+		{"https://example.com/hub#x", "", "fragment"},
+		{"https://user@example.com/hub", "", "user info"},
+		{"", "", "not an absolute http(s) URL"},
+		{"/.well-known/mercure", "", "not an absolute http(s) URL"},
+		{"https:///hub", "", "not an absolute http(s) URL"},
+		{"ftp://example.com/hub", "", "not an absolute http(s) URL"},
+		{"https://exa mple.com/%zz", "", "invalid"},
+	} {
+		h, err := mercure.New(c.hubURL)
+		if err == nil {
+			t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
+		}
+		switch {
+		case c.want == "" && (!errors.Is(err, mercure.ErrInvalidOption) || !strings.Contains(err.Error(), c.why)):
+			t.Errorf("New(%q): %v, want ErrInvalidOption saying %q", c.hubURL, err, c.why)
+		case c.want != "" && err != nil:
+			t.Errorf("New(%q): %v", c.hubURL, err)
+		case c.want != "" && h.URL() != c.want:
+			t.Errorf("New(%q): URL %q, want %q", c.hubURL, h.URL(), c.want)
+		}
 	}
 }
 
@@ -253,6 +279,27 @@ func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
 	srv.CloseClientConnections()
 	srv.Close()
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// A hub shutting down has one error, whichever entry point reports it:
+// ErrHubClosed, which ErrShuttingDown is another name of.
+func TestShutdown_OneError(t *testing.T) {
+	t.Parallel()
+	h, err := mercure.New(testHubURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, publishErr := h.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/a"}})
+	for name, err := range map[string]error{"Publish": publishErr, "Live": h.Live(), "Ready": h.Ready()} {
+		if !errors.Is(err, mercure.ErrHubClosed) || !errors.Is(err, mercure.ErrShuttingDown) {
+			t.Errorf("%s: %v, want ErrHubClosed (and ErrShuttingDown)", name, err)
+		}
+	}
 }
 
 // SEC-9: tokens and cookies never reach the logs.

@@ -186,12 +186,22 @@ func (h *Hub) challenge(w http.ResponseWriter, status int, code, description, de
 	writeProblem(w, status, detail)
 }
 
-// publishGrantDenial describes a publish refused for topic number i.
-func publishGrantDenial(i int, topic string) denial {
+// publishGrantDenial describes a publish by p refused for topic number
+// i.
+func publishGrantDenial(p *principal, i int, topic string) denial {
 	which := "the canonical topic"
 	if i > 0 {
 		which = fmt.Sprintf("alternate topic %d", i)
 	}
-	d := "the access token grants no publish on " + which + " of the update"
+	d := p.grantHolder() + " grants no publish on " + which + " of the update"
 	return grantDenial(d, d+": "+topic)
+}
+
+// grantHolder names what gave p its grants, for refusals: an access
+// token, or the application's session (WithAuthorizer).
+func (p *principal) grantHolder() string {
+	if p.session {
+		return "the session"
+	}
+	return "the access token"
 }

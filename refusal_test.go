@@ -2,7 +2,9 @@ package mercure_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,4 +90,75 @@ func TestAUTH14_RefusalsExplainThemselves(t *testing.T) {
 			t.Errorf("%s: counted %d times, want once", c.reason, got-before)
 		}
 	}
+}
+
+// A 403 names what lacks the grant and the topic or path it lacks it on,
+// in the problem document's detail (the challenge's error_description
+// says the same without the topic, which it may not be able to hold): an
+// access token's or a session's, on the publish endpoint (AUTH-34), the
+// subscriptions API (ACT-13) and the debugger's activity. A subscribe
+// request is never refused for want of a grant: its stream gets the
+// public updates (AUTH-2).
+func TestAUTH34_ForbiddenNamesTheTopic(t *testing.T) {
+	t.Parallel()
+	sessions := newAppSessions()
+	sessions.set("alice", &mercure.Access{Publish: []mercure.Match{{Pattern: topicA}}, Subscribe: []mercure.Match{{Pattern: topicA}}})
+	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAuthorizer(sessions.authorize, time.Minute),
+		mercure.WithSubscriptions(), mercure.WithDebugger(), mercure.WithLogger(nil))
+	pubBooks := "Bearer " + pubToken(t, detail("publish", exactTopic("https://example.com/books/1"), exactTopic("urn:b")))
+	subBooks := "Bearer " + subToken(t, detail("subscribe", exactTopic("https://example.com/books/1")))
+	const api, activity = "/.well-known/mercure/subscriptions", "/.well-known/mercure/debug/activity"
+	for _, c := range []struct {
+		name, method, path, body string
+		header                   []string
+		description, topic       string
+		detail                   string // if not description: topic
+	}{
+		{"token, canonical topic", http.MethodPost, th.Path(), form("topic", "https://example.com/c", "data", "x"),
+			[]string{"Authorization", pubBooks}, "the access token grants no publish on the canonical topic of the update", "https://example.com/c", ""},
+		{"token, alternate topic", http.MethodPost, th.Path(), form("topic", "https://example.com/books/1", "topic", "urn:b", "topic", "https://example.com/c?x=\"1\"", "data", "x"),
+			[]string{"Authorization", pubBooks}, "the access token grants no publish on alternate topic 2 of the update", `https://example.com/c?x="1"`, ""},
+		{"session, canonical topic", http.MethodPost, th.Path(), form("topic", topicB, "data", "x"),
+			append(cookie("alice"), "Origin", "https://example.com"), "the session grants no publish on the canonical topic of the update", topicB, ""},
+		{"token, subscriptions API", http.MethodGet, api, "",
+			[]string{"Authorization", subBooks}, "the access token grants no subscribe on this resource of the subscriptions API", api, ""},
+		{"session, subscriptions API", http.MethodGet, api, "",
+			cookie("alice"), "the session grants no subscribe on this resource of the subscriptions API", api, ""},
+		{"token, activity", http.MethodGet, activity, "",
+			[]string{"Authorization", subBooks}, "the access token grants no subscribe on the hub's activity topic", activity,
+			"the hub's activity is shown to a token or session granting subscribe on " + activity + "; this one does not"},
+		{"session, activity", http.MethodGet, activity, "",
+			cookie("alice"), "the session grants no subscribe on the hub's activity topic", activity,
+			"the hub's activity is shown to a token or session granting subscribe on " + activity + "; this one does not"},
+	} {
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		req, err := http.NewRequest(c.method, th.srv.URL+c.path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		for i := 0; i+1 < len(c.header); i += 2 {
+			req.Header.Set(c.header[i], c.header[i+1])
+		}
+		status, got, hdr := do(t, req)
+		var doc struct{ Detail string }
+		json.Unmarshal([]byte(got), &doc)
+		m := descriptionValue.FindStringSubmatch(hdr.Get("WWW-Authenticate"))
+		want := c.detail
+		if want == "" {
+			want = c.description + ": " + c.topic
+		}
+		if status != http.StatusForbidden || doc.Detail != want || m == nil || m[1] != c.description {
+			t.Errorf("%s: %d, detail %q, challenge %q; want 403, detail %q, error_description %q",
+				c.name, status, doc.Detail, hdr.Get("WWW-Authenticate"), want, c.description)
+		}
+	}
+	// The same token on the subscribe endpoint: a stream, not a 403.
+	s := th.subscribe("match="+url.QueryEscape("https://example.com/c"), "Authorization", subBooks)
+	s.close()
 }

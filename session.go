@@ -30,10 +30,13 @@ type Access struct {
 	// receive: one of an update's topics is enough (spec §Authorization:
 	// Subscribers). It also authorizes the subscriptions web API.
 	Subscribe []Match
-	// Payload, when not nil, must marshal to a JSON object; it goes with
-	// the subscribe grant into the user's subscription events (spec
-	// §Authorization: Payloads). Other subscribers may see it: put nothing
-	// private in it.
+	// Payload, when not nil, must marshal to a JSON object. As a token's
+	// payload does, it goes with the subscribe grant: into the events and
+	// API documents of the user's subscriptions whose own matcher, taken
+	// as a topic, one of Subscribe selects (spec §Authorization:
+	// Payloads). A subscription to a topic outside them (a public one) or
+	// to * has none. Other subscribers may see it: put nothing private in
+	// it.
 	Payload any
 }
 

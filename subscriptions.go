@@ -228,7 +228,7 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request, api 
 		return
 	}
 	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(path) }) {
-		d := "the access token grants no subscribe on this resource of the subscriptions API"
+		d := p.grantHolder() + " grants no subscribe on this resource of the subscriptions API"
 		h.deny(w, r, grantDenial(d, d+": "+path), token.Subscriber, nil)
 		return
 	}

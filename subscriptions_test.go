@@ -113,6 +113,56 @@ func TestACT_PayloadAndSubscriberIDs(t *testing.T) {
 	}
 }
 
+// TestAUTH41_READMEAuthorizerPayload: the README's Authorizer example.
+// Its payload goes with its one subscribe grant, as a token's would: a
+// subscription carries it when the grant selects the subscription's own
+// matcher taken as a topic, and a subscription to a public topic or to *
+// carries none (spec §Authorization: Payloads).
+func TestAUTH41_READMEAuthorizerPayload(t *testing.T) {
+	t.Parallel()
+	authorize := func(r *http.Request) (*mercure.Access, error) {
+		c, err := r.Cookie(sessionCookieName) // the app's own session lookup
+		if err != nil {
+			return nil, nil
+		}
+		user := struct{ Name string }{c.Value}
+		// As in the README:
+		return &mercure.Access{
+			Subject:   user.Name,
+			Subscribe: []mercure.Match{{Pattern: "https://example.com/users/" + user.Name + "/{*}?", Type: mercure.MatchURLPattern}},
+			Payload:   map[string]string{"user": user.Name},
+		}, nil
+	}
+	th := startMountedHub(t, mercure.WithAuthorizer(authorize, time.Minute), mercure.WithSubscriptions())
+	const alice = `{"user":"alice"}`
+	want := map[string]string{ // by match: the payload of its subscription
+		"https://example.com/users/alice/inbox":  alice,
+		"https://example.com/users/alice/{*}?":   alice, // the grant itself
+		"https://example.com/users/alice/:box":   alice,
+		"https://example.com/users/alice/inbox/": alice,
+		"https://example.com/users/alice":        "", // the grant wants the slash
+		"https://example.com/users/bob/inbox":    "",
+		"https://example.com/books/1":            "", // public updates only
+		"*":                                      "",
+	}
+	for match := range want {
+		q := "match=" + url.QueryEscape(match)
+		if strings.ContainsAny(match, "{:") {
+			q = "match_urlpattern=" + url.QueryEscape(match)
+		}
+		th.subscribe(q, cookie("alice")...)
+	}
+	subs, err := th.Subscriptions(context.Background())
+	if err != nil || len(subs) != len(want) {
+		t.Fatalf("Subscriptions: %d, %v; want %d", len(subs), err, len(want))
+	}
+	for _, s := range subs {
+		if got := string(s.Payload); got != want[s.Match] {
+			t.Errorf("%s %s: payload %q, want %q", s.MatchType, s.Match, got, want[s.Match])
+		}
+	}
+}
+
 // ACT-10: subscription events are private: a stream without a grant on
 // their topics never sees them, even with match=*.
 func TestACT10_EventsArePrivate(t *testing.T) {

@@ -46,9 +46,11 @@ type Grant struct {
 	// Subscribers).
 	Subscribe []Match
 	// Payload, when not nil, must marshal to a JSON object; it goes with
-	// the subscribe grant into the holder's subscription events (spec
-	// §Authorization: Payloads). Other subscribers may see it: put nothing
-	// private in it.
+	// the subscribe grant: into the events and API documents of the
+	// holder's subscriptions whose own matcher, taken as a topic, one of
+	// Subscribe selects (spec §Authorization: Payloads). A subscription to
+	// a topic outside them (a public one) or to * has none. Other
+	// subscribers may see it: put nothing private in it.
 	Payload any
 	// TTL is how long the token is valid; 0 means [DefaultTokenTTL].
 	TTL time.Duration

@@ -4,9 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // quiet drops go-redis's own log lines: the outage tests make it log
@@ -20,5 +21,5 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // for want of a Redis server (MERCURE_TEST_REDIS).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(redistest.ReportSkips("redisstore", m))
+	goleak.VerifyTestMain(skips.Report("redisstore", m))
 }

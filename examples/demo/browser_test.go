@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // chromium finds a Chromium the test can drive, or skips the test.
@@ -22,7 +24,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium installed (Debian: apt-get install chromium); .ci/run installs it, so CI always runs this test")
+	skips.Skip(t, wantChromium) // .ci/run installs it: CI always runs this test
 	return ""
 }
 

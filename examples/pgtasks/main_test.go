@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +15,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/pgtest"
 )
 
 // TestTransactionalPublish: a task added reaches a subscriber; one the
 // table refuses (an empty title) is rolled back with its update, which no
 // subscriber ever gets.
 func TestTransactionalPublish(t *testing.T) {
-	dsn := os.Getenv("MERCURE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("set MERCURE_TEST_POSTGRES to a DSN (such as postgres://postgres@localhost:6432/postgres?sslmode=disable) to run this test")
-	}
+	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	// A database of the test's own: the app uses fixed table names.
 	admin, err := pgxpool.New(ctx, dsn)

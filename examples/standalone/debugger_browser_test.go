@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // The debugger, driven in Chromium as a developer would: subscribe from a
@@ -37,7 +38,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium installed (Debian: apt-get install chromium); .ci/run installs it, so CI always runs this test")
+	skips.Skip(t, wantChromium) // .ci/run installs it: CI always runs this test
 	return ""
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/redistest"
 )
 
@@ -344,10 +345,7 @@ func TestStandalone_BadStore(t *testing.T) {
 // published on one reaches the subscribers of the other, and is replayed
 // from PostgreSQL.
 func TestStandalone_PostgresStore(t *testing.T) {
-	dsn := os.Getenv("MERCURE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("set MERCURE_TEST_POSTGRES to a DSN (such as postgres://postgres@localhost:6432/postgres?sslmode=disable) to run this test")
-	}
+	dsn := pgtest.DSN(t)
 	prefix := fmt.Sprintf("standalone_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	t.Cleanup(func() {
 		pool, err := pgxpool.New(context.Background(), dsn)

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 //go:embed testdata/event-source-polyfill/eventsource.min.js
@@ -130,7 +131,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium installed (Debian: apt-get install chromium)")
+	skips.Skip(t, wantChromium)
 	return ""
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // A real Prometheus scrapes the standalone's -metrics-addr, and its HTTP
@@ -27,8 +29,7 @@ func TestPrometheusScrapesTheStandalone(t *testing.T) {
 		if os.Getenv("MERCURE_TEST_PROMETHEUS") != "" {
 			t.Fatal("MERCURE_TEST_PROMETHEUS is set but prometheus is not installed")
 		}
-		prometheusSkips.Add(1)
-		t.Skip("prometheus is not installed (Debian package prometheus); set MERCURE_TEST_PROMETHEUS=1 to require it")
+		skips.Skip(t, wantPrometheus)
 	}
 	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-metrics-addr", "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
 	if err != nil {

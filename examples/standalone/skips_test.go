@@ -1,24 +1,24 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 
-	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
-// prometheusSkips counts the tests skipped because the prometheus binary
-// is missing.
-var prometheusSkips atomic.Int64
+// What some of these tests need beside Redis and PostgreSQL (see
+// redistest.Want, pgtest.Want): programs, which .ci/run installs.
+var (
+	wantPrometheus = skips.Want{What: "prometheus",
+		How: "install it (Debian package prometheus); MERCURE_TEST_PROMETHEUS=1 makes its absence a failure"}
+	wantPHP = skips.Want{What: "PHP with Symfony's Mercure component",
+		How: "install them (Debian packages php-cli php-symfony-mercure); MERCURE_TEST_PHP=1 makes their absence a failure"}
+	wantChromium = skips.Want{What: "Chromium", How: "install it (Debian package chromium)"}
+)
 
-// TestMain says, once the tests ran, how many were skipped for want of
-// Redis (MERCURE_TEST_REDIS) or of a prometheus binary.
+// TestMain says, once the tests ran, how many skipped for want of each
+// of these.
 func TestMain(m *testing.M) {
-	code := redistest.ReportSkips("examples/standalone", m).Run()
-	if n := prometheusSkips.Load(); n > 0 {
-		fmt.Fprintf(os.Stderr, "examples/standalone: %d %s skipped: install prometheus (Debian package prometheus) to run them; MERCURE_TEST_PROMETHEUS=1 makes its absence a failure\n", n, redistest.Tests(n))
-	}
-	os.Exit(code)
+	os.Exit(skips.Report("examples/standalone", m).Run())
 }

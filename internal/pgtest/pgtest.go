@@ -17,17 +17,24 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // Env names the variable holding the DSN of the shared test server.
 const Env = "MERCURE_TEST_POSTGRES"
 
-// DSN returns the DSN of the shared test server, skipping t without one.
+// Want is what the PostgreSQL tests skip for want of, for [skips.Report].
+var Want = skips.Want{What: "a PostgreSQL server",
+	How: "set " + Env + " to a DSN (such as postgres://postgres@127.0.0.1:6432/postgres?sslmode=disable)"}
+
+// DSN returns the DSN of the shared test server, or skips t, counting the
+// skip for [skips.Report].
 func DSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(Env)
 	if dsn == "" {
-		t.Skip("set MERCURE_TEST_POSTGRES to a DSN (e.g. postgres://postgres@localhost:6432/postgres?sslmode=disable) to run the PostgreSQL store tests")
+		skips.Skip(t, Want)
 	}
 	return dsn
 }
@@ -66,7 +73,7 @@ func Start(t testing.TB) *Server {
 	DSN(t)
 	initdb := Bin("initdb")
 	if initdb == "" || Bin("postgres") == "" {
-		t.Skip("initdb is not installed (Debian package postgresql)")
+		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
@@ -77,7 +84,7 @@ func Start(t testing.TB) *Server {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skip("running as root without a user postgres to run the server as")
+			skips.Skip(t, skips.Want{What: "a user postgres to run the server as (root cannot)", How: "create it, or run the tests as another user"})
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)

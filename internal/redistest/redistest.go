@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // Server is a redis-server process of a test's own.
@@ -37,7 +39,7 @@ func Start(t *testing.T, persist bool) *Server {
 	t.Helper()
 	Addr(t) // like every Redis test, this one needs MERCURE_TEST_REDIS
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed (Debian package redis-server)")
+		skips.Skip(t, skips.Want{What: "redis-server", How: "install it (Debian package redis-server)"})
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

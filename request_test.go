@@ -1,7 +1,9 @@
 package mercure_test
 
-// Request bodies that never finish (SEC-6, Limits.BodyTimeout), and bodies
-// that cannot be read as the UTF-8 forms they must be (PUB-1, SUB-2).
+// The request plumbing of request.go, through both endpoints that read a
+// body (a publish, a QUERY subscription): bodies that never finish (SEC-6,
+// Limits.BodyTimeout), and bodies that cannot be read as the UTF-8 forms
+// they must be (PUB-1, SUB-2).
 
 import (
 	"bufio"

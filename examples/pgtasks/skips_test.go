@@ -1,0 +1,14 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/mercurekit/mercure/internal/skips"
+)
+
+// TestMain says, once the tests ran, how many skipped for want of a
+// PostgreSQL server (MERCURE_TEST_POSTGRES).
+func TestMain(m *testing.M) {
+	os.Exit(skips.Report("examples/pgtasks", m).Run())
+}

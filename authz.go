@@ -34,6 +34,9 @@ type principal struct {
 	// identifies the subscribe grants and payload, to notice a change.
 	session  bool
 	grantKey string
+	// subject and sessionID are the token's sub and sid, or the Access's
+	// Subject and Session: whom Hub.EndStreams selects the stream by.
+	subject, sessionID string
 }
 
 // grantSet is the topic matchers of one action in a token (AUTH-30).
@@ -249,7 +252,8 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 
 // newPrincipal turns a verified token into the rights of one request.
 func (h *Hub) newPrincipal(tok *token.Token, role token.Role, fromCookie bool) *principal {
-	p := &principal{expiry: tok.Expiry, details: tok.Details, payload: tok.Payload, fromCookie: fromCookie}
+	p := &principal{expiry: tok.Expiry, details: tok.Details, payload: tok.Payload, fromCookie: fromCookie,
+		subject: tok.Subject, sessionID: tok.Session}
 	h.grant(p, tok.Details, role)
 	return p
 }
@@ -323,13 +327,20 @@ func sameGrants(a, b *grantSet) bool {
 	return slices.EqualFunc(a.matchers, b.matchers, func(x, y matcher) bool { return x.kind == y.kind && x.value == y.value })
 }
 
-// sameOrigin reports whether a cookie-authenticated publish comes from the
-// hub's own origin or a CORS-allowed one (SEC-4): its Origin header, or
-// failing that its Referer, must name it. Requests with neither are
-// refused.
+// sameOrigin reports whether a request authenticated by a cookie or a
+// session (publish or subscribe) comes from the hub's own origin or a
+// CORS-allowed one (SEC-4): its Origin header must name it; without one
+// (a same-origin GET, an EventSource among them, carries none),
+// Sec-Fetch-Site must say same-origin (or none: the user opened it
+// directly), or else the Referer must name it. Requests with none of
+// these are refused.
 func (h *Hub) sameOrigin(r *http.Request) bool {
 	source := r.Header.Get("Origin")
 	if source == "" {
+		switch r.Header.Get("Sec-Fetch-Site") {
+		case "same-origin", "none":
+			return true
+		}
 		source = r.Header.Get("Referer")
 	}
 	u, err := url.Parse(source)

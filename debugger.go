@@ -147,7 +147,7 @@ func (h *Hub) mountDebugger(mux Mux, rel string) {
 // serveDebugger serves r when its path is the debugger's (see [Hub.route]),
 // and reports whether it was.
 func (h *Hub) serveDebugger(w http.ResponseWriter, r *http.Request) bool {
-	kind, rest := h.route(r.URL.EscapedPath())
+	kind, rest := h.route(r)
 	if kind != routeDebug {
 		return false
 	}

@@ -175,7 +175,7 @@ func TestDebugger_Routing(t *testing.T) {
 	}
 }
 
-// Which paths name the debugger: the hub path's forms followed by /debug,
+// Which paths name the debugger: the hub path followed by /debug,
 // nothing that merely ends the same way.
 func TestDebugger_Paths(t *testing.T) {
 	h, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithSubscriptions(), mercure.WithLogger(nil))
@@ -185,9 +185,9 @@ func TestDebugger_Paths(t *testing.T) {
 	th := startHubServer(t, h, h)
 	for p, want := range map[string]int{
 		"/api/realtime/.well-known/mercure/debug/":          200,
-		"/.well-known/mercure/debug/":                       200,
-		"/debug/":                                           200, // the whole hub path stripped
-		"/internal/api/realtime/.well-known/mercure/debug/": 200,
+		"/.well-known/mercure/debug/":                       404,
+		"/debug/":                                           404,
+		"/internal/api/realtime/.well-known/mercure/debug/": 404,
 		"/api/realtime/.well-known/mercure/debug":           301,
 		"/other/debug/":                                     404,
 		"/api/realtime/.well-known/mercurex/debug/":         404,

@@ -41,10 +41,12 @@
 // The hub URL given to [New] is the hub's identity: the aud of its
 // tokens, the base of relative topics, the ids of its subscriptions. The
 // path a request reaches the hub at is the application's routing: the
-// hub serves its path as it is, with a leading part stripped (by
-// [http.StripPrefix] or a reverse proxy) or behind a prefix. [Hub.Mount]
-// registers the hub's routes on a ServeMux or a chi router,
-// [Hub.MountUnder] on a router reached under a prefix; [Hub.Mount] lists
+// hub serves its routes only right after its path as the request line
+// names it ([http.StripPrefix] may remove a leading part on the way), or
+// after a path declared for a proxy that rewrites it, never at a path
+// that only ends the same way. [Hub.Mount] registers the hub's routes on
+// a ServeMux or a chi router, [Hub.MountUnder] on a router reached under
+// a prefix, [Hub.MountAt] behind a proxy that adds one; [Hub.Mount] lists
 // the recipes for net/http, chi and gorilla/mux. The protected resource
 // metadata lies at the root of the host (RFC 9728 section 3.1), outside
 // any prefix.

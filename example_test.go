@@ -259,6 +259,7 @@ func ExampleWithAuthorizer() {
 
 	req, _ := http.NewRequest(http.MethodGet, stream, nil)
 	req.AddCookie(&http.Cookie{Name: "session", Value: "s3cr3t"})
+	req.Header.Set("Sec-Fetch-Site", "same-origin") // as a browser sends it from the app's pages
 	res, err = http.DefaultClient.Do(req)
 	if err != nil {
 		log.Fatal(err)

@@ -166,7 +166,19 @@ func (th *testHub) newRequest(ctx context.Context, method, rawQuery, body string
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	asBrowser(req)
 	return req
+}
+
+// asBrowser gives a subscribe that carries a cookie the header that a
+// browser sends from the hub's own pages, Sec-Fetch-Site: same-origin,
+// unless it already says where it comes from: the hub refuses cookie and
+// session streams from other sites (SEC-4).
+func asBrowser(req *http.Request) {
+	h := req.Header
+	if req.Method != http.MethodPost && h.Get("Cookie") != "" && h.Get("Origin") == "" && h.Get("Sec-Fetch-Site") == "" && h.Get("Referer") == "" {
+		h.Set("Sec-Fetch-Site", "same-origin")
+	}
 }
 
 // trySubscribe opens a stream; it returns nil and the response (body

@@ -76,7 +76,8 @@ type Hub struct {
 	listing         transition            // the store failing to list them
 	authorizing     transition            // the application's Authorizer failing
 	warnedLegacy    atomic.Bool           // a pre-standard credential was seen without the compatibility mode
-	rechecks        chan struct{}         // a slot per Authorizer re-check running
+	rechecks        rechecker             // the Authorizer's re-checks of streams
+	owners          owners                // the streams by subject and session, for EndStreams
 	replays         chan struct{}         // a slot per replay running (Limits.MaxReplays)
 	feedErr         atomic.Pointer[error] // nil while the store's feed works
 
@@ -84,7 +85,8 @@ type Hub struct {
 	warnedRoute         atomic.Bool // see notServed
 	warnedAPIOff        atomic.Bool // see notServed
 
-	segs []string // the hub path's decoded segments, for routing (see route)
+	mounts   atomic.Pointer[[]mountPoint] // where the hub is reached, the hub path first (see route)
+	mountsMu sync.Mutex                   // serializes addMount
 
 	metrics counters // see Metrics
 
@@ -177,7 +179,6 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		cfg:       cfg,
 		url:       hubURL,
 		path:      cfg.url.EscapedPath(),
-		segs:      hubSegments(cfg.url.EscapedPath()),
 		log:       slog.New(traceHandler{cfg.logger.Handler()}),
 		tracer:    newTracer(cfg.tracerProvider),
 		resolver:  resolver,
@@ -185,8 +186,10 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		patterns:  index.NewCache(hubURL, resolver, patternCacheSize),
 		grantSets: make(map[string]*grantSet),
 		replays:   make(chan struct{}, cfg.limits.MaxReplays),
-		rechecks:  make(chan struct{}, maxRechecks),
+		rechecks:  rechecker{groups: make(map[string]*sessionGroup), slots: make(chan struct{}, maxRechecks)},
+		owners:    owners{streams: make(map[streamSelector]map[*subscriber]struct{})},
 	}
+	h.mounts.Store(&[]mountPoint{newMountPoint(h.path)})
 	if h.verifier, err = h.newVerifier(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
@@ -271,6 +274,9 @@ func (h *Hub) listener() Listener {
 			// The hub advertises it at once (REC-13): it is recorded, so a
 			// replay from it misses nothing. A stream that opens from now
 			// on does not get it live.
+			if h.fed(e) {
+				return // an instruction, for the hub alone
+			}
 			ev := new(engine.Event)
 			e.fill(ev)
 			h.engine.Push(ev)
@@ -318,18 +324,17 @@ func (h *Hub) LastEventID() string {
 // subscriptions API under the hub path + "/subscriptions", and with
 // [WithDebugger] the debugger under the hub path + "/debug/".
 //
-// It serves wherever the application's router routes it: the hub URL
-// given to [New] is the hub's identity, and the path a request reaches
-// it at may differ. A request path names the hub endpoint when it is the
-// hub path, or the hub path with a leading part stripped (by
-// [http.StripPrefix] or a reverse proxy; "" and "/" when all of it is),
-// or the hub path behind a prefix (a router or proxy that adds one); the
-// subscriptions API and the debugger likewise follow any of these. With the hub path
-// /api/realtime/.well-known/mercure, the endpoint is reached at
-// /api/realtime/.well-known/mercure, /.well-known/mercure or
-// /internal/api/realtime/.well-known/mercure alike. Which paths reach
-// the hub at all is the router's decision: mounted at its exact paths
-// (see [Hub.Mount]), the hub sees no other.
+// It serves where the application mounted it: the hub URL given to [New]
+// is the hub's identity, and the path a request reaches it at may
+// differ. A request names the hub endpoint when its path, as the request
+// line has it, is the hub path (a part that [http.StripPrefix] removed
+// on the way counts: with the hub path /api/realtime/.well-known/mercure,
+// http.StripPrefix("/api/realtime", hub) serves
+// /api/realtime/.well-known/mercure), or a path declared with
+// [Hub.MountUnder] or [Hub.MountAt] for a proxy in front that rewrites
+// it; the subscriptions API and the debugger follow one of these, and
+// nothing else. A path that only ends like them names none of the hub's
+// routes, whatever the router hands the hub (see [Hub.Mount]).
 //
 // A request for any other path gets a 404 whose problem document says
 // what the hub serves; the first one is logged at Warn, naming the likely
@@ -352,7 +357,7 @@ func (h *Hub) withCORS(w http.ResponseWriter, r *http.Request, next http.Handler
 }
 
 func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
-	switch kind, api := h.route(r.URL.EscapedPath()); {
+	switch kind, api := h.route(r); {
 	case kind == routeHub:
 	case kind == routeAPI && h.cfg.subscriptions:
 		h.serveSubscriptionsAPI(w, r, api)

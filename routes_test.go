@@ -132,15 +132,17 @@ var routingCases = []struct {
 	{"proxy-adds-prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		// The application serves everything under /internal.
 		app := http.NewServeMux()
-		app.Handle("/internal"+h.Path(), h)
-		app.Handle("/internal"+h.Path()+"/", h)
+		if err := h.MountAt(app, "/internal"+h.Path()); err != nil {
+			t.Fatal(err)
+		}
 		app.Handle("/internal"+h.MetadataPath(), h.MetadataHandler())
 		return rewritePath(app, func(p string) string { return "/internal" + p })
 	}},
 }
 
 // rewritePath is a reverse proxy in miniature: it rewrites the path of
-// each request, escaped form included, before the application sees it.
+// each request, escaped form and request line included, before the
+// application sees it.
 func rewritePath(next http.Handler, rewrite func(string) string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r2 := r.Clone(r.Context())
@@ -148,6 +150,7 @@ func rewritePath(next http.Handler, rewrite func(string) string) http.Handler {
 		if r.URL.RawPath != "" {
 			r2.URL.RawPath = rewrite(r.URL.RawPath)
 		}
+		r2.RequestURI = r2.URL.RequestURI()
 		next.ServeHTTP(w, r2)
 	})
 }
@@ -228,53 +231,164 @@ func TestRouting(t *testing.T) {
 
 // Which request paths name which of the hub's routes: the endpoint
 // (OPTIONS answers 204), the subscriptions API (401 without a token: the
-// route is known) or nothing (404), for a hub handed every request.
+// route is known) or nothing (404), for a hub handed every request, as
+// is, behind http.StripPrefix, and with mount points declared for
+// proxies. Only a mount point followed by a route names it; a path that
+// merely ends like one does not.
 func TestRouting_Paths(t *testing.T) {
+	const H = "/api/realtime/.well-known/mercure"
 	h, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Shutdown(context.Background())
+	declared, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer declared.Shutdown(context.Background())
+	mustMountUnder(t, declared, http.NewServeMux(), "/api/realtime")            // a proxy strips /api/realtime
+	if err := declared.MountAt(http.NewServeMux(), "/internal"+H); err != nil { // a proxy adds /internal
+		t.Fatal(err)
+	}
 	cases := []struct {
-		method, path string
+		hub          *mercure.Hub
+		strip        string // what http.StripPrefix removes before the hub
+		method, path string // the path as the client sends it
 		want         int
 	}{
-		// The endpoint: the full path, a leading part stripped, a prefix
-		// in front, all of it stripped.
-		{"OPTIONS", "/api/realtime/.well-known/mercure", 204},
-		{"OPTIONS", "/realtime/.well-known/mercure", 204},
-		{"OPTIONS", "/.well-known/mercure", 204},
-		{"OPTIONS", "/mercure", 204},
-		{"OPTIONS", "/internal/api/realtime/.well-known/mercure", 204},
-		{"OPTIONS", "/api/realtime/.well-known/%6Dercure", 204}, // segments compare decoded
-		{"OPTIONS", "/", 204},
+		// The endpoint: the hub path, segments compared decoded.
+		{h, "", "OPTIONS", H, 204},
+		{h, "", "OPTIONS", "/api/realtime/.well-known/%6Dercure", 204},
 		// Not the endpoint: another last segment, a trailing slash, an
-		// encoded slash inside a segment, another path.
-		{"OPTIONS", "/api/realtime/.well-known/mercurex", 404},
-		{"OPTIONS", "/api/realtime/.well-known/mercure/", 404},
-		{"OPTIONS", "/api/realtime/.well-known%2Fmercure", 404},
-		{"OPTIONS", "/api/realtime/.well-known/mercure/other", 404},
-		{"OPTIONS", "/other/.well-known/mercure", 404},
-		{"OPTIONS", "/realtime/hub", 404},
-		// The subscriptions API after any of the endpoint's forms.
-		{"GET", "/api/realtime/.well-known/mercure/subscriptions", 401},
-		{"GET", "/.well-known/mercure/subscriptions/exact/x", 401},
-		{"GET", "/subscriptions/urlpattern/a%2Fb/urn%3Ax", 401},
-		{"GET", "/internal/api/realtime/.well-known/mercure/subscriptions/exact/x/y", 401},
-		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/mercure/subscriptions", 401},
+		// encoded slash inside a segment, a trailing part of the hub path,
+		// the hub path behind a prefix or after itself.
+		{h, "", "OPTIONS", H + "x", 404},
+		{h, "", "OPTIONS", H + "/", 404},
+		{h, "", "OPTIONS", "/api/realtime/.well-known%2Fmercure", 404},
+		{h, "", "OPTIONS", H + "/other", 404},
+		{h, "", "OPTIONS", "/realtime/.well-known/mercure", 404},
+		{h, "", "OPTIONS", "/.well-known/mercure", 404},
+		{h, "", "OPTIONS", "/mercure", 404},
+		{h, "", "OPTIONS", "/", 404},
+		{h, "", "OPTIONS", "/internal" + H, 404},
+		{h, "", "OPTIONS", H + H, 404},
+		// The subscriptions API after the hub path.
+		{h, "", "GET", H + "/subscriptions", 401},
+		{h, "", "GET", H + "/subscriptions/exact/x", 401},
+		{h, "", "GET", H + "/subscriptions/urlpattern/a%2Fb/urn%3Ax", 401},
+		{h, "", "GET", H + "/subscriptions/exact/x/y", 401},
+		{h, "", "GET", H + "/subscriptions/exact/mercure/subscriptions", 401},
 		// Under the API, but none of its resources.
-		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact", 404},
-		{"GET", "/api/realtime/.well-known/mercure/subscriptions/other/x", 404},
-		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/x/y/z", 404},
-		{"GET", "/api/realtime/.well-known/mercure/subscriptions/exact/%2E%2E", 404},
-		{"GET", "/other/subscriptions", 404},
+		{h, "", "GET", H + "/subscriptions/exact", 404},
+		{h, "", "GET", H + "/subscriptions/other/x", 404},
+		{h, "", "GET", H + "/subscriptions/exact/x/y/z", 404},
+		{h, "", "GET", H + "/subscriptions/exact/%2E%2E", 404},
+		// Paths that end like the API, after no mount point (issue 24).
+		{h, "", "GET", "/other/subscriptions", 404},
+		{h, "", "GET", "/subscriptions", 404},
+		{h, "", "GET", "/.well-known/mercure/subscriptions", 404},
+		{h, "", "GET", "/internal" + H + "/subscriptions", 404},
+		{h, "", "GET", H + H + "/subscriptions", 404},
+		{h, "", "GET", H + "/mercure/subscriptions", 404},
+		{h, "", "GET", H + "/x" + H + "/subscriptions/exact/x", 404},
+		// Behind http.StripPrefix: the stripped part counts.
+		{h, "/api/realtime", "OPTIONS", H, 204},
+		{h, "/api/realtime", "GET", H + "/subscriptions", 401},
+		{h, "/api/realtime", "GET", "/api/realtime/subscriptions", 404},
+		{h, "/api/realtime", "GET", "/api/realtime/mercure/subscriptions", 404},
+		{h, "/api/realtime", "GET", "/api/realtime" + H + "/subscriptions", 404},
+		{h, H, "OPTIONS", H, 204},
+		{h, H, "GET", H + "/subscriptions", 401},
+		{h, H, "GET", H + H + "/subscriptions", 404},
+		// Mount points declared for proxies that strip or add a prefix.
+		{declared, "", "OPTIONS", H, 204},
+		{declared, "", "OPTIONS", "/.well-known/mercure", 204},
+		{declared, "", "GET", "/.well-known/mercure/subscriptions", 401},
+		{declared, "", "GET", "/internal" + H + "/subscriptions/exact/x", 401},
+		{declared, "", "GET", "/subscriptions", 404},
+		{declared, "", "GET", "/other/internal" + H + "/subscriptions", 404},
+		{declared, "", "GET", "/mercure/subscriptions", 404},
 	}
 	for _, c := range cases {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
-		if rec.Code != c.want {
-			t.Errorf("%s %s: %d, want %d (%s)", c.method, c.path, rec.Code, c.want, rec.Body)
+		var handler http.Handler = c.hub
+		if c.strip != "" {
+			handler = http.StripPrefix(c.strip, c.hub)
 		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		if rec.Code != c.want {
+			t.Errorf("%s %s (stripped %q): %d, want %d (%s)", c.method, c.path, c.strip, rec.Code, c.want, rec.Body)
+		}
+	}
+}
+
+// In each recipe of the docs, an application that guards the
+// subscriptions API and the debugger at their paths (admins only) keeps
+// them guarded: no other path that its router hands the hub reaches them
+// (issue 24: a subtree handed to the hub, by chi's Mount, gorilla's
+// PathPrefix or http.StripPrefix, served the listing at paths that only
+// ended like the API's).
+func TestRouting_GuardedPaths(t *testing.T) {
+	for _, c := range routingCases {
+		t.Run(c.name, func(t *testing.T) {
+			h, err := mercure.New(c.hubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithDebugger(), mercure.WithLogger(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			H := h.Path()
+			adminsOnly := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					p := r.URL.Path
+					if (strings.HasPrefix(p, H+"/subscriptions") || strings.HasPrefix(p, H+"/debug")) && r.Header.Get("X-Admin") != "yes" {
+						http.Error(w, "admins only", http.StatusForbidden)
+						return
+					}
+					next.ServeHTTP(w, r)
+				})
+			}
+			th := startHubServer(t, h, adminsOnly(c.app(t, h)))
+			claims := authClaims(detail("subscribe", exactTopic("*")))
+			claims["aud"] = c.hubURL
+			tok := mintToken(t, authSubKey, nil, claims)
+			get := func(path string, admin bool) int {
+				t.Helper()
+				req := mustRequest(t, http.MethodGet, th.srv.URL+path, "")
+				req.Header.Set("Authorization", "Bearer "+tok)
+				if admin {
+					req.Header.Set("X-Admin", "yes")
+				}
+				status, _, _ := do(t, req)
+				return status
+			}
+			// The guard works where it is put, and the admin gets through.
+			for _, p := range []string{H + "/subscriptions", H + "/debug/"} {
+				if got := get(p, false); got != http.StatusForbidden {
+					t.Errorf("GET %s, not an admin: %d, want 403", p, got)
+				}
+				if got := get(p, true); got != http.StatusOK {
+					t.Errorf("GET %s, an admin: %d, want 200", p, got)
+				}
+			}
+			lead, _ := strings.CutSuffix(H, "/.well-known/mercure") // "/api/realtime" or ""
+			for _, p := range []string{
+				H + H + "/subscriptions",
+				H + "/mercure/subscriptions",
+				H + "/x" + H + "/subscriptions",
+				lead + "/subscriptions",
+				lead + "/mercure/subscriptions",
+				lead + H + "/subscriptions",
+				"/internal" + H + "/subscriptions",
+				H + H + "/debug/",
+				lead + "/debug/",
+				lead + "/mercure/debug/",
+				lead + H + "/debug/",
+			} {
+				if got := get(p, false); got == http.StatusOK {
+					t.Errorf("GET %s, not an admin: 200, want the guard's 403 or a 404", p)
+				}
+			}
+		})
 	}
 }
 
@@ -289,6 +403,7 @@ func TestRouting_Diagnostic(t *testing.T) {
 	}
 	m := http.NewServeMux()
 	m.Handle("/realtime/", h) // routed to the hub at another path than its own
+	m.Handle(h.Path()+"/", h)
 	th := startHubServer(t, h, m)
 	for _, p := range []string{"/realtime/hub", "/realtime/other", "/realtime/hub/subscriptions"} {
 		status, body, hdr := do(t, mustRequest(t, http.MethodGet, th.srv.URL+p, ""))
@@ -296,21 +411,21 @@ func TestRouting_Diagnostic(t *testing.T) {
 			t.Errorf("GET %s: %d %s", p, status, hdr.Get("Content-Type"))
 		}
 		var doc struct{ Detail string }
-		if json.Unmarshal([]byte(body), &doc) != nil || !strings.Contains(doc.Detail, "serves /api/realtime/.well-known/mercure") || !strings.Contains(doc.Detail, `got "`+p+`"`) {
+		if json.Unmarshal([]byte(body), &doc) != nil || !strings.Contains(doc.Detail, "at /api/realtime/.well-known/mercure only") || !strings.Contains(doc.Detail, `got "`+p+`"`) {
 			t.Errorf("GET %s: detail %q", p, body)
 		}
 	}
 	if n := logs.count("level=WARN"); n != 1 {
 		t.Errorf("%d Warn lines, want 1:\n%s", n, logs.text())
 	}
-	if logs.count("path=/realtime/hub") != 1 || logs.count("stripping a prefix") != 1 {
+	if logs.count("path=/realtime/hub") != 1 || logs.count("rewriting the hub path") != 1 {
 		t.Errorf("the log line does not name the path and the likely cause:\n%s", logs.text())
 	}
 
 	// The subscriptions API, asked of a hub that does not serve it: one
 	// line saying which option serves it.
 	for range 3 {
-		if status, body, _ := do(t, mustRequest(t, http.MethodGet, th.srv.URL+"/realtime/.well-known/mercure/subscriptions", "")); status != http.StatusNotFound || !strings.Contains(body, "subscriptions API") {
+		if status, body, _ := do(t, mustRequest(t, http.MethodGet, th.srv.URL+h.Path()+"/subscriptions", "")); status != http.StatusNotFound || !strings.Contains(body, "subscriptions API") {
 			t.Errorf("subscriptions API without WithSubscriptions: %d %s", status, body)
 		}
 	}
@@ -336,6 +451,25 @@ func TestMountUnder_Prefix(t *testing.T) {
 	err = h.MountUnder(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }), "/api")
 	if want := []string{"/realtime/.well-known/mercure"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("MountUnder(/api): %v, patterns %q, want %q (the metadata lies outside /api)", err, got, want)
+	}
+}
+
+// MountAt takes an absolute path without a trailing slash, query or
+// fragment, and refuses anything else.
+func TestMountAt_Path(t *testing.T) {
+	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	for _, p := range []string{"", "internal/hub", "/internal/hub/", "/hub?x=1", "/hub#x", "/a%zz"} {
+		if err := h.MountAt(http.NewServeMux(), p); !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("MountAt(%q): %v, want ErrInvalidOption", p, err)
+		}
+	}
+	var got []string
+	if err := h.MountAt(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }), "/internal/hub"); err != nil || !slices.Equal(got, []string{"/internal/hub"}) {
+		t.Errorf("MountAt(/internal/hub): %v, patterns %q", err, got)
 	}
 }
 

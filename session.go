@@ -1,17 +1,14 @@
 package mercure
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/mercurekit/mercure/internal/chars"
-	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/token"
 )
 
@@ -20,8 +17,14 @@ import (
 // would carry (spec §Authorization: Authorization Details), with the
 // same meaning. See [WithAuthorizer].
 type Access struct {
-	// Subject names the user in the hub's logs, as a token's sub would.
+	// Subject names the user in the hub's logs, as a token's sub would,
+	// and selects the user's streams for [Hub.EndStreams].
 	Subject string
+	// Session identifies the user's session, for [Hub.EndStreams] to end
+	// its streams alone (at a logout, say): any value the application
+	// keeps for the session, its id or a hash of it. It never leaves the
+	// process in clear.
+	Session string
 	// Publish lists the topics the user may publish to over HTTP: an
 	// update needs publish on every one of its topics (spec
 	// §Authorization: Publishers).
@@ -44,9 +47,10 @@ type Access struct {
 // application's own session logic (its session cookie, say); nil and no
 // error when r has no session. An error says that it could not tell (its
 // session store is down): see [WithAuthorizer] for what the hub then
-// does. The hub may call it concurrently, and, to re-check a stream, with
-// a copy of the stream's request (headers, URL, remote address; no body)
-// after its handler has returned; the copy's context ends at shutdown.
+// does. The hub may call it concurrently, and, to re-check the streams
+// of a session, with a copy of one of their requests (headers, URL,
+// remote address; no body) after its handler has returned; the copy's
+// context ends at shutdown.
 type Authorizer func(r *http.Request) (*Access, error)
 
 // ErrInvalidAccess is wrapped by the error the hub logs when an
@@ -75,22 +79,38 @@ var ErrInvalidAccess = errors.New("mercure: invalid access")
 // session counts in [Metrics].TokenFailures as "missing".
 //
 // A session usually rides in a cookie, which browsers send with
-// cross-site requests too: a publish authorized by a must come from the
-// hub's origin or one given to [WithCORS], as a publish with the token
-// cookie must (spec §Security Considerations). Servers publish with
-// [Hub.Publish], or with a token.
+// cross-site requests too: a publish or a subscription authorized by a
+// must come from the hub's origin or one given to [WithCORS], as one
+// with the token cookie must (spec §Security Considerations): its Origin
+// header names it, or, on a same-origin EventSource, which sends none,
+// Sec-Fetch-Site says same-origin (or else its Referer names it); any
+// other gets 403. Servers publish with [Hub.Publish], or with a token.
 //
 // A stream authorized by a has no expiry: instead the hub calls a again
-// for it every recheck or so (each time after between half of recheck and
-// recheck, spread at random so that streams opened together are not
-// re-checked together; 64 calls at most run at once). When a returns nil
-// the stream ends ([CloseRevoked]); when the subscribe grants or the
-// payload changed, it ends so that the client reconnects with its new
-// rights ([CloseGrantsChanged]); EventSource reconnects by itself and
-// resumes with Last-Event-ID, missing nothing. When a fails, the stream
-// goes on with the rights it has, and a is asked again after the next
-// interval. recheck must be positive: it bounds how long a revoked
-// session keeps receiving updates.
+// for it every recheck. One call re-checks every stream whose request
+// carries the same credentials (its Host, Cookie and Authorization
+// headers), with a copy of one of their requests: the Access must
+// depend on the session they carry, not on the request's URL or remote
+// address. The first re-check of new credentials comes after between
+// half of recheck and recheck, at random, so that sessions opened
+// together are not re-checked together; the next ones every recheck
+// from the start of the previous call. When a returns nil the streams
+// end ([CloseRevoked]); when the subscribe grants or the payload changed,
+// they end so that their clients reconnect with their new rights
+// ([CloseGrantsChanged]); EventSource reconnects by itself and resumes
+// with Last-Event-ID, missing nothing. When a fails, the streams go on
+// with the rights they have, and a is asked again after the next
+// interval.
+//
+// So a revoked session's streams end within recheck plus the time a
+// takes to answer, however many streams there are, while the calls due
+// at once stay under 1024 (the most the hub runs at once, to spare the
+// application's session store; past it, re-checks wait their turn and
+// the bound stretches by the wait): on average, distinct sessions ×
+// a's latency ÷ recheck calls run at once, 300 for 3 000 sessions with a
+// 200 ms Authorizer and a 2 s interval. To end a session's streams at
+// once (a logout, a role change), call [Hub.EndStreams]. recheck must
+// be positive.
 func WithAuthorizer(a Authorizer, recheck time.Duration) Option {
 	return func(c *config) error {
 		if a == nil {
@@ -103,9 +123,6 @@ func WithAuthorizer(a Authorizer, recheck time.Duration) Option {
 		return nil
 	}
 }
-
-// maxRechecks bounds the authorizer calls that re-checks run at once.
-const maxRechecks = 64
 
 // callAuthorizer calls the application's authorizer, turning its panic
 // into an error: a re-check runs on a goroutine of the hub's.
@@ -131,7 +148,7 @@ func (h *Hub) sessionPrincipal(r *http.Request, role token.Role) (*principal, st
 		return nil, a.Subject, err
 	}
 	// fromCookie: a session is ambient, as a cookie is (SEC-4).
-	p := &principal{details: details, fromCookie: true, session: true}
+	p := &principal{details: details, fromCookie: true, session: true, subject: a.Subject, sessionID: a.Session}
 	h.grant(p, details, role)
 	p.grantKey = "-"
 	if p.subscribe != nil {
@@ -220,78 +237,4 @@ func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role toke
 	}
 	h.authorizing.recovered(r.Context(), h.log, "mercure: the authorizer works again")
 	return p, true
-}
-
-// startRecheck arms the first re-check of s, a stream authorized by the
-// authorizer, with a copy of its request: a detached stream's handler
-// returns while the stream goes on.
-func (h *Hub) startRecheck(s *subscriber, r *http.Request) {
-	req := r.Clone(context.Background())
-	req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessionReq = req
-	s.recheck = time.AfterFunc(h.recheckDelay(), func() { h.recheckStream(s) })
-}
-
-// recheckDelay is when the next re-check of a stream is due: between
-// half the interval and the interval, at random, so that streams opened
-// at once spread their re-checks.
-func (h *Hub) recheckDelay() time.Duration {
-	d := h.cfg.recheck
-	return d/2 + rand.N(d/2+1)
-}
-
-// recheckStream asks the authorizer again for the session of s: a
-// revoked session, or one whose subscribe grants or payload changed,
-// ends the stream cleanly (what is queued is written first); a failure
-// keeps it, until the next re-check.
-func (h *Hub) recheckStream(s *subscriber) {
-	h.life.Lock()
-	if h.closed {
-		h.life.Unlock()
-		return // Shutdown ends the stream
-	}
-	h.background.Add(1) // Shutdown waits for this call
-	h.life.Unlock()
-	defer h.background.Done()
-	if s.stream.Ending() {
-		return
-	}
-	select {
-	case h.rechecks <- struct{}{}:
-	case <-h.ctx.Done():
-		return
-	}
-	ctx, cancel := context.WithTimeout(h.ctx, max(h.cfg.recheck, time.Second))
-	p, subject, err := h.sessionPrincipal(s.sessionReq.WithContext(ctx), token.Subscriber)
-	cancel()
-	<-h.rechecks
-	switch {
-	case h.ctx.Err() != nil:
-		return
-	case errors.Is(err, ErrInvalidAccess):
-		// The rights of the session are no longer known: the stream must
-		// not keep the old ones. Its reconnection gets 500.
-		h.log.Error("mercure: the authorizer returned an access the hub cannot use; ending the stream", "subject", subject, "error", err)
-		s.stream.End(engine.EndGrantsChanged, nil)
-		return
-	case err != nil:
-		h.authorizing.failed(ctx, h.log, slog.LevelWarn, "mercure: the authorizer fails; streams keep their rights, requests without a token get 503 until it recovers", err)
-	case p == nil:
-		h.log.Debug("mercure: session revoked, ending its stream", "client", s.client)
-		s.stream.End(engine.EndRevoked, nil)
-		return
-	case p.grantKey != s.principal.grantKey:
-		h.log.Debug("mercure: the session's grants changed, ending its stream so that it reconnects", "subject", subject)
-		s.stream.End(engine.EndGrantsChanged, nil)
-		return
-	default:
-		h.authorizing.recovered(ctx, h.log, "mercure: the authorizer works again")
-	}
-	s.mu.Lock()
-	if !s.ended {
-		s.recheck.Reset(h.recheckDelay())
-	}
-	s.mu.Unlock()
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/mercurekit/mercure/internal/engine"
@@ -138,14 +137,13 @@ type subscriber struct {
 	// interned is whether the principal's subscribe grants are counted
 	// in the hub's interned sets.
 	interned bool
-
-	// sessionReq is a copy of the request of a stream authorized by the
-	// Authorizer, for its re-checks (set before recheck is armed), and
-	// recheck the timer of the next one; both under mu, with ended.
-	mu         sync.Mutex
-	sessionReq *http.Request
-	recheck    *time.Timer
-	ended      bool
+	// group is, for a stream that the Authorizer authorized, the streams
+	// re-checked with it (under the hub's rechecker lock).
+	group *sessionGroup
+	// owner is the stream's hashed subject and session, and ownerSeq the
+	// feed's position as it was indexed by them (see Hub.EndStreams).
+	owner    streamSelector
+	ownerSeq uint64
 }
 
 // ReadsPrivate reports whether the stream may receive ev, for dispatch.
@@ -157,12 +155,8 @@ func (s *subscriber) ReadsPrivate(ev *engine.Event) bool {
 // its active subscriptions, whose end it returns to announce.
 func (s *subscriber) Ended() (later func()) {
 	h := s.hub
-	s.mu.Lock()
-	s.ended = true
-	if s.recheck != nil {
-		s.recheck.Stop()
-	}
-	s.mu.Unlock()
+	h.stopRecheck(s)
+	h.removeOwner(s)
 	if s.interned {
 		h.releaseGrants(s.principal)
 	}
@@ -180,7 +174,7 @@ func (s *subscriber) Ended() (later func()) {
 // topics and the stream may read e: the same rules as live dispatch,
 // applied to replayed events with the principal presented now (REC-5).
 func (s *subscriber) matches(e *engine.Event) bool {
-	if e.Private && !s.principal.mayRead(e, s.hub.resolver) {
+	if e.Private && (s.hub.isEndStreams(true, e.Topics) || !s.principal.mayRead(e, s.hub.resolver)) {
 		return false
 	}
 	for i := range s.matchers {
@@ -257,6 +251,13 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		h.deny(rw, r, h.missingDenial(r), token.Subscriber, nil) // AUTH-2, AUTH-13
 		return
 	}
+	if p != nil && p.fromCookie && !h.sameOrigin(r) {
+		// SEC-4: a cookie rides along on cross-site requests; a stream
+		// opened from another site would announce the user's
+		// subscriptions, payload included.
+		h.challenge(rw, http.StatusForbidden, "", "", "a subscription authorized by a cookie or the application's session must come from the hub's origin or an origin of WithCORS (its Origin header, Sec-Fetch-Site or Referer)")
+		return
+	}
 	if p != nil && !p.session && !time.Now().Before(p.expiry) {
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
@@ -283,6 +284,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.streamsOpened.Add(1)
+	h.addOwner(sub)
 	served := false // else the stream ends here
 	defer func() {
 		if !served {

@@ -38,7 +38,9 @@ const maxURLBytes = 8000
 // long as its fields are not changed.
 type Client struct {
 	// HTTPClient sends the requests; nil means http.DefaultClient. Set
-	// its Jar for hubs that take the token from a cookie. Its
+	// its Jar for hubs that take the token from a cookie (subscriptions
+	// say Sec-Fetch-Site: none, as a browser does for a page the user
+	// opened: no site started them). Its
 	// CheckRedirect runs after the client's own redirect policy (see
 	// [Client.Token]). Leave its Timeout zero: it would cut streams;
 	// HeaderTimeout and IdleTimeout bound them instead.
@@ -337,6 +339,10 @@ func (st *stream) request(ctx context.Context) (*http.Request, error) {
 		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	// No site started this request: a hub that takes the token (or a
+	// session) from a cookie refuses streams that other sites start, and
+	// reads this header to tell.
+	req.Header.Set("Sec-Fetch-Site", "none")
 	if st.cursor != "" {
 		req.Header.Set("Last-Event-ID", st.cursor)
 	}

@@ -56,11 +56,10 @@ func Example_instances() {
 
 	mux := http.NewServeMux()
 	hub.Mount(mux)
-	// Take the instance out of the load balancer while Redis is out of reach.
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := hub.Stats().FeedError; err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		}
-	})
+	// Take the instance out of the load balancer while Redis is out of
+	// reach, on the operators' own address: the answer says why.
+	ops := http.NewServeMux()
+	ops.Handle("GET /readyz", hub.ReadyHandler())
+	go func() { log.Fatal(http.ListenAndServe("127.0.0.1:9090", ops)) }()
 	log.Fatal(http.ListenAndServe(":8080", mux))
 }

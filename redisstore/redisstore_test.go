@@ -261,6 +261,17 @@ func TestTwoHubs(t *testing.T) {
 	t.Fatalf("hub B's stream ended before the update: %v", sc.Err())
 }
 
+// EndStreams on one hub ends the selected streams of both hubs sharing
+// a Redis stream.
+func TestEndStreamsAcrossHubs(t *testing.T) {
+	rdb, key := client(t)
+	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
+		a, b = open(t, rdb, key), open(t, rdb, key)
+		t.Cleanup(func() { a.(*redisstore.Store).Close(); b.(*redisstore.Store).Close() })
+		return a, b
+	})
+}
+
 // TestReaderReconnects kills the feed's connections to Redis and checks
 // that the listener resumes without a gap or a repeat.
 func TestReaderReconnects(t *testing.T) {

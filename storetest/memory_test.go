@@ -22,3 +22,10 @@ func memoryStore(t *testing.T, size int) *mercure.MemoryStore {
 	}
 	return s
 }
+
+func TestMemoryStoreEndStreams(t *testing.T) {
+	RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
+		s := memoryStore(t, 1000)
+		return s, s
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/json"
+	"log"
 	"net/http"
 	"slices"
 	"strconv"
@@ -152,8 +153,10 @@ func (a *app) authorize(r *http.Request) (*mercure.Access, error) {
 	if name == "" {
 		return nil, nil
 	}
+	c, _ := r.Cookie(sessionCookie) // there is one: user found its session
 	return &mercure.Access{
 		Subject: name,
+		Session: c.Value, // for EndStreams at logout
 		Subscribe: []mercure.Match{
 			// The board (public anyway), and the user's private
 			// notifications.
@@ -191,13 +194,18 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.config(name))
 }
 
-// logout ends the session: the hub ends its streams at their next
-// re-check, and refuses them when they reconnect.
+// logout ends the session, then its streams, at once, on every instance
+// sharing the hub's store; their reconnections are refused.
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		a.sessMu.Lock()
 		delete(a.sessions, c.Value)
 		a.sessMu.Unlock()
+		if err := a.hub.EndStreams(r.Context(), mercure.StreamFilter{Session: c.Value}); err != nil {
+			// This instance's streams ended; the others' end at their
+			// next re-check.
+			log.Printf("ending the session's streams: %v", err)
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	w.WriteHeader(http.StatusNoContent)

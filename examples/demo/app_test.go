@@ -127,6 +127,9 @@ func subscribe(t *testing.T, a *app, cookies []*http.Cookie, q url.Values) *stre
 		t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	// As the board's own page sends it: the hub refuses session streams
+	// from other sites.
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	for _, c := range cookies {
 		req.AddCookie(c)
 	}
@@ -393,8 +396,9 @@ func TestPresence(t *testing.T) {
 	do(t, http.MethodGet, srv.URL+mercure.DefaultHubPath+"/subscriptions", nil, nil, http.StatusUnauthorized).Body.Close()
 }
 
-// TestLogoutEndsStreams: the hub re-checks the session behind a stream;
-// once the user logged out, the stream ends and cannot reconnect.
+// TestLogoutEndsStreams: a logout ends the session's streams (the app
+// calls Hub.EndStreams; the next re-check would too), and they cannot
+// reconnect.
 func TestLogoutEndsStreams(t *testing.T) {
 	a, srv := startApp(t)
 	alice, bob := login(t, srv, "alice"), login(t, srv, "bob")

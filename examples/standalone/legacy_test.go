@@ -129,6 +129,7 @@ func legacyStream(t *testing.T, hub, extra string) (*http.Response, *bufio.Scann
 	u := hub + "?topic=" + url.QueryEscape("https://example.com/books/{id}") + extra
 	req, _ := http.NewRequest(http.MethodGet, u, nil)
 	req.Header.Set("Cookie", "mercureAuthorization="+legacySubscriberToken(symfonySecret))
+	req.Header.Set("Sec-Fetch-Site", "same-origin") // the app's page: cookie streams from other sites are refused
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

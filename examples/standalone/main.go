@@ -279,15 +279,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 			Presence, Debugger bool
 		}{hub.Path(), *subscriptions, *debugger || *playground})
 	})
-	// For load balancers: a hub whose store's feed fails delivers nothing.
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		if err := hub.Stats().FeedError; err != nil {
-			http.Error(w, "store feed failing: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	// Health is for operators only, on -metrics-addr: its answers name the
+	// store's failure, addresses included.
 	s := &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore, closeTraces: closeTraces,
 		idleTimeout: time.Minute, shutdownTimeout: 5*time.Second + *drain, metricsAddr: *metricsAddr}
 	if *metricsAddr != "" {

@@ -84,9 +84,6 @@ func TestStandalone(t *testing.T) {
 	if want := []string{"id: earliest", "id: " + string(id), "data: hello"}; strings.Join(lines, "|") != strings.Join(want, "|") {
 		t.Fatalf("event %q, want %q", lines, want)
 	}
-	if code := healthz(t, srv.URL); code != http.StatusOK {
-		t.Fatalf("/healthz: %d", code)
-	}
 }
 
 func TestStandalone_PublishNeedsFlag(t *testing.T) {
@@ -503,43 +500,59 @@ func want(t *testing.T, lines <-chan string, line string) {
 	}
 }
 
-// healthz returns the status code of GET /healthz.
-func healthz(t *testing.T, base string) int {
+// health returns the status code and body of GET path.
+func health(t *testing.T, base, path string) (int, string) {
 	t.Helper()
-	res, err := http.Get(base + "/healthz")
+	res, err := http.Get(base + path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	return res.StatusCode
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }
 
-// /healthz answers 503 while the hub's store feed fails (Redis down), so
-// that a load balancer sends subscribers to an instance that works.
-func TestStandalone_Healthz(t *testing.T) {
+// /readyz on -metrics-addr answers 503, saying why, while the hub's store
+// feed fails (Redis down), so that a load balancer sends subscribers to
+// an instance that works; the public address says nothing of it (issue
+// 24: it answered with the store's error, its address included).
+func TestStandalone_Readyz(t *testing.T) {
 	redisSrv := redistest.Start(t, false)
-	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + redisSrv.Addr + "/0"},
+	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + redisSrv.Addr + "/0", "-metrics-addr", "127.0.0.1:0"},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.handler)
-	defer srv.Close()
+	public := httptest.NewServer(s.handler)
+	defer public.Close()
+	ops := httptest.NewServer(s.metrics)
+	defer ops.Close()
 	defer s.closeStore()
 	defer s.hub.Shutdown(context.Background())
-	waitStatus := func(want int) {
+	waitStatus := func(want int) string {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
-		for healthz(t, srv.URL) != want {
+		for {
+			code, body := health(t, ops.URL, "/readyz")
+			if code == want {
+				return body
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("/healthz never answered %d", want)
+				t.Fatalf("/readyz never answered %d", want)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	waitStatus(http.StatusOK)
 	redisSrv.Kill()
-	waitStatus(http.StatusServiceUnavailable)
+	if body := waitStatus(http.StatusServiceUnavailable); !strings.Contains(body, "feed") {
+		t.Errorf("/readyz while Redis is down: %q, want the reason", body)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := health(t, public.URL, path); code != http.StatusNotFound || strings.Contains(body, redisSrv.Addr) {
+			t.Errorf("public %s while Redis is down: %d %q, want 404 and no address", path, code, body)
+		}
+	}
 	redisSrv.Start()
 	waitStatus(http.StatusOK)
 }
@@ -627,7 +640,7 @@ func TestStandalone_IdleConnectionsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)
@@ -637,7 +650,7 @@ func TestStandalone_IdleConnectionsClosed(t *testing.T) {
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || res.Close {
-		t.Fatalf("/healthz: %d, close %v; want 200 on a connection kept alive", res.StatusCode, res.Close)
+		t.Fatalf("GET /: %d, close %v; want 200 on a connection kept alive", res.StatusCode, res.Close)
 	}
 	if n, err := br.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("the idle connection: %d bytes, %v; want it closed by the hub", n, err)

@@ -58,7 +58,7 @@ func TestStandalone_MetricsAddr(t *testing.T) {
 	if code, body := get(t, ops+"/readyz"); code != 200 || body != "ok\n" {
 		t.Errorf("/readyz: %d %q", code, body)
 	}
-	for _, path := range []string{"/metrics", "/readyz"} {
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 		if code, _ := get(t, public+path); code != http.StatusNotFound {
 			t.Errorf("public %s: %d, want 404", path, code)
 		}

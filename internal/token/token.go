@@ -177,8 +177,10 @@ type Options struct {
 
 // Token holds the claims of a verified token.
 type Token struct {
-	Issuer   string
-	Subject  string
+	Issuer  string
+	Subject string
+	// Session is the sid claim (OpenID Connect's session id), if any.
+	Session  string
 	ClientID string
 	JTI      string
 	Expiry   time.Time
@@ -782,10 +784,15 @@ func normalType(typ string) string {
 	return strings.TrimPrefix(strings.ToLower(typ), "application/")
 }
 
-// claimStrings reads the string claims sub, jti and client_id into t.
+// claimStrings reads the string claims sub, jti, sid and client_id into t.
 func claimStrings(tok jwt.Token, t *Token) error {
 	t.Subject, _ = tok.Subject()
 	t.JTI, _ = tok.JwtID()
+	if tok.Has("sid") {
+		if err := tok.Get("sid", &t.Session); err != nil {
+			return withHint(KindMalformed, HintClaims, invalid("sid: %v", err))
+		}
+	}
 	if tok.Has("client_id") {
 		if err := tok.Get("client_id", &t.ClientID); err != nil {
 			return withHint(KindMalformed, HintClaims, invalid("client_id: %v", err))

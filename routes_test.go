@@ -11,9 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/gorilla/mux"
-
 	"github.com/mercurekit/mercure"
 )
 
@@ -24,7 +21,8 @@ const prefixedHubURL = "https://example.com/api/realtime/.well-known/mercure"
 // routingCases are the ways applications route requests to a hub: each
 // builds the application's handler for h. Clients always use the public
 // paths: the hub URL's path, its subscriptions API and
-// [mercure.Hub.MetadataPath].
+// [mercure.Hub.MetadataPath]. The cases for chi and gorilla/mux are in
+// examples/routers, so that this module requires no router.
 var routingCases = []struct {
 	name   string
 	hubURL string
@@ -62,60 +60,6 @@ var routingCases = []struct {
 		m.Handle(h.Path()+"/", http.StripPrefix(h.Path(), h))
 		m.Handle(h.MetadataPath(), h.MetadataHandler())
 		return m
-	}},
-	{"chi/Mount", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := chi.NewRouter()
-		h.Mount(r)
-		return r
-	}},
-	{"chi/Mount/prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := chi.NewRouter()
-		h.Mount(r)
-		return r
-	}},
-	{"chi/Route/Mount", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := chi.NewRouter()
-		r.Route("/api/realtime", func(r chi.Router) { r.Mount("/.well-known/mercure", h) })
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
-	}},
-	{"chi/Route/MountUnder", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := chi.NewRouter()
-		r.Route("/api/realtime", func(r chi.Router) { mustMountUnder(t, h, r, "/api/realtime") })
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
-	}},
-	{"chi/subrouter", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		sub := chi.NewRouter()
-		mustMountUnder(t, h, sub, "/api/realtime")
-		r := chi.NewRouter()
-		r.Mount("/api/realtime", sub)
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
-	}},
-	{"chi/StripPrefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := chi.NewRouter()
-		r.Handle("/api/realtime/*", http.StripPrefix("/api/realtime", h))
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
-	}},
-	{"gorilla/PathPrefix", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := mux.NewRouter().UseEncodedPath()
-		r.PathPrefix(h.Path()).Handler(h)
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
-	}},
-	{"gorilla/Subrouter", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := mux.NewRouter().UseEncodedPath()
-		r.PathPrefix("/api/realtime").Subrouter().PathPrefix("/.well-known/mercure").Handler(h)
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
-	}},
-	{"gorilla/StripPrefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
-		r := mux.NewRouter().UseEncodedPath()
-		r.PathPrefix("/api/realtime/").Handler(http.StripPrefix("/api/realtime", h))
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
-		return r
 	}},
 	{"proxy-strips-prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		// The application behind the proxy knows nothing of /api/realtime.
@@ -163,9 +107,9 @@ func mustMountUnder(t *testing.T, h *mercure.Hub, m mercure.Mux, prefix string) 
 }
 
 // The hub serves its stream, publication, subscriptions API and metadata
-// wherever the application routes it: net/http's ServeMux, chi and
-// gorilla/mux, with and without a prefix, behind http.StripPrefix and
-// behind proxies that strip or add a prefix. Identifiers (subscription
+// wherever the application routes it: net/http's ServeMux (chi and
+// gorilla/mux in examples/routers), with and without a prefix, behind
+// http.StripPrefix and behind proxies that strip or add a prefix. Identifiers (subscription
 // ids, the metadata's resource) are those of the public URL throughout.
 func TestRouting(t *testing.T) {
 	for _, c := range routingCases {

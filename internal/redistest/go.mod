@@ -1,0 +1,16 @@
+module github.com/mercurekit/mercure/internal/redistest
+
+go 1.25.0
+
+require (
+	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.22.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+replace github.com/mercurekit/mercure => ../..

@@ -38,4 +38,6 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
+// This repository's modules come from the checkout (go.work says the same;
+// these serve builds with GOWORK=off).
 replace github.com/mercurekit/mercure => ..

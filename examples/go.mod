@@ -66,16 +66,14 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/mercurekit/mercure => ..
-
-replace github.com/mercurekit/mercure/boltstore => ../boltstore
-
-replace github.com/mercurekit/mercure/redisstore => ../redisstore
-
-replace github.com/mercurekit/mercure/pgstore => ../pgstore
-
-replace github.com/mercurekit/mercure/promhub => ../promhub
-
-replace github.com/mercurekit/mercure/internal/pgtest => ../internal/pgtest
-
-replace github.com/mercurekit/mercure/internal/redistest => ../internal/redistest
+// This repository's modules come from the checkout (go.work says the same;
+// these serve builds with GOWORK=off).
+replace (
+	github.com/mercurekit/mercure => ..
+	github.com/mercurekit/mercure/boltstore => ../boltstore
+	github.com/mercurekit/mercure/internal/pgtest => ../internal/pgtest
+	github.com/mercurekit/mercure/internal/redistest => ../internal/redistest
+	github.com/mercurekit/mercure/pgstore => ../pgstore
+	github.com/mercurekit/mercure/promhub => ../promhub
+	github.com/mercurekit/mercure/redisstore => ../redisstore
+)

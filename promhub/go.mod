@@ -46,4 +46,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// This repository's modules come from the checkout (go.work says the same;
+// these serve builds with GOWORK=off).
 replace github.com/mercurekit/mercure => ..

@@ -41,6 +41,9 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/mercurekit/mercure => ..
-
-replace github.com/mercurekit/mercure/internal/redistest => ../internal/redistest
+// This repository's modules come from the checkout (go.work says the same;
+// these serve builds with GOWORK=off).
+replace (
+	github.com/mercurekit/mercure => ..
+	github.com/mercurekit/mercure/internal/redistest => ../internal/redistest
+)

@@ -13,4 +13,6 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 )
 
+// This repository's modules come from the checkout (go.work says the same;
+// these serve builds with GOWORK=off).
 replace github.com/mercurekit/mercure => ../..

@@ -48,14 +48,13 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/mercurekit/mercure => ../..
-
-replace github.com/mercurekit/mercure/boltstore => ../../boltstore
-
-replace github.com/mercurekit/mercure/redisstore => ../../redisstore
-
-replace github.com/mercurekit/mercure/pgstore => ../../pgstore
-
-replace github.com/mercurekit/mercure/internal/pgtest => ../pgtest
-
-replace github.com/mercurekit/mercure/internal/redistest => ../redistest
+// This repository's modules come from the checkout (go.work says the same;
+// these serve builds with GOWORK=off).
+replace (
+	github.com/mercurekit/mercure => ../..
+	github.com/mercurekit/mercure/boltstore => ../../boltstore
+	github.com/mercurekit/mercure/internal/pgtest => ../pgtest
+	github.com/mercurekit/mercure/internal/redistest => ../redistest
+	github.com/mercurekit/mercure/pgstore => ../../pgstore
+	github.com/mercurekit/mercure/redisstore => ../../redisstore
+)

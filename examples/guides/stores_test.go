@@ -1,8 +1,9 @@
 package guides_test
 
-// The store snippets of docs/stores.md, verbatim. bbolt's runs; those of
-// Redis and PostgreSQL are compiled (their servers' tests live in
-// redisstore and pgstore, which run them against real servers).
+// The store snippets of docs/stores.md, verbatim. bbolt's runs; the
+// PublishTx snippet (createTask) runs in TestGuide_PublishTx when
+// MERCURE_TEST_POSTGRES names a server; the others, which name servers of
+// their own (redis:6379, db:5432), are compiled only.
 
 import (
 	"context"

@@ -195,11 +195,13 @@ func walkPost(srv *httptest.Server, path string, session *http.Cookie, form stri
 }
 
 // walkStream opens the stream an EventSource of the application's pages
-// opens for topic, with the session cookie.
+// opens for topic, with the session cookie if any.
 func walkStream(srv *httptest.Server, topic string, session *http.Cookie) *http.Response {
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
-	req.AddCookie(session)
-	req.Header.Set("Sec-Fetch-Site", "same-origin") // as a browser sends it from the application's pages
+	if session != nil {
+		req.AddCookie(session)
+		req.Header.Set("Sec-Fetch-Site", "same-origin") // as a browser sends it from the application's pages
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		log.Fatal(err)

@@ -99,3 +99,16 @@ func TestDocsSnippets(t *testing.T) {
 		t.Fatalf("found %d Go snippets in %v: is the fence pattern still right?", snippets, docs)
 	}
 }
+
+// TestReadmeIsShort keeps the README a five-minute introduction (issue 21):
+// what goes beyond belongs in a guide under docs/.
+func TestReadmeIsShort(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n >= 250 {
+		t.Errorf("README.md has %d lines, want under 250: move the details to a guide under docs/", n)
+	}
+}

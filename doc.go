@@ -90,7 +90,7 @@
 //
 // Every cost a client can make the hub pay is bounded by default, so that
 // a hub exposed to anonymous clients stays within a known envelope of
-// memory and CPU (the README states it). [Limits] caps request sizes,
+// memory and CPU (docs/operations.md states it). [Limits] caps request sizes,
 // matchers, connections, the queues, concurrent replays, and what URL
 // patterns may cost: the hub estimates a pattern's compiled size and
 // groups before compiling it, refuses one over the limits with 400
@@ -133,7 +133,7 @@
 // [WithDrain] it ends them gradually, so that their clients do not all
 // reconnect in the same second. Call it before [http.Server.Shutdown],
 // which does not wait for streams, or from [http.Server.RegisterOnShutdown]
-// (the README shows how).
+// (docs/operations.md shows how).
 //
 // # Authorization
 //

@@ -428,7 +428,7 @@ func (h *Hub) SubscribeHandler() http.Handler {
 //
 // Call it before [http.Server.Shutdown], which neither waits for streams
 // nor ends them (it would wait its whole deadline for them), or register
-// it with [http.Server.RegisterOnShutdown] (see the README).
+// it with [http.Server.RegisterOnShutdown] (docs/operations.md shows how).
 func (h *Hub) Shutdown(ctx context.Context) error {
 	if h.shutting.CompareAndSwap(false, true) && h.cfg.drain > 0 {
 		h.engine.Drain(ctx, h.cfg.drain)

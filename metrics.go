@@ -45,7 +45,7 @@ var closeReasons = [engine.NumEndReasons]string{
 
 // Reasons an access token was refused, the label values of
 // mercure_token_failures_total{reason}: see [Metrics.TokenFailures]. A
-// refusal's error_description names the same cause (see the README).
+// refusal's error_description names the same cause (docs/auth.md lists them).
 // Reasons about the header's and the claims' shape are found before the
 // signature is checked: a token refused for them is never counted as a
 // bad signature.

@@ -17,8 +17,8 @@ import (
 // tracerName is the instrumentation scope of the hub's spans.
 const tracerName = "github.com/mercurekit/mercure"
 
-// Span names, stable like the metrics' (see the README's operations
-// section).
+// Span names, stable like the metrics' (listed in docs/operations.md,
+// with their attributes).
 const (
 	spanPublish     = "mercure.publish"      // an HTTP publish or a Hub.Publish call
 	spanStoreAppend = "mercure.store.append" // Store.Append of one update

@@ -36,7 +36,7 @@ import (
 // transaction held open does not hold back the updates of others.
 // Committing sends a NOTIFY, which wakes the feeds at once; PostgreSQL
 // serialises the commits of notifying transactions, which bounds the
-// rate of transactions that publish (see the README's figures).
+// rate of transactions that publish (see docs/performance.md).
 func (s *Store) PublishTx(ctx context.Context, tx pgx.Tx, u mercure.Update) (id string, err error) {
 	sqlText, args, id, link, err := s.prepare(u)
 	if err != nil {

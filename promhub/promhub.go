@@ -11,7 +11,7 @@
 //	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
 // or, in short, mux.Handle("/metrics", promhub.Handler(hub)). The series
-// are listed in the README's Operations section.
+// are listed in docs/operations.md.
 package promhub
 
 import (

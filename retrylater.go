@@ -53,6 +53,7 @@ func retryDelay(status int) time.Duration {
 func (h *Hub) unavailable(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	if rw, ok := w.(*refusalWriter); ok && rw.subscribe && temporary(status) && prefersEventStream(r) {
 		h.metrics.subscribesDeferred.Add(1)
+		rw.status = status // for the span: a refusal, whatever the client is told
 		h.log.DebugContext(r.Context(), "mercure: a subscribe refused for now, answered with a stream that retries (the client reads an event stream)",
 			"status", status, "reason", detail)
 		retryStream(w, strconv.Itoa(status)+" "+detail, retryDelay(status))

@@ -307,7 +307,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
-		w.WriteHeader(http.StatusOK)
+		rw.WriteHeader(http.StatusOK)
 		// The position the stream starts from, as an event with an id and
 		// no data: an EventSource records it as its last event id without
 		// firing an event, so that a stream that ends before its first

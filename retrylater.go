@@ -22,6 +22,7 @@ package mercure
 // of stream, without the comment: it is a hand-off, not a failure.
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,8 +55,15 @@ func (h *Hub) unavailable(w http.ResponseWriter, r *http.Request, status int, de
 	if rw, ok := w.(*refusalWriter); ok && rw.subscribe && temporary(status) && prefersEventStream(r) {
 		h.metrics.subscribesDeferred.Add(1)
 		rw.status = status // for the span: a refusal, whatever the client is told
-		h.log.DebugContext(r.Context(), "mercure: a subscribe refused for now, answered with a stream that retries (the client reads an event stream)",
-			"status", status, "reason", detail)
+		// As refusals of tokens are (see logDenial): the first at Warn, so
+		// that a budget too small shows at once, the next at Debug, so
+		// that no client floods the log. An outage of the store or the
+		// authorizer is logged at Warn on its own, once.
+		level, attrs := slog.LevelDebug, []any{"status", status, "reason", detail}
+		if !h.deferredOnce.Load() && h.deferredOnce.CompareAndSwap(false, true) {
+			level, attrs = slog.LevelWarn, append(attrs, "note", "first deferred refusal: the next ones are logged at Debug, and counted in Metrics.SubscribesDeferred")
+		}
+		h.log.Log(r.Context(), level, "mercure: a subscribe refused for now, answered with a stream that tells the client to retry (it reads an event stream)", attrs...)
 		retryStream(w, strconv.Itoa(status)+" "+detail, retryDelay(status))
 		return
 	}

@@ -331,3 +331,45 @@ func TestRetryLater_Jitter(t *testing.T) {
 		t.Fatalf("a zero delay: %q, want a millisecond", w.Body.String())
 	}
 }
+
+// The first deferred refusal is logged at Warn (a budget too small shows
+// at once), the next ones at Debug (no client floods the log).
+func TestRetryLater_LoggedOnceAtWarn(t *testing.T) {
+	var buf syncBuffer
+	h := newInternalHub(t, WithAnonymousSubscribers(), WithLimits(Limits{MaxConnectionsPerClient: 1}),
+		WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	ctx, cancel := context.WithCancel(context.Background())
+	open := make(chan struct{})
+	go func() {
+		defer close(open)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
+	}()
+	defer func() { cancel(); <-open }()
+	waitFor(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
+	for range 3 {
+		wantRefusal(t, subscribeWith(h, "text/event-stream"), true, http.StatusTooManyRequests, "too many connections from this client")
+	}
+	log := buf.String()
+	const msg = `msg="mercure: a subscribe refused for now`
+	if w, d := strings.Count(log, "level=WARN "+msg), strings.Count(log, "level=DEBUG "+msg); w != 1 || d != 2 {
+		t.Fatalf("logged %d times at Warn and %d at Debug, want 1 and 2:\n%s", w, d, log)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger and a test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -373,3 +373,17 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A page of another origin (WithCORS) reads the stream that tells it to
+// retry: without the CORS headers, its EventSource would fail for good
+// all the same.
+func TestRetryLater_CrossOrigin(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	h := newInternalHub(t, WithAuthorizer(failingAuthorizer(&down), time.Minute), WithCORS("https://app.example"))
+	w := subscribeWith(h, "text/event-stream", "Origin", "https://app.example", "Sec-Fetch-Site", "cross-site")
+	wantRefusal(t, w, true, http.StatusServiceUnavailable, "authorization is unavailable")
+	if got := w.Header().Get("Access-Control-Allow-Origin"); got != "https://app.example" {
+		t.Fatalf("Access-Control-Allow-Origin %q, want the page's origin", got)
+	}
+}

@@ -102,7 +102,10 @@
 // within [Limits].BodyTimeout, a read deadline the hub sets itself, so
 // that it holds on a server without timeouts. What comes before and
 // between requests is the server's to bound: give it a ReadHeaderTimeout
-// and an IdleTimeout. Answers 429 and 503 carry Retry-After.
+// and an IdleTimeout. Answers 429 and 503 carry Retry-After; a browser's
+// EventSource, which gives up for good on any status but 200, is answered
+// them on the subscribe endpoint as a 200 stream that only sets its retry
+// delay and ends (see [Metrics].SubscribesDeferred).
 //
 // # Presence
 //

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/mercurekit/mercure/internal/engine"
 )
 
 // WithDrain makes [Hub.Shutdown] end the open streams gradually over d
@@ -34,9 +32,5 @@ func WithDrain(d time.Duration) Option {
 // again soon (elsewhere, or here once the hub is back) rather than give
 // up, as an EventSource does on any status but 200.
 func serveDrained(w http.ResponseWriter) {
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	w.Write(engine.RetryField())
+	retryStream(w, "", time.Second) // the delay of engine.RetryField
 }

@@ -94,6 +94,9 @@ type Hub struct {
 	// deniedOnce is, by token failure reason, whether one was logged at
 	// Warn already (see logDenial).
 	deniedOnce [len(tokenReasons)]atomic.Bool
+	// deferredOnce is whether a deferred refusal was logged at Warn
+	// already (see Hub.unavailable).
+	deferredOnce atomic.Bool
 }
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.

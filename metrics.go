@@ -115,6 +115,9 @@ type counters struct {
 	replayed      atomic.Uint64
 	tokenFailures [len(tokenReasons)]atomic.Uint64
 	storeErrors   atomic.Uint64
+	// subscribesDeferred counts temporary refusals answered as a stream
+	// that retries (see Hub.unavailable).
+	subscribesDeferred atomic.Uint64
 
 	publishDuration hist.Histogram
 }
@@ -189,6 +192,15 @@ type Metrics struct {
 	// StoreErrors counts the failed calls to the store: recording an
 	// update, reading history.
 	StoreErrors uint64
+	// SubscribesDeferred counts the subscribe requests refused for now
+	// (503: the store's history or the authorizer unavailable, too many
+	// replays, a hub shutting down; 429: a connection or pattern budget
+	// spent) that were answered, because their client prefers an event
+	// stream (a browser's EventSource), with 200 and a stream holding
+	// only a comment with the status and a retry field: the client
+	// reconnects then instead of giving up. Clients that read problem
+	// documents get the status and are not counted.
+	SubscribesDeferred uint64
 	// Subscriptions is the number of this hub's active subscriptions
 	// (with [WithSubscriptions]; 0 without).
 	Subscriptions int
@@ -213,6 +225,8 @@ func (h *Hub) Metrics() Metrics {
 		ReplayedEvents:   c.replayed.Load(),
 		TokenFailures:    make(map[string]uint64, len(tokenReasons)),
 		StoreErrors:      c.storeErrors.Load(),
+
+		SubscribesDeferred: c.subscribesDeferred.Load(),
 	}
 	for i := engine.EndReason(1); i < engine.NumEndReasons; i++ {
 		m.StreamsClosed[closeReasons[i]] = ec.StreamsClosed[i].Load()

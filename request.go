@@ -122,6 +122,9 @@ func writeFormError(w http.ResponseWriter, err error) {
 type refusalWriter struct {
 	http.ResponseWriter
 	status int
+	// subscribe marks the subscribe endpoint's: a temporary refusal may
+	// be answered as a stream that retries (see Hub.unavailable).
+	subscribe bool
 }
 
 func (w *refusalWriter) WriteHeader(status int) {

@@ -221,7 +221,8 @@ func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
 
 // authorizeSession authorizes r, which presents no token, with the
 // application's authorizer. When ok is false it has answered the
-// request: 503 when the authorizer failed, 500 when its access cannot be
+// request: 503 when the authorizer failed (for an EventSource, a stream
+// that retries: see Hub.unavailable), 500 when its access cannot be
 // used.
 func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
 	p, subject, err := h.sessionPrincipal(r, role)
@@ -232,7 +233,7 @@ func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role toke
 		return nil, false
 	case err != nil:
 		h.authorizing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the authorizer fails; requests without a token get 503 until it recovers", err)
-		writeProblem(w, http.StatusServiceUnavailable, "authorization is unavailable")
+		h.unavailable(w, r, http.StatusServiceUnavailable, "authorization is unavailable")
 		return nil, false
 	}
 	h.authorizing.recovered(r.Context(), h.log, "mercure: the authorizer works again")

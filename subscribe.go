@@ -216,7 +216,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	if h.tracing() {
 		ctx, span = h.tracer.Start(requestContext(r), spanSubscribe)
 	}
-	rw := &refusalWriter{ResponseWriter: w} // for the refusals' status
+	rw := &refusalWriter{ResponseWriter: w, subscribe: true} // for the refusals' status
 	setup := true
 	endSetup := func(err error) {
 		if setup {
@@ -238,7 +238,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	client := h.cfg.clientKey(r)
 	if status, msg := h.refuse(client); status != 0 {
-		writeProblem(rw, status, msg)
+		h.unavailable(rw, r, status, msg)
 		return
 	}
 	// Authenticate first: a client the hub would refuse must not make it
@@ -280,7 +280,7 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		h.log.WarnContext(ctx, "mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")
 	}
 	if status, msg := h.open(sub); status != 0 {
-		writeProblem(rw, status, msg)
+		h.unavailable(rw, r, status, msg)
 		return
 	}
 	h.metrics.streamsOpened.Add(1)
@@ -303,11 +303,11 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	detach := h.engine.Detachable(w, r)
 	var minSeq uint64 // queued events up to here were replayed
 	if req.hasCursor {
-		if minSeq, ok = h.replay(ctx, w, r, sub, req.cursor); !ok {
+		if minSeq, ok = h.replay(ctx, rw, r, sub, req.cursor); !ok {
 			return
 		}
 	} else {
-		w.WriteHeader(http.StatusOK)
+		rw.WriteHeader(http.StatusOK)
 		// The position the stream starts from, as an event with an id and
 		// no data: an EventSource records it as its last event id without
 		// firing an event, so that a stream that ends before its first
@@ -336,7 +336,8 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 // events queue up meanwhile, and run drops those the replay covered, so the
 // seam has neither gap nor duplicate. ok is false when the stream must end.
 //
-// ctx is the request's, with the subscribe span.
+// ctx is the request's, with the subscribe span; w is the endpoint's
+// refusalWriter, whose temporary refusals an EventSource retries.
 func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *subscriber, cursor string) (minSeq uint64, ok bool) {
 	ctx, span := h.startSpan(ctx, spanReplay, nil)
 	replayed := 0
@@ -365,7 +366,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		if r.Context().Err() == nil {
 			s.stream.SetEnd(engine.EndReplayError)
 			failure = errNoReplaySlot
-			writeProblem(w, http.StatusServiceUnavailable, "too many replays in progress")
+			h.unavailable(w, r, http.StatusServiceUnavailable, "too many replays in progress")
 		}
 		return 0, false
 	}
@@ -378,7 +379,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	switch {
 	case err == nil:
 	case h.ctx.Err() != nil:
-		writeProblem(w, http.StatusServiceUnavailable, "the hub is shutting down")
+		h.unavailable(w, r, http.StatusServiceUnavailable, "the hub is shutting down")
 		return 0, false
 	case r.Context().Err() != nil:
 		return 0, false // the client left
@@ -387,7 +388,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		s.stream.SetEnd(engine.EndReplayError)
 		failure = err
 		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
-		writeProblem(w, http.StatusServiceUnavailable, "history is unavailable")
+		h.unavailable(w, r, http.StatusServiceUnavailable, "history is unavailable")
 		return 0, false
 	}
 	h.reads.recovered(ctx, h.log, "mercure: reading history works again")
@@ -503,7 +504,9 @@ func (h *Hub) refuse(client string) (status int, msg string) {
 	return 0, ""
 }
 
-// refusal maps the engine's refusals to a status and a detail.
+// refusal maps the engine's refusals to a status and a detail: every one
+// is temporary (see Hub.unavailable), a budget that frees up as streams
+// end (429) or a hub that is shutting down (503).
 func refusal(err error) (status int, msg string) {
 	if errors.Is(err, engine.ErrClosed) {
 		return http.StatusServiceUnavailable, err.Error()

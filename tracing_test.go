@@ -170,6 +170,19 @@ func TestTracing_SubscribeAndReplay(t *testing.T) {
 	if got := attr(one(t, rec, "mercure.subscribe"), "http.response.status_code").AsInt64(); got != 400 {
 		t.Fatalf("refused subscribe span status %d, want 400", got)
 	}
+
+	// Refused for now, an EventSource is told to retry with a 200; the
+	// span still says 503, a failure.
+	rec.Reset()
+	if err := th.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, res = th.trySubscribe(http.MethodGet, "match=urn%3Aa", "", "Accept", "text/event-stream")
+	res.Body.Close()
+	if sub := one(t, rec, "mercure.subscribe"); res.StatusCode != http.StatusOK ||
+		attr(sub, "http.response.status_code").AsInt64() != 503 || sub.Status().Code != codes.Error {
+		t.Fatalf("deferred refusal: %d, span status %d %v; want 200, and 503 marked failed", res.StatusCode, attr(sub, "http.response.status_code").AsInt64(), sub.Status())
+	}
 }
 
 // Log records carry the trace and span ids of the request that led to

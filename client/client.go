@@ -338,7 +338,11 @@ func (st *stream) request(ctx context.Context) (*http.Request, error) {
 	} else {
 		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
 	}
-	req.Header.Set("Accept", "text/event-stream")
+	// A problem document ranked as high as the stream: a hub answers a
+	// refusal that passes (429, 503) with its status and Retry-After,
+	// which this client honours, rather than with the stream that makes
+	// a browser's EventSource retry (which would hide the status).
+	req.Header.Set("Accept", "text/event-stream, application/problem+json")
 	// No site started this request: a hub that takes the token (or a
 	// session) from a cookie refuses streams that other sites start, and
 	// reads this header to tell.

@@ -35,6 +35,13 @@
 // the hub no longer knew the cursor. To miss nothing before the first
 // event, pass a cursor: one from discovery, or [Earliest].
 //
+// It asks for text/event-stream and application/problem+json alike: a
+// hub of this module answers a browser's EventSource, refused for now
+// (429, 503), with a stream that only sets its retry delay, since an
+// EventSource gives up on any other status; this client gets the status,
+// Retry-After and the problem document instead, and reports them to
+// [Client.OnRetry] as a [*StatusError].
+//
 // What a hub asks for is bounded: a wait of at least
 // [Client.MinReconnectDelay] before each reconnection (a retry of 0
 // included), of at most [Client.MaxHubDelay] however long the

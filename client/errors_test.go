@@ -324,3 +324,43 @@ func mustParseURL(t testing.TB, raw string) *url.URL {
 	}
 	return u
 }
+
+// A hub answers a refusal that passes (here 429, a connection budget
+// spent) to a browser's EventSource as a 200 stream that only says when
+// to retry, since an EventSource gives up on any other status; this
+// client asks for problem documents as much as for the stream, so it still
+// learns the status and the hub's Retry-After.
+func TestSubscribe_TemporaryRefusalKeepsItsStatus(t *testing.T) {
+	th := startHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 1}))
+	ctx := testContext(t, 10*time.Second)
+	sub := client.Subscription{Matchers: []client.Matcher{client.Exact("https://example.com/a")}}
+	// The one stream this client address may hold.
+	first, err := http.NewRequestWithContext(ctx, http.MethodGet, th.endpoint()+"?match=urn%3Ax", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(first)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("first stream: %v %v", res, err)
+	}
+	defer res.Body.Close()
+
+	c := fastClient()
+	retried := make(chan error, 1)
+	c.OnRetry = func(err error, _ time.Duration) {
+		select {
+		case retried <- err:
+		default:
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for range c.Subscribe(sctx, th.endpoint(), sub) {
+		}
+	}()
+	var se *client.StatusError
+	if err := <-retried; !errors.As(err, &se) || se.StatusCode != http.StatusTooManyRequests || se.RetryAfter != 10*time.Second {
+		t.Fatalf("the refusal the client retried: %#v, want a StatusError 429 with Retry-After 10s", err)
+	}
+}

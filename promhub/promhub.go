@@ -52,6 +52,7 @@ var (
 	replayedDesc         = desc("mercure_replayed_events_total", "Events written by replays.")
 	tokenFailuresDesc    = desc("mercure_token_failures_total", "Access tokens refused, by reason.", "reason")
 	storeErrorsDesc      = desc("mercure_store_errors_total", "Failed calls to the store (recording an update, reading history).")
+	deferredDesc         = desc("mercure_subscribes_deferred_total", "Subscribe requests refused for now (429, 503) answered to an EventSource as a stream that tells it when to reconnect.")
 	feedUpDesc           = desc("mercure_store_feed_up", "1 while the store's live feed works, 0 while it fails.")
 	subscriptionsDesc    = desc("mercure_subscriptions", "Active subscriptions of this hub (with WithSubscriptions).")
 	dispatchedDesc       = desc("mercure_updates_dispatched_total", "Updates dispatched to this hub's subscribers, from any hub sharing the store.")
@@ -61,7 +62,7 @@ var (
 var allDescs = []*prometheus.Desc{
 	streamsDesc, streamsOpenedDesc, streamsClosedDesc, publishedDesc, refusedDesc,
 	deliveriesDesc, deliveredBytesDesc, publishDurationDesc, dispatchDurationDesc,
-	deliveryDelayDesc, replaysDesc, replayedDesc, tokenFailuresDesc, storeErrorsDesc,
+	deliveryDelayDesc, replaysDesc, replayedDesc, tokenFailuresDesc, storeErrorsDesc, deferredDesc,
 	feedUpDesc, subscriptionsDesc, dispatchedDesc, queuedBytesDesc,
 }
 
@@ -108,6 +109,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(replayedDesc, m.ReplayedEvents)
 	byLabel(tokenFailuresDesc, m.TokenFailures)
 	counter(storeErrorsDesc, m.StoreErrors)
+	counter(deferredDesc, m.SubscribesDeferred)
 	up := 1.0
 	if m.FeedError != nil {
 		up = 0

@@ -504,3 +504,38 @@ func TestCollector_GoroutineStreamsCloseReasons(t *testing.T) {
 	e.want(3, "mercure_streams_opened_total")
 	e.want(0, "mercure_streams")
 }
+
+// A subscribe refused for now (429 here: the client's one connection is
+// taken) counts in mercure_subscribes_deferred_total when the client is an
+// EventSource, which gets a stream that retries, and not when it reads
+// the status.
+func TestCollector_SubscribesDeferred(t *testing.T) {
+	e := newEnv(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 1}))
+	q := "match=" + url.QueryEscape(topic)
+	e.subscribe(q)
+	try := func(accept string) int {
+		req, _ := http.NewRequest(http.MethodGet, e.endpoint()+"?"+q, nil)
+		req.Header.Set("Accept", accept)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if s := try("*/*"); s != http.StatusTooManyRequests {
+		t.Fatalf("a script: %d, want 429", s)
+	}
+	e.want(0, "mercure_subscribes_deferred_total")
+	if s := try("text/event-stream"); s != http.StatusOK {
+		t.Fatalf("an EventSource: %d, want 200 (a stream that retries)", s)
+	}
+	if s := try("text/event-stream"); s != http.StatusOK {
+		t.Fatalf("an EventSource: %d, want 200 (a stream that retries)", s)
+	}
+	e.want(2, "mercure_subscribes_deferred_total")
+	if got := e.hub.Metrics().SubscribesDeferred; got != 2 {
+		t.Fatalf("Metrics().SubscribesDeferred = %d, want 2", got)
+	}
+}

@@ -9,9 +9,15 @@ import (
 
 // RetryField is the SSE event that sets the reconnection delay a drained
 // stream is told: a second, ± half a second of jitter.
-func RetryField() []byte {
-	ms := 500 + rand.IntN(1000)
-	return append(strconv.AppendInt([]byte("retry: "), int64(ms), 10), "\n\n"...)
+func RetryField() []byte { return RetryFieldAfter(time.Second) }
+
+// RetryFieldAfter is the SSE event that sets the reconnection delay to
+// about d: d ± d/2, so that clients told together come back spread out.
+// It is a millisecond at least.
+func RetryFieldAfter(d time.Duration) []byte {
+	ms := max(int64(d/time.Millisecond), 1)
+	ms = ms - ms/2 + rand.Int64N(ms)
+	return append(strconv.AppendInt([]byte("retry: "), ms, 10), "\n\n"...)
 }
 
 // drainStep is how often the drain ends the streams that are due.

@@ -5,9 +5,11 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,8 +270,22 @@ func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
 			as.update(func(as *fakeAS) { c.fail(as, true) })
 			th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
 			tok := as.token(t, k1, "k1")
-			if got := publishStatus(th, tok); got != http.StatusUnauthorized {
-				t.Fatalf("while the AS fails: status = %d, want 401", got)
+			// The hub cannot verify any token of the issuer yet: its
+			// fault, not the token's, and it passes. 503 with
+			// Retry-After, and to an EventSource a stream that retries
+			// (an EventSource gives up for good on any status but 200).
+			status, body, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/books/1", "data", "x"), "Authorization", "Bearer "+tok)
+			if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(body, "not available yet") {
+				t.Fatalf("while the AS fails: publish status = %d, Retry-After %q, body %q; want 503 saying the keys are not available yet", status, hdr.Get("Retry-After"), body)
+			}
+			if got := subscribeStatus(th, tok); got != http.StatusServiceUnavailable {
+				t.Fatalf("while the AS fails: subscribe status = %d, want 503", got)
+			}
+			_, res := th.trySubscribe(http.MethodGet, "match=https://example.com/books/1", "", "Authorization", "Bearer "+tok, "Accept", "text/event-stream")
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK || !strings.Contains(string(raw), "retry:") || !strings.Contains(string(raw), "503") {
+				t.Fatalf("while the AS fails: an EventSource's subscribe got %d %q, want 200 with a retry field", res.StatusCode, raw)
 			}
 			as.update(func(as *fakeAS) { c.fail(as, false) })
 			time.Sleep(limit + 50*time.Millisecond)
@@ -281,14 +297,16 @@ func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
 }
 
 // wantRefused starts a hub trusting as (with opts) and checks that a
-// token signed by one of its keys is refused.
+// token signed by one of its keys is refused: 503, since the hub has no
+// keys of the issuer to verify it with (its configuration or the
+// authorization server is at fault, not the token).
 func wantRefused(t *testing.T, as *fakeAS, opts ...mercure.Option) {
 	t.Helper()
 	k1 := newECKey()
 	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
 	th := startHub(t, nil, as.options(time.Hour, opts...)...)
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
-		t.Errorf("status = %d, want 401", got)
+	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusServiceUnavailable {
+		t.Errorf("status = %d, want 503", got)
 	}
 }
 

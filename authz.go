@@ -241,6 +241,17 @@ func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Ro
 		return nil, true
 	}
 	tok, err := h.verifier.VerifyContext(r.Context(), raw, role)
+	if err != nil && token.Hint(err) == token.HintKeysUnavailable {
+		// The issuer's keys could not be fetched yet: an outage of the
+		// authorization server, not a fault of the token. A temporary
+		// refusal, which an EventSource retries (see Hub.unavailable).
+		d := h.tokenDenial(err)
+		d.status = http.StatusServiceUnavailable
+		h.metrics.tokenFailure(d.reason)
+		h.logDenial(r.Context(), d, role, err)
+		h.unavailable(w, r, d.status, d.description)
+		return nil, false
+	}
 	if err != nil {
 		// The cause goes to the client in fixed words (see refusal.go);
 		// the error names the failed check, never the token (SEC-9).

@@ -5,7 +5,7 @@
 //
 //	streambench serve -addr 127.0.0.1:8443 -tls -stats 127.0.0.1:6060 &
 //	streambench idle -url https://127.0.0.1:8443/.well-known/mercure -h2 -n 2000 -pubs 200 -pid $! -stats 127.0.0.1:6060
-//	streambench stall -url http://127.0.0.1:8443/.well-known/mercure -n 1000 -updates 5 -size 1048576 -pid $! -stats 127.0.0.1:6060
+//	streambench stall -url http://127.0.0.1:8443/.well-known/mercure -n 1000 -updates 5 -size 1000000 -pid $! -stats 127.0.0.1:6060
 //
 // serve runs the library's hub in its default configuration, plus
 // anonymous subscribers and publishing without a token, and serves the
@@ -318,6 +318,9 @@ func idle(args []string) {
 		}
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			log.Fatalf("publish: %s", res.Status)
+		}
 	}
 	want := ok * int64(*pubs)
 	for c.n.Load() < want {
@@ -339,7 +342,7 @@ func stall(args []string) {
 	hubURL := fs.String("url", "http://127.0.0.1:8443/.well-known/mercure", "hub URL (plain HTTP)")
 	n := fs.Int("n", 1000, "streams that never read")
 	updates := fs.Int("updates", 5, "updates published, one at a time")
-	size := fs.Int("size", 1<<20, "bytes of each update's data")
+	size := fs.Int("size", 1_000_000, "bytes of each update's data (the POST body must fit the hub's body limit, 1 MiB by default)")
 	pid := fs.Int("pid", 0, "the hub's process id")
 	stats := fs.String("stats", "127.0.0.1:6060", "the hub's -stats address")
 	_ = fs.Parse(args)
@@ -432,6 +435,9 @@ func stall(args []string) {
 		}
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			log.Fatalf("publish: %s (the hub takes bodies of up to -max-body-bytes, 1 MiB by default)", res.Status)
+		}
 		select {
 		case at, ok := <-events:
 			if !ok {

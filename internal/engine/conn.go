@@ -50,24 +50,30 @@ type connState struct {
 	// conn is not a plain socket (TLS): each write then runs on a
 	// goroutine of its own (see offload).
 	sock syscall.RawConn
-
-	// pending is what the connection did not take yet of the last chunk
-	// sent: slices of shared bytes, in order. It goes out before
-	// anything else. plan is what the chunk carries: its events count
-	// against the limits until the chunk is written.
-	pending  [][]byte
-	plan     plan
-	final    bool      // the chunk ends the body: the stream ends once it is written
-	progress time.Time // when the connection last took some of pending
-	backoff  time.Duration
+	// out is the chunk the connection did not take at once, nil
+	// otherwise: most streams, idle or keeping up, hold none.
+	out      *unfinished
 	outArmed bool // the poller reports when conn can take more
 
-	// Writes without sock: while inFlight, a goroutine writes pending
-	// and alone touches it and writeErr; clearing inFlight hands them
-	// back to the writer that runs the stream, which sees offloaded.
+	// Writes without sock: while inFlight, a goroutine writes out and
+	// alone touches it; clearing inFlight hands it back to the writer
+	// that runs the stream, which sees offloaded.
 	inFlight  atomic.Bool
 	offloaded bool
-	writeErr  error
+}
+
+// unfinished is a chunk being written: what its connection has not
+// taken yet, and what it carries.
+type unfinished struct {
+	// pending is what the connection did not take yet of the chunk:
+	// slices of shared bytes, in order. It goes out before anything
+	// else. plan is what the chunk carries: its events count against the
+	// limits until the chunk is written.
+	pending  [][]byte
+	plan     plan
+	progress time.Time // when the connection last took some of pending
+	backoff  time.Duration
+	writeErr error // of a write on a goroutine of its own
 }
 
 // Retries of an unfinished write, where no poller says when to retry:
@@ -131,24 +137,23 @@ func hijackable(w http.ResponseWriter) bool {
 // cannot be taken over: the handler then serves the stream as usual.
 // Once it reports true, the stream cleans up after itself when it ends.
 func (e *Engine) detach(s *Stream) bool {
-	hdr := s.w.Header()
+	hdr := s.h.w.Header()
 	if hdr.Get("Content-Encoding") != "" || hdr.Get("Content-Length") != "" || hdr.Get("Transfer-Encoding") != "" {
 		// Middleware that transforms the body: raw chunks would bypass it.
 		e.warnHijack("middleware transforms the response body")
 		return false
 	}
-	conn, rw, err := s.rc.Hijack()
+	conn, rw, err := s.h.rc.Hijack()
 	if err != nil {
 		e.warnHijack("hijacking failed: " + err.Error())
 		return false
 	}
 	c := &connState{conn: conn, sock: socketOf(conn), shard: e.writers.assign()}
 	s.mu.Lock()
-	s.w, s.rc, s.wakeCh = nil, nil, nil // valid while the handler runs only
-	s.conn = conn
-	s.deadline = time.Time{} // Hijack cleared it
-	s.mu.Unlock()
+	s.h = nil // valid while the handler runs only
 	s.conns = c
+	s.deadline = 0 // Hijack cleared it
+	s.mu.Unlock()
 	if rw.Reader.Buffered() > 0 {
 		// The client sent more than its request: a pipelined request,
 		// which this connection will never answer.
@@ -213,7 +218,7 @@ func (s *Stream) runDetached(sc *scratch) {
 	}
 	if c.offloaded {
 		c.offloaded = false
-		if c.writeErr != nil {
+		if c.out.writeErr != nil {
 			s.endDetached(EndWriteError)
 			return
 		}
@@ -221,13 +226,13 @@ func (s *Stream) runDetached(sc *scratch) {
 			return
 		}
 	}
-	if len(c.pending) > 0 {
+	if c.out != nil {
 		if flags&(flagWritable|flagStalled) == 0 {
 			return // blocked: the poller (or a timer) says when to try again
 		}
 		// The write timeout counts from the last progress: a stream cut
 		// for it made none for that long.
-		if time.Since(c.progress) >= e.cfg.WriteTimeout {
+		if time.Since(c.out.progress) >= e.cfg.WriteTimeout {
 			s.endDetached(EndWriteError)
 			return
 		}
@@ -235,9 +240,9 @@ func (s *Stream) runDetached(sc *scratch) {
 			s.endDetached(EndWriteError)
 			return
 		}
-		if len(c.pending) > 0 {
+		if len(c.out.pending) > 0 {
 			if flags&flagStalled != 0 {
-				s.timers.stall.Reset(time.Until(c.progress.Add(e.cfg.WriteTimeout)))
+				s.timers.stall.Reset(time.Until(c.out.progress.Add(e.cfg.WriteTimeout)))
 			}
 			return
 		}
@@ -255,29 +260,35 @@ func (s *Stream) runDetached(sc *scratch) {
 		s.done(p, true, time.Now())
 		return
 	}
-	c.plan, c.final = p, p.end
 	if p.end {
 		s.settle(nil) // before the client can see the end
 	}
-	if err := s.send(iov); err != nil {
+	if err := s.send(iov, p); err != nil {
 		s.endDetached(EndWriteError)
 		return
 	}
-	if !c.offloaded && len(c.pending) == 0 {
-		s.sent()
+	if c.out == nil {
+		s.wrote(p)
 	}
 }
 
-// sent records that the chunk of c.plan is written, and ends the stream
-// if the chunk was its last: it then reports true.
+// sent records that the unfinished chunk is written, and ends the
+// stream if the chunk was its last: it then reports true.
 func (s *Stream) sent() (ended bool) {
 	c := s.conns
-	s.done(c.plan, true, time.Now())
-	c.plan = plan{}
-	if c.final {
+	p := c.out.plan
+	c.out = nil
+	return s.wrote(p)
+}
+
+// wrote records that the chunk carrying p is written, and ends the
+// stream if p ends it: it then reports true.
+func (s *Stream) wrote(p plan) (ended bool) {
+	s.done(p, true, time.Now())
+	if p.end {
 		s.endDetached(EndUnset)
 	}
-	return c.final
+	return p.end
 }
 
 // scratch is a writer's reusable buffers.
@@ -324,15 +335,16 @@ func (sc *scratch) chunk(s *Stream, p plan) [][]byte {
 	return iov
 }
 
-// send writes iov, the next bytes of the body. On a socket, it writes
-// what the connection takes now and keeps the rest pending, to be
-// written when the connection can take more; otherwise it hands the
-// bytes to a goroutine that writes them under the write timeout.
-func (s *Stream) send(iov [][]byte) error {
+// send writes iov, the next bytes of the body, the chunk carrying p. On
+// a socket, it writes what the connection takes now and keeps the rest
+// in c.out, to be written when the connection can take more; otherwise
+// it hands the bytes to a goroutine that writes them under the write
+// timeout.
+func (s *Stream) send(iov [][]byte, p plan) error {
 	c := s.conns
 	if c.sock == nil {
-		c.pending = append(c.pending[:0], iov...)
-		c.pending[0] = append([]byte(nil), iov[0]...) // the scratch's size line
+		c.out = &unfinished{pending: append([][]byte(nil), iov...), plan: p}
+		c.out.pending[0] = append([]byte(nil), iov[0]...) // the scratch's size line
 		c.offloaded = true
 		s.offload()
 		return nil
@@ -353,10 +365,9 @@ func (s *Stream) send(iov [][]byte) error {
 	if len(rest) == len(iov) {
 		rest[0] = append([]byte(nil), rest[0]...)
 	}
-	c.pending = append(c.pending[:0], rest...)
 	// The stall clock starts now: the write timeout is for making no
 	// progress at all, not for writing the whole chunk.
-	c.progress, c.backoff = time.Now(), 0
+	c.out = &unfinished{pending: append([][]byte(nil), rest...), plan: p, progress: time.Now()}
 	t := s.timersFor()
 	if t.stall == nil {
 		t.stall = time.AfterFunc(s.e.cfg.WriteTimeout, func() { s.signal(flagStalled) })
@@ -383,22 +394,22 @@ func skip(iov [][]byte, n int) [][]byte {
 // bytes: all of them, or the rest waits for room again.
 func (s *Stream) flushPending() error {
 	c := s.conns
-	n, err := writevNow(c.sock, c.pending)
+	u := c.out
+	n, err := writevNow(c.sock, u.pending)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		c.progress, c.backoff = time.Now(), 0
+		u.progress, u.backoff = time.Now(), 0
 		s.lastWrite.Store(time.Now().UnixNano())
 	}
-	rest := skip(c.pending, n)
+	rest := skip(u.pending, n)
 	if len(rest) > 0 {
-		c.pending = c.pending[:copy(c.pending, rest)]
+		u.pending = u.pending[:copy(u.pending, rest)]
 		s.waitRoom()
 		return nil
 	}
-	clear(c.pending)
-	c.pending = c.pending[:0]
+	u.pending = nil
 	s.timers.stall.Stop()
 	if s.timers.retry != nil {
 		s.timers.retry.Stop()
@@ -425,12 +436,13 @@ func (s *Stream) waitRoom() {
 		c.outArmed = true
 		return
 	}
-	c.backoff = min(max(2*c.backoff, retryMin), retryMax)
+	u := c.out
+	u.backoff = min(max(2*u.backoff, retryMin), retryMax)
 	t := s.timersFor()
 	if t.retry == nil {
-		t.retry = time.AfterFunc(c.backoff, func() { s.signal(flagWritable) })
+		t.retry = time.AfterFunc(u.backoff, func() { s.signal(flagWritable) })
 	} else {
-		t.retry.Reset(c.backoff)
+		t.retry.Reset(u.backoff)
 	}
 }
 
@@ -444,6 +456,7 @@ func (s *Stream) waitRoom() {
 // whatever the chunk's size.
 func (s *Stream) offload() {
 	c := s.conns
+	u := c.out
 	cs := &s.e.conns
 	c.inFlight.Store(true)
 	s.mu.Lock()
@@ -454,7 +467,7 @@ func (s *Stream) offload() {
 		defer cs.wg.Done()
 		var rec []byte
 		var err error
-		for i, b := range c.pending {
+		for i, b := range u.pending {
 			if len(rec)+len(b) > 16<<10 && len(rec) > 0 {
 				if err = s.writeConn(rec); err != nil {
 					break
@@ -468,13 +481,13 @@ func (s *Stream) offload() {
 			} else {
 				rec = append(rec, b...)
 			}
-			c.pending[i] = nil
+			u.pending[i] = nil
 		}
 		if err == nil && len(rec) > 0 {
 			err = s.writeConn(rec)
 		}
-		c.writeErr = err
-		c.pending = c.pending[:0]
+		u.writeErr = err
+		u.pending = nil
 		if err == nil {
 			s.lastWrite.Store(time.Now().UnixNano())
 		}
@@ -490,7 +503,7 @@ func (s *Stream) offload() {
 // goroutine writer does through the ResponseWriter.
 func (s *Stream) writeConn(b []byte) error {
 	now := time.Now()
-	if timeout := s.e.cfg.WriteTimeout; s.deadline.Sub(now) < timeout/2 {
+	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
 		if err := s.extendDeadline(now.Add(timeout)); err != nil {
 			return err
 		}
@@ -534,7 +547,7 @@ func (s *Stream) endDetached(why EndReason) {
 	if last {
 		e.writers.wakeAll() // idle writers exit
 	}
-	// c.pending may still be a write's on a goroutine of its own: it
+	// c.out may still be a write's on a goroutine of its own: it
 	// fails now that the connection is closed, and lets go of it.
 	e.close(s, nil, true)
 }

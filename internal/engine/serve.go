@@ -17,7 +17,7 @@ func (s *Stream) run(r *http.Request) {
 	gone := r.Context().Done()
 	for {
 		select {
-		case <-s.wakeCh:
+		case <-s.h.wakeCh:
 		case <-gone:
 			return // close settles the reason: the client left
 		case <-e.ctx.Done(): // step ends the stream

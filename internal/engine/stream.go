@@ -96,14 +96,17 @@ type Stream struct {
 	queueBytes    int
 	inflight      []*Event
 	inflightBytes int
-	farewell      []byte        // ending: written last (a drain's retry field)
-	wakeCh        chan struct{} // the goroutine writer's; nil once detached
-	delayArmed    bool          // events wait for the write delay
-	rc            *http.ResponseController
-	w             http.ResponseWriter // while its handler runs
-	// conn is the connection of a detached stream; rc and w are then nil.
-	conn     net.Conn
-	deadline time.Time // the write deadline set last, by the writer
+	farewell      []byte // ending: written last (a drain's retry field)
+	delayArmed    bool   // events wait for the write delay
+	// h is what the stream's handler holds; nil once detached.
+	h *handler
+	// deadline is the write deadline set last, by the writer, in unix
+	// nanoseconds (0: none).
+	deadline int64
+	// conns is a detached stream's connection (rc and w are then nil),
+	// set under mu when it is taken over; then its writer alone touches
+	// what it points to, but for the connection itself.
+	conns *connState
 
 	entries   []*index.Entry[*Stream]
 	client    string // connection-limit key
@@ -122,7 +125,14 @@ type Stream struct {
 	lastEvents  time.Time     // when events were last written: the write delay counts from it
 	timers      *streamTimers // lazily: most streams need none
 	delaySample uint32
-	conns       *connState // a detached stream's
+}
+
+// handler is what a stream holds while its handler runs: a detached
+// stream lets go of it.
+type handler struct {
+	rc     *http.ResponseController // nil once the stream is finished
+	w      http.ResponseWriter      // nil once the stream is finished
+	wakeCh chan struct{}            // the goroutine writer's
 }
 
 // streamTimers are the timers a stream arms only when it needs them.
@@ -163,15 +173,13 @@ func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, cfg StreamCo
 		anonymous: cfg.Anonymous,
 		expiry:    cfg.Expiry,
 		expiryWhy: cfg.ExpiryWhy,
-		w:         w,
-		rc:        http.NewResponseController(w),
-		wakeCh:    make(chan struct{}, 1),
+		h:         &handler{w: w, rc: http.NewResponseController(w), wakeCh: make(chan struct{}, 1)},
 	}
 	s.lastWrite.Store(time.Now().UnixNano())
 	// SUB-17: the host server's WriteTimeout would cut the stream; each
 	// write gets its own deadline instead. Cleared before the stream is
 	// registered, so that it cannot undo an abort.
-	err := s.rc.SetWriteDeadline(time.Time{})
+	err := s.h.rc.SetWriteDeadline(time.Time{})
 	return s, !errors.Is(err, http.ErrNotSupported)
 }
 
@@ -228,8 +236,11 @@ func (s *Stream) wake() {
 		s.e.writers.schedule(s)
 		return
 	}
+	var ch chan struct{} // nil once detached: the writers' pool is woken
 	s.mu.Lock()
-	ch := s.wakeCh
+	if s.h != nil {
+		ch = s.h.wakeCh
+	}
 	s.mu.Unlock()
 	select {
 	case ch <- struct{}{}:
@@ -285,10 +296,10 @@ func (s *Stream) cutLocked() {
 		return
 	}
 	switch {
-	case s.conn != nil:
-		_ = s.conn.SetWriteDeadline(time.Now())
-	case s.rc != nil:
-		_ = s.rc.SetWriteDeadline(time.Now())
+	case s.conns != nil:
+		_ = s.conns.conn.SetWriteDeadline(time.Now())
+	case s.h != nil && s.h.rc != nil:
+		_ = s.h.rc.SetWriteDeadline(time.Now())
 	}
 }
 
@@ -373,7 +384,7 @@ func (s *Stream) Flush() error {
 func (s *Stream) flush() error {
 	s.writing.Store(time.Now().UnixNano())
 	defer s.writing.Store(0)
-	return s.rc.Flush()
+	return s.h.rc.Flush()
 }
 
 // write writes b under a write deadline, so that a peer that stopped
@@ -386,14 +397,14 @@ func (s *Stream) flush() error {
 // on a client that stopped reading shows as a stall (see shed).
 func (s *Stream) write(b []byte) error {
 	now := time.Now()
-	if timeout := s.e.cfg.WriteTimeout; s.deadline.Sub(now) < timeout/2 {
+	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
 		if err := s.extendDeadline(now.Add(timeout)); err != nil {
 			return err
 		}
 	}
 	s.writing.Store(now.UnixNano())
 	defer s.writing.Store(0)
-	_, err := s.w.Write(b)
+	_, err := s.h.w.Write(b)
 	return err
 }
 
@@ -408,11 +419,11 @@ func (s *Stream) extendDeadline(d time.Time) error {
 	if s.state == stateAborted || s.state == stateFinished {
 		return errAborted
 	}
-	s.deadline = d
-	if s.conn != nil {
-		return s.conn.SetWriteDeadline(d)
+	s.deadline = d.UnixNano()
+	if s.conns != nil {
+		return s.conns.conn.SetWriteDeadline(d)
 	}
-	if err := s.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := s.h.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	return nil
@@ -452,7 +463,9 @@ func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 	s.state = stateFinished
 	queue, inflight := s.queue, s.inflight
 	s.queue, s.queueBytes, s.inflight, s.inflightBytes = nil, 0, nil, 0
-	s.w, s.rc = nil, nil
+	if s.h != nil {
+		s.h.w, s.h.rc = nil, nil
+	}
 	s.mu.Unlock()
 	e.unqueue(queue)
 	e.unqueue(inflight)
@@ -510,7 +523,7 @@ func (s *Stream) Serve(r *http.Request, minSeq uint64, detach bool) {
 // so): Ready signals that events were queued, and Take returns them all,
 // swapped with spare (emptied) so that the two slices are reused, and
 // counts them written.
-func (s *Stream) Ready() <-chan struct{} { return s.wakeCh }
+func (s *Stream) Ready() <-chan struct{} { return s.h.wakeCh }
 
 // Take: see [Stream.Ready].
 func (s *Stream) Take(spare []*Event) []*Event {

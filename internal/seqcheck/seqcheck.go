@@ -75,16 +75,35 @@ func (r *Result) errorf(format string, args ...any) {
 	}
 }
 
-// Order indexes the store's order: ids, unique, as the store holds them.
-type Order map[string]int
+// Order is the store's order: ids, unique, as the store holds them,
+// those the subscriber should receive marked relevant.
+type Order struct {
+	index map[string]int
+	rel   []bool
+	cum   []int // cum[i]: the relevant events before the i-th
+}
 
-// NewOrder indexes ids.
-func NewOrder(ids []string) Order {
-	o := make(Order, len(ids))
+// NewOrder indexes ids; relevant selects those the subscriber should
+// receive (nil: all).
+func NewOrder(ids []string, relevant func(id string) bool) Order {
+	o := Order{index: make(map[string]int, len(ids)), rel: make([]bool, len(ids)), cum: make([]int, len(ids)+1)}
 	for i, id := range ids {
-		o[id] = i
+		o.index[id] = i
+		o.rel[i] = relevant == nil || relevant(id)
+		o.cum[i+1] = o.cum[i]
+		if o.rel[i] {
+			o.cum[i+1]++
+		}
 	}
 	return o
+}
+
+// between counts the relevant events from the a-th to before the b-th.
+func (o Order) between(a, b int) int {
+	if b <= a {
+		return 0
+	}
+	return o.cum[b] - o.cum[a]
 }
 
 // after returns the index of the first event after cursor, and whether
@@ -93,7 +112,7 @@ func (o Order) after(cursor string) (int, bool) {
 	if cursor == Earliest {
 		return 0, true
 	}
-	i, ok := o[cursor]
+	i, ok := o.index[cursor]
 	return i + 1, ok
 }
 
@@ -102,7 +121,7 @@ func (o Order) after(cursor string) (int, bool) {
 // the events up to it after the last one received are Missing.
 func Check(o Order, conns []Conn, until string) Result {
 	var r Result
-	last := -1 // the latest event received, by index
+	last := -1 // the latest event received or skipped, by index
 	seen := map[int]bool{}
 	for n, c := range conns {
 		start, ok := o.after(c.Cursor)
@@ -114,36 +133,38 @@ func Check(o Order, conns []Conn, until string) Result {
 		gap := c.Requested != "" && c.Cursor != c.Requested
 		fresh := c.Requested == "" && n > 0
 		switch {
+		case n == 0:
+			last = start - 1 // it promises nothing about what came before it
 		case fresh:
 			// A new stream, not a resume: it promises nothing about
 			// what came before it.
 			last = max(last, start-1)
 		case gap:
 			r.Gaps++
-			if start > last+1 {
-				r.LostWithGap += start - last - 1
-			}
+			r.LostWithGap += o.between(last+1, start)
 			last = max(last, start-1)
-		case n > 0 && start > last+1:
-			r.LostSilently += start - last - 1
-			r.errorf("connection %d: resumed at %q after event %d: %d events skipped, no gap reported", n, c.Cursor, last, start-last-1)
+		case o.between(last+1, start) > 0:
+			k := o.between(last+1, start)
+			r.LostSilently += k
+			r.errorf("connection %d: resumed at %q after event %d: %d events skipped, no gap reported", n, c.Cursor, last, k)
 			last = start - 1
 		}
 		next := start
 		for _, id := range c.IDs {
-			i, ok := o[id]
+			i, ok := o.index[id]
 			switch {
-			case !ok:
+			case !ok || !o.rel[i]:
 				r.Unknown++
-				r.errorf("connection %d: event %q is not in the store", n, id)
+				r.errorf("connection %d: event %q is not in the store, or not for this subscriber", n, id)
 				continue
-			case i > next:
-				r.LostSilently += i - next
-				r.errorf("connection %d: got %q (event %d), want event %d: %d skipped", n, id, i, next, i-next)
 			case i < next:
 				r.Duplicates++
-				r.errorf("connection %d: got %q (event %d) again or out of order, want event %d", n, id, i, next)
+				r.errorf("connection %d: got %q (event %d) again or out of order, want one after event %d", n, id, i, next-1)
 				continue
+			case o.between(next, i) > 0:
+				k := o.between(next, i)
+				r.LostSilently += k
+				r.errorf("connection %d: got %q (event %d): %d skipped before it", n, id, i, k)
 			}
 			if seen[i] {
 				if gap || fresh {
@@ -161,12 +182,12 @@ func Check(o Order, conns []Conn, until string) Result {
 		}
 	}
 	if until != "" {
-		if u, ok := o[until]; !ok {
+		if u, ok := o.index[until]; !ok {
 			r.Unknown++
 			r.errorf("the last event %q is not in the store", until)
-		} else if u > last {
-			r.Missing += u - last
-			r.errorf("%d events up to %q never came (last received: event %d)", u-last, until, last)
+		} else if k := o.between(last+1, u+1); k > 0 {
+			r.Missing += k
+			r.errorf("%d events up to %q never came (last received: event %d)", k, until, last)
 		}
 	}
 	return r

@@ -6,8 +6,26 @@ import (
 	"testing"
 )
 
+// Events of other topics in the order: positions may name them, they
+// are never expected.
+func TestCheckRelevant(t *testing.T) {
+	o := NewOrder(strings.Fields("a X b Y c d Z"), func(id string) bool { return id == strings.ToLower(id) })
+	if r := Check(o, []Conn{{Cursor: "X", IDs: []string{"b", "c", "d"}}}, "d"); !r.OK() || r.Delivered != 3 {
+		t.Fatalf("position on another topic: %+v", r)
+	}
+	if r := Check(o, []Conn{{Cursor: "X", IDs: []string{"b", "d"}}}, "d"); r.LostSilently != 1 {
+		t.Fatalf("c skipped: %+v", r)
+	}
+	if r := Check(o, []Conn{{Cursor: "a", IDs: []string{"b"}}, {Requested: "b", Cursor: "b", IDs: []string{"c", "d"}}}, "Z"); !r.OK() || r.Delivered != 3 {
+		t.Fatalf("until an event of another topic: %+v", r)
+	}
+	if r := Check(o, []Conn{{Cursor: "a", IDs: []string{"Y"}}}, ""); r.Unknown != 1 {
+		t.Fatalf("an event of another topic received: %+v", r)
+	}
+}
+
 func TestCheck(t *testing.T) {
-	o := NewOrder(strings.Fields("a b c d e f g"))
+	o := NewOrder(strings.Fields("a b c d e f g"), nil)
 	conns := func(s ...string) []Conn { // "requested cursor ids..." per connection, "-" for none
 		var cs []Conn
 		for _, c := range s {
@@ -38,6 +56,8 @@ func TestCheck(t *testing.T) {
 		{"gap from earliest", conns("- c d e", "e earliest a b c d e f g"), "g", Result{Delivered: 7, Gaps: 1, Redelivered: 2}},
 		{"tail missing", conns("- a b c"), "f", Result{Delivered: 2, Missing: 3}},
 		{"unknown id", conns("- a b zz c"), "c", Result{Delivered: 2, Unknown: 1}},
+		{"opened at the end", conns("- g"), "g", Result{}},
+		{"opened late, missing", conns("- d e"), "g", Result{Delivered: 1, Missing: 2}},
 		{"new stream later", conns("- a b", "- d e f g"), "g", Result{Delivered: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

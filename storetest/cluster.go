@@ -599,3 +599,54 @@ func testTraffic(t *testing.T, open func(t *testing.T) mercure.Store) {
 	t.Logf("%d streams, %d ended by a hub and resumed: %d updates delivered, %d resumes from another cursor (%d updates skipped at them, %d received again), hub c's queues peaked at %d bytes",
 		len(fs), ends, sum.Delivered, sum.Gaps, sum.LostWithGap, sum.Redelivered, maxQueued.Load())
 }
+
+// testClusterRestart: two hubs, publishers on both sending an update
+// again (same id) until a hub acknowledges it, streams on both; the
+// server is killed and restarted in the middle. Every acknowledged
+// update is recorded once, and every stream gets each once, in the
+// store's order, or resumes from history where a hub reported a gap.
+func testClusterRestart(t *testing.T, srv *OutageServer) {
+	topic := fmt.Sprintf("https://example.com/cluster/%d", clusterN.Add(1))
+	hubs := []*clusterHub{newClusterHub(t, "a", srv.Open(t, 0, false)), newClusterHub(t, "b", srv.Open(t, 0, false))}
+	var fs []*follower
+	for i := range 8 {
+		fs = append(fs, follow(t, hubs[i%2].srv.URL, topic, ""))
+	}
+	for _, f := range fs {
+		f.waitPosition(t)
+	}
+	const perHub = 100
+	var published atomic.Int64
+	var wg sync.WaitGroup
+	for _, h := range hubs {
+		wg.Go(func() {
+			for i := range perHub {
+				h.publish(t, topic, mercure.Update{ID: fmt.Sprintf("%s/%s%d", topic, h.name, i), Data: "x"})
+				published.Add(1)
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	eventually(t, "a third of the updates", func() bool { return published.Load() >= 2*perHub/3 })
+	srv.Kill(t)
+	eventually(t, "both hubs to report the outage", func() bool {
+		return hubs[0].hub.Stats().FeedError != nil && hubs[1].hub.Stats().FeedError != nil
+	})
+	during := published.Load()
+	srv.Restart(t)
+	wg.Wait()
+	t.Logf("%d of %d updates acknowledged before the outage was reported", during, 2*perHub)
+	end := topic + "/end"
+	hubs[1].publish(t, topic, mercure.Update{ID: end, Data: "end"})
+	reached(t, end, fs...)
+	for _, f := range fs {
+		f.close()
+	}
+	order, ids := storeOrder(t, hubs[0].store, topic)
+	if len(ids) != 2*perHub+1 {
+		t.Errorf("the store holds %d updates, want the %d acknowledged", len(ids), 2*perHub+1)
+	}
+	sum := checkFollowers(t, order, end, fs...)
+	t.Logf("%d streams: %d updates delivered, %d resumes from another cursor (%d updates skipped at them)",
+		len(fs), sum.Delivered, sum.Gaps, sum.LostWithGap)
+}

@@ -105,6 +105,7 @@ func main() {
 	for _, h := range []*hub{a, b} {
 		pubs.Go(func() { publishLoop(pctx, h, *rate/2, &acked, &refused) })
 	}
+	started := time.Now()
 	rss := &sampler{pid: b.cmd.Process.Pid}
 	go rss.run(ctx)
 
@@ -122,6 +123,7 @@ func main() {
 	st.start()
 	log.Printf("store restarted")
 	time.Sleep(*after)
+	elapsed := time.Since(started)
 	stopPublishing()
 	pubs.Wait()
 	end := "end"
@@ -149,8 +151,8 @@ func main() {
 	}
 	bound := base + 2**maxQueued + *slack
 	peak := rss.peak.Load()
-	fmt.Printf("store %s: %d subscribers, %d updates acknowledged (%d publishes refused, sent again), %d in the store\n",
-		*storeKind, *subs, acked.Load(), refused.Load(), len(order))
+	fmt.Printf("store %s: %d subscribers, %d updates acknowledged in %v (%.0f/s; %d publishes refused, sent again), %d in the store\n",
+		*storeKind, *subs, acked.Load(), elapsed.Round(time.Second), float64(acked.Load())/elapsed.Seconds(), refused.Load(), len(order))
 	fmt.Printf("delivered %d, streams ended by a hub %d, resumes answered with another cursor %d (updates skipped at them %d, received again %d)\n",
 		sum.Delivered, ends, sum.Gaps, sum.LostWithGap, sum.Redelivered)
 	fmt.Printf("lost silently %d, duplicates %d, unknown %d, missing %d\n", sum.LostSilently, sum.Duplicates, sum.Unknown, sum.Missing)

@@ -260,24 +260,35 @@ func publish(h *hub, id string) bool {
 }
 
 // publishLoop publishes perSecond updates a second to h until ctx ends,
-// each sent again (same id, same data: recorded once) until
-// acknowledged, even after ctx ended: every update it began is
+// up to 16 at once, each sent again (same id, same data: recorded once)
+// until acknowledged, even after ctx ended: every update it began is
 // acknowledged.
 func publishLoop(ctx context.Context, h *hub, perSecond int, acked, refused *atomic.Int64) {
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
+	slots := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for n := 0; ; n++ {
-		id := fmt.Sprintf("%s%d", h.name, n)
-		for !publish(h, id) {
-			refused.Add(1)
-			time.Sleep(100 * time.Millisecond)
-		}
-		acked.Add(1)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		id := fmt.Sprintf("%s%d", h.name, n)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			for !publish(h, id) {
+				refused.Add(1)
+				time.Sleep(100 * time.Millisecond)
+			}
+			acked.Add(1)
+		})
 	}
 }
 

@@ -558,30 +558,26 @@ func testTraffic(t *testing.T, open func(t *testing.T) mercure.Store) {
 	held.hold(false)
 	end := topic + "/end"
 	hubs[0].publish(t, topic, mercure.Update{ID: end, Data: "end"})
-	var open_ []*follower
+	var live []*follower
 	for _, f := range fs {
 		select {
 		case <-f.done:
 		default:
-			open_ = append(open_, f)
+			live = append(live, f)
 		}
 	}
-	reached(t, end, open_...)
+	reached(t, end, live...)
 	close(stopSampling)
 	<-sampled
-	for _, f := range open_ {
+	for _, f := range live {
 		f.close()
 	}
 	order, ids := storeOrder(t, hubs[0].store, topic)
 	if len(ids) != 3*perHub+1 {
 		t.Errorf("the store holds %d updates, want the %d acknowledged", len(ids), 3*perHub+1)
 	}
-	var until []*follower
 	sum := checkFollowers(t, order, "", fs...)
-	for _, f := range open_ {
-		until = append(until, f)
-	}
-	if r := checkFollowers(t, order, end, until...); r.Missing != 0 {
+	if r := checkFollowers(t, order, end, live...); r.Missing != 0 {
 		t.Errorf("%d updates never reached open streams", r.Missing)
 	}
 	if q := maxQueued.Load(); q > lim.MaxQueuedBytes {

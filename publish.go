@@ -59,8 +59,18 @@ type Update struct {
 // Publish validates u with the rules of the HTTP endpoint (spec
 // §Publication), stores it and returns its id; the hub then delivers it to
 // the matching subscribers, in the store's order, without the caller waiting
-// for them. Once Publish returns, a stream that opens without Last-Event-ID
-// does not get u. It needs no token: application code is trusted.
+// for them. Once Publish returns, a stream that opens on this hub without
+// Last-Event-ID does not get u: it starts at u or later. On another hub
+// sharing the store (see [Store]), a stream that opens right after starts
+// at whatever that hub's feed has reached, which may precede u: it then
+// gets u live. Either way a stream without Last-Event-ID first receives
+// its starting position (an id with no data, which an EventSource keeps
+// as its last event id without firing an event) and gets every update
+// recorded after that position and none before, so that a page which
+// renders the state after u and subscribes without Last-Event-ID on
+// another hub may receive u once more; resuming with the id of the last
+// update it rendered (Last-Event-ID) makes it exact on any hub. It needs
+// no token: application code is trusted.
 //
 // The context bounds only how long Publish may wait, which it does when
 // the hub receives updates faster than it can deliver them (see

@@ -300,3 +300,10 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("Replay after Close: %v", err)
 	}
 }
+
+// TestCluster runs the hub-level contract with three hubs on one file:
+// a file is opened once per process, so each hub gets the same handle.
+func TestCluster(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
+	storetest.RunCluster(t, func(*testing.T) mercure.Store { return s })
+}

@@ -150,8 +150,14 @@ const (
 	sweepBatch = 100     // expired stores' rows deleted per statement
 	seqBatch   = 4096    // rows stamped per sequencer round
 	pruneBatch = 1000    // rows deleted per statement
+	// The feed reconnects after minBackoff, doubling up to maxBackoff,
+	// and after minBackoff again once it worked. The hub refuses to
+	// publish while the feed is down (an update recorded then would not
+	// be delivered live), so the feed comes back soon after the server:
+	// within maxBackoff, not after a long wait that only refuses
+	// publishes for longer.
 	minBackoff = 50 * time.Millisecond
-	maxBackoff = 5 * time.Second
+	maxBackoff = time.Second
 )
 
 // An Option configures [New]. Options return an error wrapping
@@ -613,9 +619,12 @@ func (s *Store) feed(last uint64) {
 		case <-s.ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = nextBackoff(backoff)
 	}
 }
+
+// nextBackoff is the feed's wait after another failure.
+func nextBackoff(d time.Duration) time.Duration { return min(2*d, maxBackoff) }
 
 // listenConn takes a connection out of the pool for the feed, listening
 // to the store's channels.

@@ -21,3 +21,23 @@ func TestRetention(t *testing.T) {
 		return open(t, pool, prefix, pgstore.WithMaxEvents(int64(keep)))
 	})
 }
+
+// TestCluster runs the hub-level contract with hubs on stores of one
+// database, each with its own pool.
+func TestCluster(t *testing.T) {
+	pool, prefix := db(t)
+	dsn := pool.Config().ConnString()
+	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
+		return open(t, newPool(t, dsn), prefix)
+	})
+}
+
+// TestEndStreamsAcrossHubs: EndStreams on one hub ends the selected
+// streams of both hubs sharing a database.
+func TestEndStreamsAcrossHubs(t *testing.T) {
+	pool, prefix := db(t)
+	dsn := pool.Config().ConnString()
+	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
+		return open(t, newPool(t, dsn), prefix), open(t, newPool(t, dsn), prefix)
+	})
+}

@@ -572,3 +572,14 @@ func TestRetryWindow(t *testing.T) {
 		t.Fatalf("history %q", ids)
 	}
 }
+
+// TestCluster runs the hub-level contract with hubs on clients of one
+// Redis stream, each with its own connections.
+func TestCluster(t *testing.T) {
+	admin, key := client(t)
+	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
+		rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+		t.Cleanup(func() { rdb.Close() }) // after the store closes
+		return open(t, rdb, key, redisstore.WithMaxLen(0))
+	})
+}

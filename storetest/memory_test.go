@@ -29,3 +29,8 @@ func TestMemoryStoreEndStreams(t *testing.T) {
 		return s, s
 	})
 }
+
+func TestMemoryStoreCluster(t *testing.T) {
+	s := memoryStore(t, 100000)
+	RunCluster(t, func(t *testing.T) mercure.Store { return s })
+}

@@ -73,6 +73,11 @@ type OutageServer struct {
 //     event, even when the store had read none.
 //   - LostReply: the reply to an append is lost; the update sent again is
 //     recorded and delivered once.
+//   - ClusterThroughARestart: two hubs under traffic, publishers sending
+//     an update again until it is acknowledged, the server killed and
+//     restarted: every acknowledged update is recorded once, and every
+//     stream gets each once, in order, or ends and resumes from history
+//     (see [RunCluster]).
 func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageServer) {
 	server := func(t *testing.T, restartable bool) *OutageServer {
 		t.Helper()
@@ -94,6 +99,7 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 	t.Run("GapAfterRetention", func(t *testing.T) { testGapAfterRetention(t, server(t, false), true) })
 	t.Run("GapFromEmptyHistory", func(t *testing.T) { testGapAfterRetention(t, server(t, false), false) })
 	t.Run("LostReply", func(t *testing.T) { testLostReply(t, server(t, false)) })
+	t.Run("ClusterThroughARestart", func(t *testing.T) { testClusterRestart(t, server(t, true)) })
 }
 
 // journal records what a store's feed passes to a listener: event ids

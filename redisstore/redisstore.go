@@ -90,7 +90,12 @@ const (
 	pageBytes  = 1 << 20 // bytes of fields per page of Replay (at least one entry)
 	readCount  = 512     // entries per XREAD of the listener feed
 	maxOcc     = 64      // occurrences of one update id recorded in the ids hash
-	maxBackoff = 5 * time.Second
+	// The feed reconnects after minBackoff, doubling up to maxBackoff,
+	// and after minBackoff again once it worked. The hub refuses to
+	// publish while its feed is down, so the feed must come back within
+	// about a second of the server, not after a long wait that only
+	// prolongs the refusals (issue 23 item 4).
+	maxBackoff = time.Second
 	minBackoff = 50 * time.Millisecond
 
 	// DefaultTimeout bounds each call to Redis (see [WithTimeout]).
@@ -725,7 +730,7 @@ func (s *Store) readLoop(last string, n uint64) {
 			case <-s.ctx.Done():
 				return
 			}
-			backoff = min(2*backoff, maxBackoff)
+			backoff = nextBackoff(backoff)
 			continue
 		}
 		backoff = minBackoff
@@ -787,3 +792,7 @@ func decode(m redis.XMessage) (*mercure.Event, error) {
 	}
 	return &mercure.Event{Update: mercure.Update(u), Seq: seq, Time: at}, nil
 }
+
+// nextBackoff is the wait after one more failed attempt that followed a
+// wait of d.
+func nextBackoff(d time.Duration) time.Duration { return min(2*d, maxBackoff) }

@@ -213,7 +213,7 @@ func (p *presence) writer() {
 			case <-p.s.ctx.Done():
 				return
 			}
-			backoff = min(2*backoff, maxBackoff)
+			backoff = nextBackoff(backoff)
 			select {
 			case p.wake <- struct{}{}:
 			default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,3 +201,44 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 }
 
 var _ http.ResponseWriter = (*blockingWriter)(nil)
+
+// The dispatcher never outlives the engine's Stop by more than the
+// dispatch it is in (issue 23: it could outlive Shutdown when its context
+// ended): held in the middle of one fan-out with more events pending,
+// Stop makes WaitDispatched wait until that dispatch is over and then
+// return, the pending events dropped rather than delivered.
+func TestDispatcherEndsAfterStop(t *testing.T) {
+	e := newEngine(t, nil)
+	f := &feeder{e: e}
+	o, release := holding()
+	defer release()
+	held, stopHeld := serve(t, e, o, exact("x"))
+	defer stopHeld()
+
+	f.push(true, "held", "x")
+	<-o.held
+	for range 50 {
+		f.push(false, "pending", "x")
+	}
+	e.Stop()
+	var released atomic.Bool
+	waited := make(chan error, 1)
+	go func() {
+		err := e.WaitDispatched(context.Background())
+		if err == nil && !released.Load() {
+			err = errors.New("WaitDispatched returned while the dispatcher was still in its fan-out")
+		}
+		waited <- err
+	}()
+	for range 100 { // let WaitDispatched run: it must block
+		runtime.Gosched()
+	}
+	released.Store(true)
+	release()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if got := held.String(); strings.Contains(got, "pending") {
+		t.Fatalf("events pending at Stop were dispatched after it: %q", got)
+	}
+}

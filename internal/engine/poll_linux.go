@@ -65,13 +65,7 @@ func (p *poller) run() {
 			continue
 		}
 		if err != nil {
-			p.e.log.Error("mercure: watching connections failed; a new watcher serves the next streams", "error", err)
-			cs.mu.Lock()
-			if cs.poller == p {
-				cs.poller = nil
-			}
-			cs.mu.Unlock()
-			p.close()
+			p.fail(err)
 			return
 		}
 		for _, ev := range events[:n] {
@@ -87,6 +81,21 @@ func (p *poller) run() {
 			cs.signalID(id, flagGone)
 		}
 	}
+}
+
+// fail retires p after epoll failed with err: the engine starts another
+// poller for the streams that come next, and p's descriptors are closed
+// once no call uses them, never used after (the system reuses their
+// numbers for the next files opened).
+func (p *poller) fail(err error) {
+	cs := &p.e.conns
+	p.e.log.Error("mercure: watching connections failed; a new watcher serves the next streams", "error", err)
+	cs.mu.Lock()
+	if cs.poller == p {
+		cs.poller = nil
+	}
+	cs.mu.Unlock()
+	p.close()
 }
 
 // close closes the descriptors, once no call can use them.

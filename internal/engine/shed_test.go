@@ -46,3 +46,40 @@ func TestShedCountsOnlyTheStreamsItEnds(t *testing.T) {
 		}
 	}
 }
+
+// Anonymous streams draw on their own share of the queues' budget: past
+// it, a stalled anonymous stream is ended before a stalled token
+// holder's, even a smaller one (issue 24 item 1). By size alone, the
+// token holder's would go, and that would be enough.
+func TestShedEndsAnonymousStreamsFirst(t *testing.T) {
+	e := newEngine(t, func(c *Config) {
+		c.Limits.QueueBytes, c.Limits.MaxQueuedBytes = 5000, 5000 // shed down to 3 750
+		c.WriteTimeout = 4 * time.Millisecond
+	})
+	stalled := func(anonymous bool, size int) *Stream {
+		ev := &Event{Seq: 1, Bytes: make([]byte, size)}
+		ev.queues.Add(1)
+		s := &Stream{e: e, state: stateOpen, anonymous: anonymous, blocked: true, queue: []*Event{ev}, queueBytes: size}
+		s.lastWrite.Store(time.Now().Add(-time.Second).UnixNano())
+		e.queued.Add(int64(size) + entryCost)
+		return s
+	}
+	token, anon := stalled(false, 3000), stalled(true, 2500)
+	e.life.Lock()
+	e.streams[token], e.streams[anon] = struct{}{}, struct{}{}
+	e.life.Unlock()
+	defer func() {
+		e.life.Lock()
+		delete(e.streams, token)
+		delete(e.streams, anon)
+		e.life.Unlock()
+	}()
+
+	e.shed(time.Now())
+	if anon.why != EndQueueOverflow || token.state != stateOpen {
+		t.Fatalf("anonymous stream ended for %v, token holder's state %v: want the anonymous one shed, the other open", anon.why, token.state)
+	}
+	if q := e.queued.Load(); q != 3000+entryCost {
+		t.Fatalf("%d bytes queued after shedding, want the token holder's %d", q, 3000+entryCost)
+	}
+}

@@ -222,7 +222,8 @@ func (s *subscription) read() {
 		if line == "" {
 			switch {
 			case len(ev.Lines) == 1 && ev.ID != "" && !ev.HasData:
-				s.position.Store(&ev.ID)
+				id := ev.ID // not &ev.ID: ev is reset below
+				s.position.Store(&id)
 			case len(ev.Lines) > 0:
 				s.events <- ev
 			}

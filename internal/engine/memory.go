@@ -106,10 +106,12 @@ func (e *Engine) shed(now time.Time) {
 		if e.queued.Load() <= target {
 			break
 		}
+		if !c.s.abortOpen(EndQueueOverflow) {
+			continue // ending already, for its own reason: not counted twice
+		}
 		e.counters.Shed.Add(1)
 		e.counters.Overflows.Add(1)
 		e.log.Debug("mercure: the queues are over their budget; ending a subscriber that stopped reading", "client", c.s.client, "unsent", c.size)
-		c.s.abort(EndQueueOverflow)
 	}
 }
 

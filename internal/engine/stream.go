@@ -282,6 +282,19 @@ func (s *Stream) abort(why EndReason) {
 	s.wake()
 }
 
+// abortOpen is abort that reports whether s was still open, so that a
+// caller counts only the streams it ended for why (one already ending
+// keeps its reason, and its queue is freed all the same).
+func (s *Stream) abortOpen(why EndReason) bool {
+	s.mu.Lock()
+	open := s.state == stateOpen
+	s.abortLocked(why)
+	s.cutLocked()
+	s.mu.Unlock()
+	s.wake()
+	return open
+}
+
 // cut makes a write stuck on a peer that stopped reading fail at once:
 // its deadline moves to the past. On HTTP/2 that is a message to the
 // connection's goroutine: the caller holds no engine-wide lock.

@@ -1,0 +1,120 @@
+//go:build unix
+
+package mercure_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// The reproduction of issue 24 item 2 at its scale, for its "done when":
+// 2 000 readers that never read (real sockets with a small receive
+// buffer, on which the hub's writes soon block) and 20 that keep up.
+// Each stream's own queue holds more than the whole run publishes (500
+// updates of 8 KiB to each), so only the hub-wide budget (16 MiB, spent
+// at once by 2 000 stalled queues) or the write timeout can cut anyone:
+// the stalled readers pay (they are shed, counted as queue_overflow, or
+// cut by the timeout), and every healthy reader gets every update and
+// stays connected, in both stream engines.
+func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2 000 connections")
+	}
+	if os.Getenv("MERCURE_TEST_GOROUTINE_STREAMS") == "1" {
+		t.Skip("runs both engines itself: once per CI run is enough")
+	}
+	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
+		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{
+			MaxBodyBytes: 64 << 10, QueueEvents: 1 << 20, QueueBytes: 16 << 20, MaxQueuedBytes: 16 << 20,
+			MaxConnections: 3000,
+		}), mercure.WithWriteTimeout(8*time.Second), mercure.WithKeepAlive(time.Hour))...) // stalled: no progress for 2 s
+		const nStalled = 2000
+		stalled := stalledStreams(t, th, "match=x", nStalled)
+		const healthy, rounds, perRound = 20, 10, 50
+		var mu sync.Mutex
+		cond := sync.NewCond(&mu)
+		got := make([]int, healthy)
+		ended := 0 // healthy readers whose stream ended
+		var wg sync.WaitGroup
+		for i := range healthy {
+			res := openUntilCleanup(t, th, "match=x")
+			wg.Go(func() {
+				defer func() {
+					mu.Lock()
+					ended++
+					mu.Unlock()
+					cond.Broadcast()
+				}()
+				br := bufio.NewReader(res.Body)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if strings.HasPrefix(line, "data: ") {
+						mu.Lock()
+						got[i]++
+						done := got[i] == rounds*perRound
+						mu.Unlock()
+						cond.Broadcast()
+						if done {
+							return
+						}
+					}
+				}
+			})
+		}
+		data := strings.Repeat("d", 8<<10)
+		for r := 1; r <= rounds; r++ {
+			for range perRound {
+				if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mu.Lock()
+			for slices.Min(got) < r*perRound && ended == 0 {
+				cond.Wait()
+			}
+			mu.Unlock()
+		}
+		wg.Wait()
+		for i, n := range got {
+			if n != rounds*perRound {
+				t.Errorf("healthy reader %d got %d updates of %d", i, n, rounds*perRound)
+			}
+		}
+		// Every stream that ended is a stalled one, cut for the queues'
+		// budget or, where its write timed out first (a slow run), for
+		// that: never for the client leaving, never a healthy one.
+		var m mercure.Metrics
+		var open int
+		var closed uint64
+		settled := func() bool {
+			m, open, closed = th.Metrics(), th.Stats().Streams, 0
+			for _, n := range m.StreamsClosed {
+				closed += n
+			}
+			// No stream can overflow its own queue here: every overflow
+			// is a stream shed for the budget, counted once, and closed
+			// for it (not one that its write timeout was ending already).
+			return uint64(open)+closed == uint64(len(stalled)+healthy) && m.Overflows == m.StreamsClosed[mercure.CloseQueueOverflow]
+		}
+		for deadline := time.Now().Add(10 * time.Second); !settled(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d open, %d overflows, closed %v: want every stream open or closed, each overflow closed once for it", open, m.Overflows, m.StreamsClosed)
+			}
+		}
+		t.Logf("%d open, %d overflows, closed %v", open, m.Overflows, m.StreamsClosed)
+		if paid := m.StreamsClosed[mercure.CloseQueueOverflow] + m.StreamsClosed[mercure.CloseWriteError]; paid != closed || open < healthy {
+			t.Errorf("%d streams open and closed %v: want the %d healthy ones open, and only stalled ones cut", open, m.StreamsClosed, healthy)
+		}
+	})
+}

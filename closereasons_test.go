@@ -1,0 +1,62 @@
+package mercure_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure"
+)
+
+// Close reasons say what happened, in both stream engines (issue 24 item
+// 6: a write timeout was counted as client_gone in the default mode). A
+// reader that never reads is cut by the write timeout and counted as
+// write_error; a reader that hangs up is counted as client_gone.
+func TestCloseReasons_WriteTimeoutIsNotClientGone(t *testing.T) {
+	for name, engine := range map[string]mercure.Option{
+		"detached":  mercure.WithDetachedStreams(),
+		"goroutine": mercure.WithGoroutineStreams(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			th := newTestHub(t, engine, mercure.WithWriteTimeout(200*time.Millisecond),
+				mercure.WithKeepAlive(time.Hour), bigLimits)
+			stalledStreams(t, th, "match=x", 1) // never read, small receive buffer
+			data := strings.Repeat("y", 256<<10)
+			for i := 0; th.Stats().Streams > 0; i++ {
+				if i == 1000 {
+					t.Fatal("the stalled stream is still open")
+				}
+				if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The stream is counted as closed once it is gone from Stats.
+			eventually(t, "the stream counted as closed", func() bool {
+				m := th.Metrics()
+				var n uint64
+				for _, c := range m.StreamsClosed {
+					n += c
+				}
+				return n == 1
+			})
+			m := th.Metrics()
+			if m.StreamsClosed[mercure.CloseWriteError] != 1 || m.StreamsClosed[mercure.CloseClientGone] != 0 {
+				t.Fatalf("closed %v, want one write_error and no client_gone", m.StreamsClosed)
+			}
+			if st := th.Stats(); st.Overflows != 0 {
+				t.Fatalf("stats %+v, want the write timeout, not an overflow", st)
+			}
+
+			// A reader that hangs up is client_gone.
+			s := th.subscribe("match=x")
+			eventually(t, "the stream open", func() bool { return th.Stats().Streams == 1 })
+			s.close()
+			eventually(t, "the leaver counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseClientGone] == 1 })
+			if got := th.Metrics().StreamsClosed[mercure.CloseWriteError]; got != 1 {
+				t.Fatalf("write_error %d after a client left, want 1", got)
+			}
+		})
+	}
+}

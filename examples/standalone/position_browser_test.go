@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mercurekit/mercure"
+)
+
+// positionPage subscribes with the browser's own EventSource.
+const positionPage = `<!doctype html>
+<script>
+window.got = [];
+const es = new EventSource("/.well-known/mercure?match=" + encodeURIComponent("https://example.com/books/1"));
+es.onopen = () => { window.opened = (window.opened || 0) + 1; };
+es.onmessage = (e) => { window.got.push(e.data); };
+</script>`
+
+// Chromium's EventSource takes the id-only block a stream starts with as
+// its last event id, without firing an event (issue 24 item 2): a stream
+// cut before its first update reconnects with Last-Event-ID set to that
+// position, and gets the update published during the cut (held back
+// until it is, so that only a replay can deliver it). Both stream
+// engines.
+func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
+	b := startBrowser(t)
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{{"detached", nil}, {"goroutine", []string{"-goroutine-streams"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			ln := mustListen(t)
+			s, err := configure(append([]string{"-addr", ln.Addr().String(), "-insecure-publish", "-anonymous"}, mode.args...), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resumed := make(chan string, 1)
+			release := make(chan struct{})
+			var gets atomic.Int32
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(positionPage)) })
+			mux.HandleFunc(mercure.DefaultHubPath, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet && gets.Add(1) > 1 { // a reconnection
+					select {
+					case resumed <- r.Header.Get("Last-Event-ID"):
+					default:
+					}
+					select {
+					case <-release:
+					case <-r.Context().Done():
+						return
+					}
+				}
+				s.handler.ServeHTTP(w, r)
+			})
+			front := httptest.NewUnstartedServer(mux)
+			front.Listener.Close()
+			cl := &cuttingListener{Listener: ln} // streams taken over from net/http are cut too
+			front.Listener = cl
+			front.Start()
+			defer front.Close()
+			defer s.hub.Shutdown(context.Background()) // first: it ends the streams that front.Close waits for
+			var once sync.Once
+			releaseOnce := func() { once.Do(func() { close(release) }) }
+			defer releaseOnce() // before all: a held reconnection would hold front.Close
+
+			u := b.newUser(t, mode.name)
+			u.run("opens the page", chromedp.Navigate(front.URL+"/"), waitJS(`window.opened === 1`))
+			cl.cut() // before any update: the page got the stream's position only
+			var lastEventID string
+			select {
+			case lastEventID = <-resumed:
+			case <-u.ctx.Done():
+				t.Fatal("EventSource did not reconnect")
+			}
+			if lastEventID == "" {
+				t.Fatal("EventSource reconnected without Last-Event-ID: it did not take the stream's position")
+			}
+			res, err := http.PostForm(front.URL+mercure.DefaultHubPath, url.Values{"topic": {"https://example.com/books/1"}, "data": {"while away"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			releaseOnce()
+			u.run("gets the update published during the cut, once", waitJS(`window.got.join(",") === "while away"`))
+		})
+	}
+}
+
+// mustListen listens on a port of 127.0.0.1.
+func mustListen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}

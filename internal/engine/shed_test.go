@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+// Past the queues' budget, shed ends the stalled streams and counts each
+// one it ends as an overflow, once: a stalled stream that is ending
+// already (its write timed out) keeps its reason and is not counted
+// (mercure_queue_overflows_total said more than the streams it closed).
+func TestShedCountsOnlyTheStreamsItEnds(t *testing.T) {
+	e := newEngine(t, func(c *Config) {
+		c.Limits.QueueBytes, c.Limits.MaxQueuedBytes = 1000, 1000
+		c.WriteTimeout = 4 * time.Millisecond // a stall grace of 1 ms
+	})
+	stalled := func(st state, why EndReason) *Stream {
+		s := &Stream{e: e, state: st, why: why, blocked: true, inflightBytes: 500}
+		s.lastWrite.Store(time.Now().Add(-time.Second).UnixNano())
+		return s
+	}
+	open := stalled(stateOpen, EndUnset)
+	timedOut := stalled(stateAborted, EndWriteError)
+	ending := stalled(stateEnding, EndTokenExpired)
+	e.life.Lock()
+	for _, s := range []*Stream{open, timedOut, ending} {
+		e.streams[s] = struct{}{}
+	}
+	e.life.Unlock()
+	defer func() {
+		e.life.Lock()
+		for _, s := range []*Stream{open, timedOut, ending} {
+			delete(e.streams, s)
+		}
+		e.life.Unlock()
+	}()
+	e.queued.Store(1 << 20) // over the budget, whatever shed frees
+
+	e.shed(time.Now())
+	if o, s := e.counters.Overflows.Load(), e.counters.Shed.Load(); o != 1 || s != 1 {
+		t.Fatalf("%d overflows, %d shed: want the one open stream counted", o, s)
+	}
+	for s, want := range map[*Stream]EndReason{open: EndQueueOverflow, timedOut: EndWriteError, ending: EndTokenExpired} {
+		if s.why != want || s.state != stateAborted {
+			t.Errorf("a stream ended for %v (state %v), want %v, aborted", s.why, s.state, want)
+		}
+	}
+}
+
+// Anonymous streams draw on their own share of the queues' budget: past
+// it, a stalled anonymous stream is ended before a stalled token
+// holder's, even a smaller one (issue 24 item 1). By size alone, the
+// token holder's would go, and that would be enough.
+func TestShedEndsAnonymousStreamsFirst(t *testing.T) {
+	e := newEngine(t, func(c *Config) {
+		c.Limits.QueueBytes, c.Limits.MaxQueuedBytes = 5000, 5000 // shed down to 3 750
+		c.WriteTimeout = 4 * time.Millisecond
+	})
+	stalled := func(anonymous bool, size int) *Stream {
+		ev := &Event{Seq: 1, Bytes: make([]byte, size)}
+		ev.queues.Add(1)
+		s := &Stream{e: e, state: stateOpen, anonymous: anonymous, blocked: true, queue: []*Event{ev}, queueBytes: size}
+		s.lastWrite.Store(time.Now().Add(-time.Second).UnixNano())
+		e.queued.Add(int64(size) + entryCost)
+		return s
+	}
+	token, anon := stalled(false, 3000), stalled(true, 2500)
+	e.life.Lock()
+	e.streams[token], e.streams[anon] = struct{}{}, struct{}{}
+	e.life.Unlock()
+	defer func() {
+		e.life.Lock()
+		delete(e.streams, token)
+		delete(e.streams, anon)
+		e.life.Unlock()
+	}()
+
+	e.shed(time.Now())
+	if anon.why != EndQueueOverflow || token.state != stateOpen {
+		t.Fatalf("anonymous stream ended for %v, token holder's state %v: want the anonymous one shed, the other open", anon.why, token.state)
+	}
+	if q := e.queued.Load(); q != 3000+entryCost {
+		t.Fatalf("%d bytes queued after shedding, want the token holder's %d", q, 3000+entryCost)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -72,6 +73,48 @@ func TestBudgets_AnonymousConnections(t *testing.T) {
 	}
 	if s, _ := th.trySubscribe(http.MethodGet, "match=x", "", "Authorization", "Bearer "+tok); s != nil {
 		t.Fatal("MaxConnections did not hold")
+	}
+}
+
+// Where the hub knows its clients apart (WithClientKey), one client's
+// anonymous streams are capped at a tenth of the anonymous share by
+// default, so that one address cannot take it all; other clients, and
+// the same client with a token, still connect. Without WithClientKey
+// (behind a proxy every client may have its address) there is no such
+// cap unless Limits.MaxAnonymousConnectionsPerClient sets one.
+func TestBudgets_AnonymousPerClient(t *testing.T) {
+	key := mercure.WithClientKey(func(r *http.Request) string { return r.Header.Get("X-Client") })
+	lim := mercure.Limits{MaxConnections: 100, MaxAnonymousConnections: 20} // a tenth: 2 per client
+	th := startAuthHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(lim), key)
+	for range 2 {
+		th.subscribe("match=x", "X-Client", "a")
+	}
+	s, res := th.trySubscribe(http.MethodGet, "match=x", "", "X-Client", "a")
+	if s != nil {
+		t.Fatal("a third anonymous stream of client a opened; want 429")
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "from this client") {
+		t.Fatalf("a third anonymous stream of client a: %d %q, want 429 naming the client's share", res.StatusCode, body)
+	}
+	th.subscribe("match=x", "X-Client", "b")
+	tok := subToken(t, detail("subscribe", exactTopic("*")))
+	th.subscribe("match=x", "X-Client", "a", "Authorization", "Bearer "+tok)
+
+	// No client key: no per-client cap by default...
+	open := startAuthHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(lim))
+	for range 5 {
+		open.subscribe("match=x")
+	}
+	// ...unless the limit is set.
+	lim.MaxAnonymousConnectionsPerClient = 3
+	capped := startAuthHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(lim))
+	for range 3 {
+		capped.subscribe("match=x")
+	}
+	if s, res := capped.trySubscribe(http.MethodGet, "match=x", ""); s != nil || res.StatusCode != http.StatusTooManyRequests {
+		t.Fatal("MaxAnonymousConnectionsPerClient 3 let a fourth anonymous stream open")
 	}
 }
 

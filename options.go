@@ -49,6 +49,7 @@ type config struct {
 	writeTimeout     time.Duration
 	writeDelay       time.Duration
 	clientKey        func(*http.Request) string
+	clientKeySet     bool // WithClientKey: the hub tells clients apart
 	insecurePublish  bool
 	issuers          []Issuer
 	anonymous        bool
@@ -422,15 +423,19 @@ func WithWriteDelay(d time.Duration) Option {
 }
 
 // WithClientKey sets how the hub tells clients apart for
-// [Limits.MaxConnectionsPerClient]. By default it uses the request's remote
-// IP address; behind a reverse proxy, derive the key from a header the proxy
-// sets and the client cannot forge.
+// [Limits.MaxConnectionsPerClient] and
+// [Limits.MaxAnonymousConnectionsPerClient]. By default it uses the
+// request's remote IP address; behind a reverse proxy, derive the key from
+// a header the proxy sets and the client cannot forge. Giving it also says
+// the keys tell clients apart: anonymous clients then get a per-client
+// share by default (see [Limits.MaxAnonymousConnectionsPerClient]).
 func WithClientKey(key func(*http.Request) string) Option {
 	return func(c *config) error {
 		if key == nil {
 			return fmt.Errorf("%w: nil client key function", ErrInvalidOption)
 		}
 		c.clientKey = key
+		c.clientKeySet = true
 		return nil
 	}
 }
@@ -498,6 +503,15 @@ type Limits struct {
 	// [WithAuthorizer]); on a hub where none can, every stream is
 	// anonymous and has the whole budgets. Default half of MaxConnections.
 	MaxAnonymousConnections int
+	// MaxAnonymousConnectionsPerClient caps the anonymous streams one
+	// client (see [WithClientKey]) holds at once, within
+	// MaxAnonymousConnections, so that one address cannot take the whole
+	// anonymous share; more get 429. Like MaxAnonymousConnections it
+	// applies on a hub where a token or a session can authorize
+	// subscribers. Default: a tenth of MaxAnonymousConnections when the
+	// hub has [WithClientKey] (it then knows its clients apart), no limit
+	// otherwise (behind a proxy every client has the proxy's address).
+	MaxAnonymousConnectionsPerClient int
 	// MaxPatternsPerPrefix caps the distinct URL patterns that share a
 	// literal prefix: the scheme, host and leading path segments written
 	// without pattern syntax. The hub indexes patterns by that prefix and
@@ -630,6 +644,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"MaxConnections", int64(l.MaxConnections), func(v int64) { d.MaxConnections = int(v) }},
 		{"MaxConnectionsPerClient", int64(l.MaxConnectionsPerClient), func(v int64) { d.MaxConnectionsPerClient = int(v) }},
 		{"MaxAnonymousConnections", int64(l.MaxAnonymousConnections), func(v int64) { d.MaxAnonymousConnections = int(v) }},
+		{"MaxAnonymousConnectionsPerClient", int64(l.MaxAnonymousConnectionsPerClient), func(v int64) { d.MaxAnonymousConnectionsPerClient = int(v) }},
 		{"MaxPatternsPerPrefix", int64(l.MaxPatternsPerPrefix), func(v int64) { d.MaxPatternsPerPrefix = int(v) }},
 		{"MaxPatternsPerTopic", int64(l.MaxPatternsPerTopic), func(v int64) { d.MaxPatternsPerTopic = int(v) }},
 		{"Patterns.MaxGroups", int64(l.Patterns.MaxGroups), func(v int64) { d.Patterns.MaxGroups = int(v) }},

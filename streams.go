@@ -75,6 +75,7 @@ func (h *Hub) engineConfig() engine.Config {
 			MaxConnections:          lim.MaxConnections,
 			MaxConnectionsPerClient: lim.MaxConnectionsPerClient,
 			MaxAnonymousConnections: lim.MaxAnonymousConnections,
+			MaxAnonymousPerClient:   h.anonymousPerClient(),
 			AnonymousShare:          h.authorizesSubscribers(),
 			MaxPatternsPerPrefix:    lim.MaxPatternsPerPrefix,
 			MaxPatternsPerTopic:     lim.MaxPatternsPerTopic,
@@ -86,4 +87,19 @@ func (h *Hub) engineConfig() engine.Config {
 		Detach:       !h.cfg.goroutineStreams,
 		NoPoller:     h.cfg.noPoller,
 	}
+}
+
+// anonymousPerClient is the cap on one client's anonymous streams (see
+// [Limits.MaxAnonymousConnectionsPerClient]): by default a tenth of the
+// anonymous share where the hub knows its clients apart (WithClientKey),
+// none where every client may have a proxy's address.
+func (h *Hub) anonymousPerClient() int {
+	lim := &h.cfg.limits
+	switch {
+	case lim.MaxAnonymousConnectionsPerClient > 0:
+		return lim.MaxAnonymousConnectionsPerClient
+	case h.cfg.clientKeySet:
+		return max(1, lim.MaxAnonymousConnections/10)
+	}
+	return 0
 }

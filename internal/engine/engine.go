@@ -55,6 +55,10 @@ type Limits struct {
 	// MaxAnonymousConnections caps the anonymous streams: they can never
 	// take the connections that token and session holders need.
 	MaxAnonymousConnections int
+	// MaxAnonymousPerClient caps the anonymous streams of one client,
+	// within MaxAnonymousConnections: one address cannot take the whole
+	// anonymous share. 0: no cap.
+	MaxAnonymousPerClient int
 	// AnonymousShare applies the anonymous streams' share of the budgets
 	// (connections, patterns): on a hub where a token or a session can
 	// authorize a stream. Where none can, every stream is anonymous, and
@@ -97,6 +101,9 @@ var (
 	ErrTooManyStreams    = errors.New("too many connections")
 	ErrTooManyFromClient = errors.New("too many connections from this client")
 	ErrTooManyAnonymous  = errors.New("too many anonymous connections: authenticate to subscribe")
+	// ErrTooManyAnonymousFromClient: the client holds its share of the
+	// anonymous streams.
+	ErrTooManyAnonymousFromClient = errors.New("too many anonymous connections from this client: authenticate to subscribe")
 	// ErrPatterns wraps why a stream's URL patterns were refused.
 	ErrPatterns = errors.New("URL pattern budget exceeded")
 )
@@ -146,6 +153,7 @@ type Engine struct {
 type connCounter struct {
 	total, anonymous int
 	perClient        map[string]int
+	anonPerClient    map[string]int // anonymous streams only
 }
 
 // New returns an engine.
@@ -156,7 +164,7 @@ func New(cfg Config) *Engine {
 		resolver: cfg.Resolver,
 		index:    index.New[*Stream](cfg.Resolver),
 		streams:  make(map[*Stream]struct{}),
-		counts:   connCounter{perClient: make(map[string]int)},
+		counts:   connCounter{perClient: make(map[string]int), anonPerClient: make(map[string]int)},
 	}
 	e.conns.noPoll = cfg.NoPoller
 	e.writers.init(e)
@@ -212,8 +220,13 @@ func (e *Engine) refuseLocked(client string) error {
 func (e *Engine) Open(s *Stream, ms []Matcher) error {
 	e.life.Lock()
 	err := e.refuseLocked(s.client)
-	if lim := e.cfg.Limits.MaxAnonymousConnections; err == nil && s.anonymous && e.cfg.Limits.AnonymousShare && e.counts.anonymous >= lim {
-		err = ErrTooManyAnonymous
+	if lim := &e.cfg.Limits; err == nil && s.anonymous && lim.AnonymousShare {
+		switch {
+		case e.counts.anonymous >= lim.MaxAnonymousConnections:
+			err = ErrTooManyAnonymous
+		case lim.MaxAnonymousPerClient > 0 && e.counts.anonPerClient[s.client] >= lim.MaxAnonymousPerClient:
+			err = ErrTooManyAnonymousFromClient
+		}
 	}
 	if err != nil {
 		e.life.Unlock()
@@ -221,6 +234,7 @@ func (e *Engine) Open(s *Stream, ms []Matcher) error {
 	}
 	if s.anonymous {
 		e.counts.anonymous++
+		e.counts.anonPerClient[s.client]++
 	}
 	e.counts.total++
 	e.counts.perClient[s.client]++
@@ -243,6 +257,9 @@ func (e *Engine) release(s *Stream) {
 	e.counts.total--
 	if s.anonymous {
 		e.counts.anonymous--
+		if e.counts.anonPerClient[s.client]--; e.counts.anonPerClient[s.client] == 0 {
+			delete(e.counts.anonPerClient, s.client)
+		}
 	}
 	if e.counts.perClient[s.client]--; e.counts.perClient[s.client] == 0 {
 		delete(e.counts.perClient, s.client)

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // newDetachedHub starts a hub whose HTTP/1.1 streams are detached, whatever
@@ -127,7 +128,7 @@ func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
 	for i := range streams {
 		streams[i] = dialStream(t, th, "match=x")
 	}
-	eventually(t, "the handlers to return", func() bool { return runtime.NumGoroutine()-before < n/4 })
+	testwait.For(t, "the handlers to return", func() bool { return runtime.NumGoroutine()-before < n/4 })
 	id := th.mustPost("topic=x&data=hello")
 	for i, rs := range streams {
 		if c := rs.mustChunk(t); !strings.Contains(c, "id: "+id+"\n") {
@@ -226,7 +227,7 @@ func TestDetached_Overflow(t *testing.T) {
 			t.Fatalf("fast subscriber got %s, want %d", ev.ID, i)
 		}
 	}
-	eventually(t, "the slow stream to end", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the slow stream to end", func() bool { return th.Stats().Streams == 1 })
 	// Its connection is closed, not ended cleanly: drain it to the cut.
 	slow.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.Copy(io.Discard, slow.br); err != nil {
@@ -248,7 +249,7 @@ func TestDetached_Expiry(t *testing.T) {
 			t.Fatalf("stream cut instead of ended: %v", err)
 		}
 	}
-	eventually(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
 }
 
 // A client that leaves frees its stream at once, without any write to
@@ -259,14 +260,14 @@ func TestDetached_ClientGone(t *testing.T) {
 		dialStream(t, th, "match=x").conn.Close()
 	}
 	rs := dialStream(t, th, "match=x")
-	eventually(t, "the closed streams to be released", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the closed streams to be released", func() bool { return th.Stats().Streams == 1 })
 	id := th.mustPost("topic=x")
 	if c := rs.mustChunk(t); !strings.Contains(c, id) {
 		t.Fatalf("got %q", c)
 	}
 	// A client that sends anything more (a pipelined request) is gone too.
 	fmt.Fprintf(rs.conn, "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
-	eventually(t, "the stream to end", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to end", func() bool { return th.Stats().Streams == 0 })
 }
 
 // A request pipelined behind the subscription: the connection cannot be
@@ -284,7 +285,7 @@ func TestDetached_PipelinedRequest(t *testing.T) {
 	if _, err := io.Copy(io.Discard, conn); err != nil {
 		t.Fatalf("connection not closed: %v", err)
 	}
-	eventually(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
 }
 
 // Shutdown ends detached streams cleanly: the Go client reads the end of
@@ -482,7 +483,7 @@ func TestDetached_ChurnLeaksNothing(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, "every stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "every stream to be released", func() bool { return th.Stats().Streams == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
@@ -518,5 +519,5 @@ func TestDetached_TLS(t *testing.T) {
 	}
 	res.Body.Close()
 	srv.Client().CloseIdleConnections()
-	eventually(t, "the stream to be released", func() bool { return h.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return h.Stats().Streams == 0 })
 }

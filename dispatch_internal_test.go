@@ -15,6 +15,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // blockingWriter is a ResponseWriter whose writes block until a write
@@ -133,7 +134,7 @@ func openStream(t *testing.T, h *Hub, query string) (*flushCounter, func()) {
 		defer close(done)
 		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
 	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	testwait.For(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
 	return w, func() { cancel(); <-done }
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // wantDrainRetry fails unless ev is the retry a drained stream gets: a
@@ -43,7 +44,7 @@ func TestDrain(t *testing.T) {
 		defer cancel()
 		shutdown <- th.Shutdown(ctx)
 	}()
-	eventually(t, "the drain begins", func() bool { return th.Ready() != nil })
+	testwait.For(t, "the drain begins", func() bool { return th.Ready() != nil })
 	if !errors.Is(th.Live(), mercure.ErrHubClosed) || !errors.Is(th.Ready(), mercure.ErrHubClosed) {
 		t.Fatalf("during the drain: Live %v, Ready %v", th.Live(), th.Ready())
 	}
@@ -62,7 +63,7 @@ func TestDrain(t *testing.T) {
 	}
 
 	// Some stream ends first; the others wait for their turn.
-	eventually(t, "a first stream ends", func() bool {
+	testwait.For(t, "a first stream ends", func() bool {
 		for _, s := range subs {
 			select {
 			case <-s.done:

@@ -319,17 +319,6 @@ func startHubServer(t testing.TB, h *mercure.Hub, handler http.Handler) *testHub
 	return &testHub{Hub: h, srv: srv, t: t}
 }
 
-// eventually polls cond until it holds, failing the test after a generous
-// deadline: what it waits for happens on other goroutines.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // newMemoryStore returns a memory store keeping size events.
 func newMemoryStore(t testing.TB, size int, opts ...mercure.MemoryOption) *mercure.MemoryStore {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // A stream authorized by a cookie (the token cookie, or the session of
@@ -77,7 +78,7 @@ func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
 			}
 		}
 		// Every accepted stream ended with its request: none stays listed.
-		eventually(t, "the accepted streams to end", func() bool {
+		testwait.For(t, "the accepted streams to end", func() bool {
 			subs, err := src.hub.Subscriptions(context.Background())
 			return err == nil && len(subs) == 0
 		})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The Authorizer (WithAuthorizer) is an embedding extension, not a rule
@@ -328,13 +329,13 @@ func TestAuthorizer_RevokedSessionEndsStream(t *testing.T) {
 
 		sessions.set("alice", nil) // logged out
 		endsCleanly(t, alice)
-		eventually(t, "the revocation counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseRevoked] == 1 })
+		testwait.For(t, "the revocation counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseRevoked] == 1 })
 		if status, _, _ := th.request(http.MethodGet, q, "", cookie("alice")...); status != http.StatusUnauthorized {
 			t.Fatalf("reconnection after logout: status %d, want 401", status)
 		}
 		// Bob's session is unchanged: his stream goes on, re-checked.
 		calls := sessions.calls.Load()
-		eventually(t, "more re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
+		testwait.For(t, "more re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "after", Private: true})
 		expectData(t, bob, "after")
 	})
@@ -356,21 +357,21 @@ func TestAuthorizer_ChangedGrantsEndStream(t *testing.T) {
 		// The publish grants do not matter to a stream.
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}, Publish: []mercure.Match{{Pattern: topicB}}})
 		calls := sessions.calls.Load()
-		eventually(t, "re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
+		testwait.For(t, "re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "a2", Private: true})
 		last = s.next(t)
 
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}, {Pattern: topicB}}})
 		goPublish(t, th, mercure.Update{Topics: []string{topicB}, Data: "b1", Private: true})
 		endsCleanly(t, s)
-		eventually(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 1 })
+		testwait.For(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 1 })
 		s = th.subscribe(q, append(cookie("alice"), "Last-Event-ID", last.ID)...)
 		expectData(t, s, "b1")
 
 		// A new payload is a change too: it is in the subscription's event.
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}, {Pattern: topicB}}, Payload: map[string]int{"v": 2}})
 		endsCleanly(t, s)
-		eventually(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 2 })
+		testwait.For(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 2 })
 	})
 }
 
@@ -388,7 +389,7 @@ func TestAuthorizer_FailureKeepsStream(t *testing.T) {
 
 		sessions.fail(errors.New("session store down"))
 		calls := sessions.calls.Load()
-		eventually(t, "failing re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
+		testwait.For(t, "failing re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "still there", Private: true})
 		expectData(t, s, "still there")
 		status, _, hdr := th.request(http.MethodGet, q, "", cookie("alice")...)
@@ -400,7 +401,7 @@ func TestAuthorizer_FailureKeepsStream(t *testing.T) {
 		}
 
 		sessions.fail(nil)
-		eventually(t, "the recovery logged", func() bool { return logs.count(slog.LevelInfo, "the authorizer works again") == 1 })
+		testwait.For(t, "the recovery logged", func() bool { return logs.count(slog.LevelInfo, "the authorizer works again") == 1 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "recovered", Private: true})
 		expectData(t, s, "recovered")
 		if n := th.Metrics().StreamsClosed[mercure.CloseRevoked] + th.Metrics().StreamsClosed[mercure.CloseGrantsChanged]; n != 0 {
@@ -449,7 +450,7 @@ func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
 		sessions.block = true
 		sessions.mu.Unlock()
 		calls := sessions.calls.Load()
-		eventually(t, "a re-check under way", func() bool { return sessions.calls.Load() > calls })
+		testwait.For(t, "a re-check under way", func() bool { return sessions.calls.Load() > calls })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := th.Shutdown(ctx); err != nil {

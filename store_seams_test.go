@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The seams between a hub and its store: the live feed's status, a store
@@ -365,7 +366,7 @@ func TestSubscriptionStore(t *testing.T) {
 	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1") + "&match_urlpattern=" + url.QueryEscape("/books/:id"))
 	// The stream's subscriptions reach the store, then their events,
 	// after its headers (ACT-2): the stream does not wait for them.
-	eventually(t, "the stream's subscription events", func() bool {
+	testwait.For(t, "the stream's subscription events", func() bool {
 		b, err := store.Replay(context.Background(), mercure.Earliest)
 		n := 0
 		for range b.Events {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
@@ -51,16 +52,6 @@ func withoutPosition(body string) string {
 	return body
 }
 
-// waitFor polls cond: the stream runs on its own goroutine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // serveStream runs a stream of h for query on a flushCounter, once its
 // headers are flushed; stop ends it and shuts h down.
 func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func()) {
@@ -72,7 +63,7 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 		defer close(done)
 		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
 	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	testwait.For(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
 	return w, func() {
 		cancel()
 		<-done
@@ -99,7 +90,7 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 	// headers': nothing was written within the delay.
 	start := time.Now()
 	publish()
-	waitFor(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
+	testwait.For(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
 	if d := time.Since(start); d >= 500*time.Millisecond {
 		t.Fatalf("the first update took %v: it waited for the one-second delay", d)
 	}
@@ -111,7 +102,7 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The flush follows the last write: wait for it too.
-	waitFor(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
+	testwait.For(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
 	if _, flushes := w.state(); flushes != 3 {
 		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
 	}
@@ -135,7 +126,7 @@ func TestWriteDelayDoesNotOverflow(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	waitFor(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
+	testwait.For(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
 	if st := h.Stats(); st.Overflows != 0 {
 		t.Fatalf("%d overflows", st.Overflows)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // subscriptionDoc decodes a subscription event's data (ACT-9), keeping the
@@ -360,7 +361,7 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 		t.Fatalf("replayed %+v", ev)
 	}
 	// The appends come after, and wait.
-	eventually(t, "the start events", func() bool { return store.waiting.Load() == 1 })
+	testwait.For(t, "the start events", func() bool { return store.waiting.Load() == 1 })
 	goPublish(t, th, mercure.Update{Topics: []string{"urn:t:1"}, Data: "live"})
 	expectData(t, s, "live")
 
@@ -379,7 +380,7 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 	case <-time.After(4 * time.Second):
 		t.Fatal("Shutdown waited for the store past its deadline")
 	}
-	eventually(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
+	testwait.For(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
 }
 
 // ACT-2: a subscription's end event never precedes its start event, even
@@ -392,17 +393,17 @@ func TestACT2_EndFollowsStart(t *testing.T) {
 	}
 	th := startHubServer(t, h, h)
 	s := th.subscribe("match=urn:a")
-	eventually(t, "the start event", func() bool { return store.waiting.Load() == 1 })
+	testwait.For(t, "the start event", func() bool { return store.waiting.Load() == 1 })
 	s.close()
 	// The stream's end is under way once the hub lists its subscription
 	// no more; its end event must wait for the start.
-	eventually(t, "the stream to end", func() bool {
+	testwait.For(t, "the stream to end", func() bool {
 		subs, err := h.Subscriptions(context.Background())
 		return err == nil && len(subs) == 0
 	})
 	close(store.release)
 	var got []string
-	eventually(t, "both events", func() bool {
+	testwait.For(t, "both events", func() bool {
 		b, err := store.Replay(context.Background(), mercure.Earliest)
 		got = got[:0]
 		for e := range b.Events {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // tracedHub is a test hub whose spans an SDK provider records.
@@ -149,7 +150,7 @@ func TestTracing_SubscribeAndReplay(t *testing.T) {
 	s := th.subscribe("match=urn%3Aa&last_event_id=earliest")
 	expectData(t, s, "1")
 	expectData(t, s, "2")
-	eventually(t, "the subscribe span ends while the stream is open", func() bool {
+	testwait.For(t, "the subscribe span ends while the stream is open", func() bool {
 		return len(ended(rec, "mercure.subscribe")) == 1
 	})
 	sub := one(t, rec, "mercure.subscribe")

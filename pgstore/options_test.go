@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 )
 
@@ -79,7 +80,7 @@ func TestMaxAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, "new")
-	waitFor(t, "the old event to go", func() bool {
+	testwait.For(t, "the old event to go", func() bool {
 		got := ids(replayAll(t, s, mercure.Earliest))
 		return len(got) == 1 && got[0] == "new"
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/mercurekit/mercure/internal/netproxy"
 	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/ssetest"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -79,7 +80,7 @@ func TestPublishTxAfterRestart(t *testing.T) {
 	srv.Start()
 	f.wantStatus(t, false, 20*time.Second)
 	ctx := context.Background()
-	waitFor(t, "a transaction to commit", func() bool {
+	testwait.For(t, "a transaction to commit", func() bool {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return publishTx(s, tx, upd("in-tx")) }) == nil
 	})
 	if got := ids(f.settle(t, 2)); strings.Join(got, " ") != "before in-tx" {
@@ -123,17 +124,6 @@ func TestAppendNumbersOrphansFirst(t *testing.T) {
 	}
 	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); len(ids) != 2 || ids[0] != "orphan" || ids[1] != "mine" {
 		t.Fatalf("replay %q", ids)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -201,10 +191,10 @@ func TestSharedSubscriptions(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "each hub to list both subscribers", func() bool { return listed(a) == 2 && listed(b) == 2 })
+	testwait.For(t, "each hub to list both subscribers", func() bool { return listed(a) == 2 && listed(b) == 2 })
 	// A dies: its pool goes first, so that its store cannot withdraw
 	// its subscriptions nor refresh them.
 	a.pool.Close()
 	a.store.Close()
-	waitFor(t, "A's subscriber to expire from B's list", func() bool { return listed(b) == 1 })
+	testwait.For(t, "A's subscriber to expire from B's list", func() bool { return listed(b) == 1 })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/mercurekit/mercure/internal/ssetest"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/redisstore"
 	"github.com/mercurekit/mercure/storetest"
 	"github.com/redis/go-redis/v9"
@@ -216,17 +217,6 @@ func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
 	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestHungRedis pauses Redis (it accepts nothing and answers nothing, as
 // a hung process or a dropped network): with ContextTimeoutEnabled, Append
 // fails within WithTimeout, the feed reports the outage within about a
@@ -287,7 +277,7 @@ func TestGapDuringShutdown(t *testing.T) {
 	}
 	ctx := context.Background()
 	appendN(t, b, "first", 1)
-	waitFor(t, "the first event", func() bool { return h.LastEventID() == "first" })
+	testwait.For(t, "the first event", func() bool { return h.LastEventID() == "first" })
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -444,13 +444,7 @@ func TestSubscriptionStore(t *testing.T) {
 
 	// The stream ends: the store gets the same subscriptions, not active.
 	s.close()
-	deadline := time.Now().Add(10 * time.Second)
-	for updates = store.recorded(); len(updates) < 2; updates = store.recorded() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the end of the stream never reached the store: %+v", updates)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "the end of the stream to reach the store", func() bool { updates = store.recorded(); return len(updates) >= 2 })
 	if len(updates) != 2 {
 		t.Fatalf("UpdateSubscriptions calls %+v, want 2", updates)
 	}
@@ -472,13 +466,7 @@ func TestSubscriptionStore(t *testing.T) {
 	}
 
 	// Each event came after the listing changed: start and end (ACT-17).
-	deadline = time.Now().Add(10 * time.Second)
-	for endEvents(t, store.MemoryStore) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the end events never reached the store")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "the end events to reach the store", func() bool { return endEvents(t, store.MemoryStore) >= 2 })
 	store.mu.Lock()
 	misordered := store.misordered
 	store.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -73,63 +74,68 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 
 // WithWriteDelay: updates that arrive within the delay of the last write go
 // out together, in one write and one flush; a first update goes out at once.
+// The test runs in a synctest bubble: the delay passes on its clock.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, stop := serveStream(t, h, "match=x")
-	defer stop()
-
-	publish := func() {
-		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// The first update goes out at once, with its own flush after the
-	// headers': nothing was written within the delay.
-	start := time.Now()
-	publish()
-	testwait.For(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
-	if d := time.Since(start); d >= 500*time.Millisecond {
-		t.Fatalf("the first update took %v: it waited for the one-second delay", d)
-	}
-	// Nine more, 5 ms apart: without a delay each would get its own
-	// write; all arrive well inside the one-second delay, and go out
-	// together when it ends.
-	for range 9 {
+		w, stop := serveStream(t, h, "match=x")
+		defer stop()
+
+		publish := func() {
+			if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first update goes out at once, with its own flush after the
+		// headers': nothing was written within the delay.
+		start := time.Now()
 		publish()
-		time.Sleep(5 * time.Millisecond)
-	}
-	// The flush follows the last write: wait for it too.
-	testwait.For(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
-	if _, flushes := w.state(); flushes != 3 {
-		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
-	}
+		testwait.For(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
+		if d := time.Since(start); d >= 500*time.Millisecond {
+			t.Fatalf("the first update took %v: it waited for the one-second delay", d)
+		}
+		// Nine more, 5 ms apart: without a delay each would get its own
+		// write; all arrive well inside the one-second delay, and go out
+		// together when it ends.
+		for range 9 {
+			publish()
+			time.Sleep(5 * time.Millisecond)
+		}
+		// The flush follows the last write: wait for it too.
+		testwait.For(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
+		if _, flushes := w.state(); flushes != 3 {
+			t.Fatalf("%d flushes for 10 updates, want 3", flushes)
+		}
+	})
 }
 
 // A write delay never lets the queue overflow: once it is half full the
-// writer stops waiting.
+// writer stops waiting (in a synctest bubble, as above).
 func TestWriteDelayDoesNotOverflow(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
-		WithLimits(Limits{QueueEvents: 8}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, stop := serveStream(t, h, "match=x")
-	defer stop()
-	// One update every 2 ms: within the one-second delay a queue of 8
-	// would overflow after 16 ms; half full, the writer must go at once.
-	for range 40 {
-		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
+			WithLimits(Limits{QueueEvents: 8}))
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	testwait.For(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
-	if st := h.Stats(); st.Overflows != 0 {
-		t.Fatalf("%d overflows", st.Overflows)
-	}
+		w, stop := serveStream(t, h, "match=x")
+		defer stop()
+		// One update every 2 ms: within the one-second delay a queue of 8
+		// would overflow after 16 ms; half full, the writer must go at once.
+		for range 40 {
+			if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		testwait.For(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
+		if st := h.Stats(); st.Overflows != 0 {
+			t.Fatalf("%d overflows", st.Overflows)
+		}
+	})
 }
 
 // The hub refuses topics the resolver would not parse.

@@ -22,6 +22,7 @@ import (
 // MaxPatternsPerPrefix), a token holder still subscribes to a new one
 // there; an anonymous client does not.
 func TestBudgets_AnonymousPatternsLeaveRoom(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers(),
 		mercure.WithLimits(mercure.Limits{MaxPatternsPerPrefix: 16, MaxPatternsPerTopic: 1024}))
 	pattern := func(i int) string {
@@ -57,6 +58,7 @@ func TestBudgets_AnonymousPatternsLeaveRoom(t *testing.T) {
 // Anonymous streams are capped by MaxAnonymousConnections; token holders
 // still connect beyond.
 func TestBudgets_AnonymousConnections(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers(),
 		mercure.WithLimits(mercure.Limits{MaxConnections: 4, MaxAnonymousConnections: 2}))
 	for range 2 {

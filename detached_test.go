@@ -147,6 +147,7 @@ func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
 // Events and keep-alives reach a detached stream as chunks; its response
 // says that the connection ends with it.
 func TestDetached_EventsAndKeepAlives(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithKeepAlive(50*time.Millisecond))
 	rs := dialStream(t, th, "match=x")
 	if !rs.close {
@@ -175,6 +176,7 @@ func TestDetached_EventsAndKeepAlives(t *testing.T) {
 
 // Through the Go client: events, several subscribers, Last-Event-ID.
 func TestDetached_ReplayThenLive(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t)
 	first := th.mustPost("topic=x&data=1")
 	second := th.mustPost("topic=x&data=2")
@@ -192,6 +194,7 @@ func TestDetached_ReplayThenLive(t *testing.T) {
 // timeout, as a goroutine stream is: its slot is freed, without an
 // overflow.
 func TestDetached_WriteTimeout(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithWriteTimeout(200*time.Millisecond),
 		mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueBytes: 1 << 30, MaxQueuedBytes: 1 << 31}))
 	dialStream(t, th, "match=x") // never read
@@ -212,6 +215,7 @@ func TestDetached_WriteTimeout(t *testing.T) {
 
 // A stream whose queue overflows is dropped; the others go on.
 func TestDetached_Overflow(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithWriteTimeout(time.Hour))
 	slow := dialStream(t, th, "match=x") // never read
 	fast := th.subscribe("match=x")
@@ -238,6 +242,7 @@ func TestDetached_Overflow(t *testing.T) {
 // Streams end with their maximum lifetime, cleanly: the chunked body has
 // its last chunk.
 func TestDetached_Expiry(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithMaxStreamLifetime(200*time.Millisecond))
 	rs := dialStream(t, th, "match=x")
 	for {
@@ -255,6 +260,7 @@ func TestDetached_Expiry(t *testing.T) {
 // A client that leaves frees its stream at once, without any write to
 // its connection telling the hub.
 func TestDetached_ClientGone(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithKeepAlive(time.Hour))
 	for range 3 {
 		dialStream(t, th, "match=x").conn.Close()
@@ -273,6 +279,7 @@ func TestDetached_ClientGone(t *testing.T) {
 // A request pipelined behind the subscription: the connection cannot be
 // handed over, and is closed.
 func TestDetached_PipelinedRequest(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t)
 	conn, err := net.Dial("tcp", th.srv.Listener.Addr().String())
 	if err != nil {
@@ -326,6 +333,7 @@ func TestDetached_Shutdown(t *testing.T) {
 // With a write delay, updates that arrive within the delay of the last
 // write go out together, in one chunk; the first goes out at once.
 func TestDetached_WriteDelay(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithWriteDelay(time.Second), mercure.WithKeepAlive(time.Hour))
 	rs := dialStream(t, th, "match=x")
 	first := th.mustPost("topic=x")
@@ -357,6 +365,7 @@ func (l *logBuffer) count(s string) int {
 // HTTP/2 streams are written by their goroutines; the hub says so
 // once.
 func TestDetached_HTTP2FallsBack(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h, err := mercure.New(testHubURL, mercure.WithDetachedStreams(), mercure.WithLogger(logs.logger()))
 	if err != nil {
@@ -403,6 +412,7 @@ func (p plainWriter) Flush()                      { p.w.(http.Flusher).Flush() }
 // Behind middleware that cannot give the connection up, streams are
 // written by their goroutines; the hub says so once.
 func TestDetached_MiddlewareFallsBack(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(),
 		mercure.WithDetachedStreams(), mercure.WithLogger(logs.logger()))
@@ -495,6 +505,7 @@ func TestDetached_ChurnLeaksNothing(t *testing.T) {
 // HTTP/1.1 over TLS is detached too: the stream writes through the TLS
 // connection, and the poller watches the socket under it.
 func TestDetached_TLS(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL, mercure.WithDetachedStreams())
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 // write timeout are ended, those that hold the most first; a stream that keeps up is never
 // ended for the budget, and gets every update.
 func TestMaxQueuedBytes(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, err := New("https://example.com/.well-known/mercure",
 			WithLimits(Limits{MaxBodyBytes: 4 << 10, QueueBytes: 64 << 10, MaxQueuedBytes: 64 << 10}))
@@ -166,6 +167,7 @@ func (s *heldReplayStore) Replay(ctx context.Context, id string) (Backlog, error
 // outlasts its time ends its stream, and frees its slot. The test runs in
 // a synctest bubble: the waits pass on its clock.
 func TestReplaySlotsAndTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ms, err := NewMemoryStore(10)
 		if err != nil {
@@ -252,6 +254,7 @@ func (o *holder) Ended() func() { return nil }
 // nothing; the others go through once the dispatcher catches up. A POST
 // gets 503 after publishWait, which passes on the synctest bubble's clock.
 func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, err := New("https://example.com/.well-known/mercure", WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}),
 			WithIssuer(Issuer{ID: "https://example.com", SubscriberKeys: hmacKeys(t)}))

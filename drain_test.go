@@ -35,6 +35,7 @@ func wantDrainRetry(t *testing.T, ev sseEvent) {
 // clock, and nothing happens between two of the test's steps unless the
 // test lets time pass.
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		th := startBubbleHub(t, nil, mercure.WithInsecurePublishing(), mercure.WithDrain(3*time.Second))
 		const n = 12
@@ -116,6 +117,7 @@ func TestDrain(t *testing.T) {
 
 // A drain never outlasts Shutdown's context: it is compressed to fit.
 func TestDrain_FitsTheContext(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithDrain(time.Hour))
 	s := th.subscribe("match=urn%3Aa")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
@@ -128,6 +130,7 @@ func TestDrain_FitsTheContext(t *testing.T) {
 }
 
 func TestWithDrain_RejectsNegative(t *testing.T) {
+	t.Parallel()
 	if _, err := mercure.New(testHubURL, mercure.WithDrain(-time.Second)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
 	}
@@ -138,6 +141,7 @@ func TestWithDrain_RejectsNegative(t *testing.T) {
 // returns once they ended rather than wait its whole deadline, and no
 // stream is cut.
 func TestDrain_RegisterOnShutdownRecipe(t *testing.T) {
+	t.Parallel()
 	hub, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDrain(time.Second))
 	if err != nil {
 		t.Fatal(err)

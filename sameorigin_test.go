@@ -22,6 +22,7 @@ import (
 // no Origin but Sec-Fetch-Site: same-origin; older browsers a Referer.
 // A token in the Authorization header is not ambient: no rule applies.
 func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
+	t.Parallel()
 	const (
 		hubOrigin  = "https://example.com"
 		corsOrigin = "https://app.example.org"

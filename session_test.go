@@ -100,6 +100,7 @@ func startSessionHub(t *testing.T, sessions *appSessions, opts ...mercure.Option
 // clients are refused unless allowed, and then get public updates only
 // (AUTH-2).
 func TestAuthorizer_PrivateUpdates(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subject: "alice", Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startSessionHub(t, sessions, mercure.WithInsecurePublishing())
@@ -125,6 +126,7 @@ func TestAuthorizer_PrivateUpdates(t *testing.T) {
 }
 
 func TestAuthorizer_AnonymousAllowed(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: "*"}}})
 	th := startSessionHub(t, sessions, mercure.WithInsecurePublishing(), mercure.WithAnonymousSubscribers())
@@ -141,6 +143,7 @@ func TestAuthorizer_AnonymousAllowed(t *testing.T) {
 // by the token alone, whatever its session; an invalid token is refused,
 // never passed to the Authorizer (AUTH-14).
 func TestAuthorizer_TokenDecides(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startSessionHub(t, sessions, withAuthIssuer(t), mercure.WithInsecurePublishing())
@@ -162,6 +165,7 @@ func TestAuthorizer_TokenDecides(t *testing.T) {
 // a hub that never re-checks within the test: an invalid token never
 // reaches it.
 func TestAuthorizer_InvalidTokenNotPassedOn(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startHub(t, nil, withAuthIssuer(t), mercure.WithAuthorizer(sessions.authorize, time.Hour))
@@ -187,6 +191,7 @@ func TestAuthorizer_InvalidTokenNotPassedOn(t *testing.T) {
 // topic (AUTH-34); a session is ambient like a cookie, so a publish it
 // authorizes must come from the hub's origin or a CORS one (SEC-4).
 func TestAuthorizer_Publish(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Publish: []mercure.Match{{Pattern: "https://example.com/a{/*}?", Type: mercure.MatchURLPattern}}})
 	sessions.set("bob", &mercure.Access{Subscribe: []mercure.Match{{Pattern: "*"}}})
@@ -230,6 +235,7 @@ func TestAuthorizer_Publish(t *testing.T) {
 // subscribe grants (ACT-13), and a subscription carries the session's
 // payload (AUTH-41).
 func TestAuthorizer_SubscriptionsAPI(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	const api = "/.well-known/mercure/subscriptions{/*}?"
 	sessions.set("alice", &mercure.Access{
@@ -282,6 +288,7 @@ func TestAuthorizer_SubscriptionsAPI(t *testing.T) {
 // TestAuthorizer_Replay: a resuming stream gets the private updates its
 // session grants from history, as with a token (REC-5).
 func TestAuthorizer_Replay(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startSessionHub(t, sessions, mercure.WithInsecurePublishing())
@@ -315,6 +322,7 @@ func endsCleanly(t *testing.T, s *subscription) {
 // TestAuthorizer_RevokedSessionEndsStream: a stream whose session ends is
 // ended at a re-check, and its reconnection is refused.
 func TestAuthorizer_RevokedSessionEndsStream(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -345,6 +353,7 @@ func TestAuthorizer_RevokedSessionEndsStream(t *testing.T) {
 // or payload changed ends, so that the client reconnects with its new
 // rights; it resumes with Last-Event-ID and misses nothing.
 func TestAuthorizer_ChangedGrantsEndStream(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -379,6 +388,7 @@ func TestAuthorizer_ChangedGrantsEndStream(t *testing.T) {
 // keep their rights, new requests without a token get 503, and the
 // failure is logged once.
 func TestAuthorizer_FailureKeepsStream(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -413,6 +423,7 @@ func TestAuthorizer_FailureKeepsStream(t *testing.T) {
 // TestAuthorizer_InvalidAccess: an Access the hub cannot use is the
 // application's bug: 500, and an error logged wrapping ErrInvalidAccess.
 func TestAuthorizer_InvalidAccess(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	for id, a := range map[string]*mercure.Access{
 		"pattern": {Subscribe: []mercure.Match{{Pattern: "https://example.com/(", Type: mercure.MatchURLPattern}}},
@@ -441,6 +452,7 @@ func TestAuthorizer_InvalidAccess(t *testing.T) {
 // for an Authorizer that honours its context, and leaves no goroutine
 // (TestMain checks).
 func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -461,6 +473,7 @@ func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
 }
 
 func TestWithAuthorizer_Invalid(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	for name, opt := range map[string]mercure.Option{
 		"nil":  mercure.WithAuthorizer(nil, time.Minute),

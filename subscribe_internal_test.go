@@ -76,6 +76,7 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 // out together, in one write and one flush; a first update goes out at once.
 // The test runs in a synctest bubble: the delay passes on its clock.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
 		if err != nil {
@@ -115,6 +116,7 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 // A write delay never lets the queue overflow: once it is half full the
 // writer stops waiting (in a synctest bubble, as above).
 func TestWriteDelayDoesNotOverflow(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
 			WithLimits(Limits{QueueEvents: 8}))
@@ -140,6 +142,7 @@ func TestWriteDelayDoesNotOverflow(t *testing.T) {
 
 // The hub refuses topics the resolver would not parse.
 func TestMaxTopicBytesMatchesResolver(t *testing.T) {
+	t.Parallel()
 	if MaxTopicBytes != topicurl.MaxTopicLength {
 		t.Fatalf("MaxTopicBytes %d, resolver limit %d", MaxTopicBytes, topicurl.MaxTopicLength)
 	}

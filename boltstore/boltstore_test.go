@@ -24,18 +24,21 @@ func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store 
 }
 
 func TestSuite(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"))
 	})
 }
 
 func TestSuiteWithRetention(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
 	})
 }
 
 func TestSuiteRetention(t *testing.T) {
+	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(keep))
 	})
@@ -79,6 +82,7 @@ func idsOf(evs []*mercure.Event) string {
 }
 
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path)
 	want := appendIDs(t, s, "a", "b", "c")
@@ -109,6 +113,7 @@ func TestReopen(t *testing.T) {
 // sends it again to the restarted process: it is recorded once. With
 // WithRetryWindow(0), every append is recorded.
 func TestRetryAfterReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path)
 	first := appendIDs(t, s, "order-1")[0]
@@ -137,6 +142,7 @@ func TestRetryAfterReopen(t *testing.T) {
 // TestLatestID checks that the last event id survives a restart, for the
 // store and for a hub started on it (REC-13).
 func TestLatestID(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path)
 	if got := s.LatestID(); got != mercure.Earliest {
@@ -162,6 +168,7 @@ func TestLatestID(t *testing.T) {
 }
 
 func TestRetentionByCount(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path, boltstore.WithMaxEvents(3))
 	appendIDs(t, s, "a", "x", "b", "x", "c", "d")
@@ -190,6 +197,7 @@ func TestRetentionByCount(t *testing.T) {
 }
 
 func TestRetentionByAge(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -232,6 +240,7 @@ func TestRetentionByAge(t *testing.T) {
 // TestReplayLargeHistory checks replays from cursors across page
 // boundaries of a large history.
 func TestReplayLargeHistory(t *testing.T) {
+	t.Parallel()
 	const n = 20000
 	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
 	defer s.Close()
@@ -286,6 +295,7 @@ func fill(t testing.TB, s mercure.Store, n int) {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

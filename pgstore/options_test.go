@@ -12,6 +12,7 @@ import (
 
 // TestInvalidOptions: options refuse bad values rather than clamp them.
 func TestInvalidOptions(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]pgstore.Option{
 		"prefix uppercase":      pgstore.WithPrefix("Mercure"),
 		"prefix quoted":         pgstore.WithPrefix(`x"; DROP TABLE y; --`),
@@ -37,6 +38,7 @@ func TestInvalidOptions(t *testing.T) {
 // TestSchemaVersion: tables of a later version are refused; a second
 // store on the same tables does not migrate them again.
 func TestSchemaVersion(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix)
 	mustAppend(t, s, "kept")
@@ -51,6 +53,7 @@ func TestSchemaVersion(t *testing.T) {
 
 // TestClosed: a closed store refuses calls with ErrClosed.
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix)
 	s.Close()
@@ -73,6 +76,7 @@ func TestClosed(t *testing.T) {
 
 // TestMaxAge: events older than WithMaxAge are deleted by the feed.
 func TestMaxAge(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix, pgstore.WithMaxAge(3600e9))
 	mustAppend(t, s, "old")

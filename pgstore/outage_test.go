@@ -69,6 +69,7 @@ func TestOutageSuite(t *testing.T) {
 // PostgreSQL killed and restarted: an update published in a transaction
 // after the restart is delivered once, in order after those before.
 func TestPublishTxAfterRestart(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	pool := newPool(t, srv.DSN)
 	s := open(t, pool, "mercure", pgstore.WithTimeout(time.Second), pgstore.WithPollInterval(100*time.Millisecond))
@@ -92,6 +93,7 @@ func TestPublishTxAfterRestart(t *testing.T) {
 // seq (its PublishTx notification lost, or its hub killed before a
 // round) delays the update until a store's poll, never loses it.
 func TestCrashBeforeSequencing(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix, pgstore.WithPollInterval(50*time.Millisecond))
 	f := listen(t, s)
@@ -108,6 +110,7 @@ func TestCrashBeforeSequencing(t *testing.T) {
 // (here a transaction's, whose notification was lost), then its own
 // after them: committed earlier, delivered earlier.
 func TestAppendNumbersOrphansFirst(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix, pgstore.WithPollInterval(time.Hour))
 	f := listen(t, s)
@@ -172,6 +175,7 @@ func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
 // subscribers of all (ACT-12 across instances); those of a hub that dies
 // without a word expire.
 func TestSharedSubscriptions(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
 	ttl := pgstore.WithSubscriptionTTL(600 * time.Millisecond)

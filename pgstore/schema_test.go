@@ -44,6 +44,7 @@ func migrateWith(t *testing.T, pool *pgxpool.Pool, prefix string, from int, stmt
 // until the application has run the statements of Migrations; then the
 // store works on the tables they made.
 func TestWithoutMigrations(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	ctx := context.Background()
 	_, err := pgstore.New(ctx, pool, pgstore.WithPrefix(prefix), pgstore.WithoutMigrations())
@@ -65,6 +66,7 @@ func TestWithoutMigrations(t *testing.T) {
 // naming the migration to run; Migrations(prefix, 1) takes them to the
 // current version, as New does for another prefix, keeping the event.
 func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, byApp := range []bool{false, true} {
 		pool, prefix := db(t)
@@ -101,6 +103,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 }
 
 func TestMigrationsRefuses(t *testing.T) {
+	t.Parallel()
 	if _, err := pgstore.Migrations("Bad Prefix", 0); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Errorf("bad prefix: %v", err)
 	}
@@ -116,6 +119,7 @@ func TestMigrationsRefuses(t *testing.T) {
 
 // The tests' cleanup drops every table and function a store creates.
 func TestCleanupLeavesNothing(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix)
 	mustAppend(t, s, "x")
@@ -135,9 +139,12 @@ func TestCleanupLeavesNothing(t *testing.T) {
 // read-only connection. The rows of a store that stopped refreshing them
 // are not listed, and another store's feed deletes them within a TTL.
 func TestSubscriptionsListingIsRead(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	ctx := context.Background()
-	ttl := pgstore.WithSubscriptionTTL(200 * time.Millisecond)
+	// Long enough that the writer's refreshes keep its rows live on a
+	// loaded machine; the dead store's rows are swept within it.
+	ttl := pgstore.WithSubscriptionTTL(2 * time.Second)
 	writer := open(t, pool, prefix, ttl)
 	sub := mercure.Subscription{ID: "/s/1", Type: "Subscription", MatchType: "exact", Match: "x", Subscriber: "urn:a", Active: true}
 	if err := writer.UpdateSubscriptions(ctx, []mercure.Subscription{sub}); err != nil {

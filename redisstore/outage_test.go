@@ -111,6 +111,7 @@ func TestOutageSuite(t *testing.T) {
 // retries the script, which finds its event already recorded and returns
 // that entry. The update is recorded and delivered once.
 func TestAppendRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
 	admin, key := client(t)
 	proxy := newProxy(t, admin.Options().Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
@@ -149,6 +150,7 @@ func TestAppendRetryIsIdempotent(t *testing.T) {
 // TestLatestID checks that a store, and a hub started on it, know the
 // last event of a stream with history (REC-13).
 func TestLatestID(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	a := open(t, rdb, key)
 	defer a.Close()
@@ -267,6 +269,7 @@ func (s slowUnlisten) Listen(l mercure.Listener) func() {
 // not deadlock (the hub's feedGap and Shutdown, the store's listeners
 // lock).
 func TestGapDuringShutdown(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	a, b := open(t, rdb, key), open(t, rdb, key)
 	defer a.Close()
@@ -301,6 +304,7 @@ func TestGapDuringShutdown(t *testing.T) {
 // deadline; it asks for fewer entries per read and catches up, instead of
 // retrying the same read forever.
 func TestLargeBacklogOnSlowLink(t *testing.T) {
+	t.Parallel()
 	admin, key := client(t)
 	p := newProxy(t, admin.Options().Addr)
 	p.rate = 20 << 20 // 20 MiB/s
@@ -341,6 +345,7 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 // TestBusyRedisIsNotAnOutage: a Redis busy for 1.5 s (a slow script, a
 // large deletion) is not reported as a failing feed.
 func TestBusyRedisIsNotAnOutage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, false)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()

@@ -135,6 +135,7 @@ func TestSharedSubscriptionsWithdrawn(t *testing.T) {
 // first write after it adds a subscription: the store notices that the
 // others were lost with the hash and writes them again.
 func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, false)
 	const ttl = 900 * time.Millisecond
 	mk := func() *redisstore.Store {
@@ -227,6 +228,7 @@ func active(id string, on bool) mercure.Subscription {
 // concurrently. The store must still notice that X was lost and rewrite
 // it.
 func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
+	t.Parallel()
 	admin, key := client(t)
 	t.Cleanup(func() { admin.Del(context.Background(), key+":hubs") })
 	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})

@@ -24,14 +24,12 @@ func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store 
 }
 
 func TestSuite(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"))
 	})
 }
 
 func TestSuiteWithRetention(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
 	})

@@ -9,7 +9,6 @@ import (
 )
 
 func TestSuite(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		pool, prefix := db(t)
 		return open(t, pool, prefix)

@@ -304,7 +304,6 @@ func TestGapDuringShutdown(t *testing.T) {
 // deadline; it asks for fewer entries per read and catches up, instead of
 // retrying the same read forever.
 func TestLargeBacklogOnSlowLink(t *testing.T) {
-	t.Parallel()
 	admin, key := client(t)
 	p := newProxy(t, admin.Options().Addr)
 	p.rate = 20 << 20 // 20 MiB/s

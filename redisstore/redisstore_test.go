@@ -51,7 +51,6 @@ func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstor
 }
 
 func TestSuite(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(0)) // no limit
@@ -61,7 +60,6 @@ func TestSuite(t *testing.T) {
 // TestSuiteWithMaxLen runs the suite with the default retention,
 // DefaultMaxLen: a store must have a bound unless told otherwise.
 func TestSuiteWithMaxLen(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		s := open(t, rdb, key)

@@ -37,6 +37,16 @@ func TestOutageSuite(t *testing.T) {
 			pool, prefix = db(t)
 			dsn = pool.Config().ConnString()
 		}
+		// The schema is created here, with the default timeout: the
+		// cases' stores have a short one, for the outages, which a loaded
+		// machine's migration could run out.
+		migrate := newPool(t, dsn)
+		s, err := pgstore.New(context.Background(), migrate, pgstore.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		migrate.Close()
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
 			t.Fatal(err)

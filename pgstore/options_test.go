@@ -85,7 +85,22 @@ func TestMaxAge(t *testing.T) {
 	}
 	mustAppend(t, s, "new")
 	testwait.For(t, "the old event to go", func() bool {
-		got := ids(replayAll(t, s, mercure.Earliest))
+		// A replay that the eviction overtakes reports the gap: it is
+		// the eviction happening, so look again.
+		b, err := s.Replay(context.Background(), mercure.Earliest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for e, err := range b.Events {
+			if errors.Is(err, mercure.ErrHistoryGap) {
+				return false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e.ID)
+		}
 		return len(got) == 1 && got[0] == "new"
 	})
 }

@@ -140,6 +140,7 @@ func subscribeStatus(th *testHub, tok string) int {
 }
 
 func TestAUTH21_AuthorizationServerTokens(t *testing.T) {
+	t.Parallel()
 	as := newFakeAS(t)
 	k1 := newECKey()
 	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
@@ -232,6 +233,7 @@ func TestAUTH21_KeyRotation(t *testing.T) {
 }
 
 func TestAUTH21_FailedRefreshKeepsLastGoodSet(t *testing.T) {
+	t.Parallel()
 	const limit = 100 * time.Millisecond
 	as := newFakeAS(t)
 	k1 := newECKey()
@@ -255,6 +257,7 @@ func TestAUTH21_FailedRefreshKeepsLastGoodSet(t *testing.T) {
 }
 
 func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
+	t.Parallel()
 	const limit = 200 * time.Millisecond
 	for _, c := range []struct {
 		name string
@@ -311,6 +314,7 @@ func wantRefused(t *testing.T, as *fakeAS, opts ...mercure.Option) {
 }
 
 func TestAUTH21_MetadataIssuerMismatch(t *testing.T) {
+	t.Parallel()
 	as := newFakeAS(t)
 	as.update(func(as *fakeAS) { as.issuer = as.id + "/" })
 	wantRefused(t, as, mercure.WithPrivateNetworkFetches())
@@ -320,6 +324,7 @@ func TestAUTH21_MetadataIssuerMismatch(t *testing.T) {
 }
 
 func TestAUTH21_NonHTTPSJWKSURI(t *testing.T) {
+	t.Parallel()
 	as := newFakeAS(t)
 	plain := httptest.NewServer(as.srv.Config.Handler)
 	t.Cleanup(plain.Close)
@@ -331,6 +336,7 @@ func TestAUTH21_NonHTTPSJWKSURI(t *testing.T) {
 }
 
 func TestSEC11_PrivateAddressesRefusedByDefault(t *testing.T) {
+	t.Parallel()
 	as := newFakeAS(t)
 	wantRefused(t, as)
 	if n := as.metaHits.Load() + as.jwksHits.Load(); n != 0 {
@@ -339,6 +345,7 @@ func TestSEC11_PrivateAddressesRefusedByDefault(t *testing.T) {
 }
 
 func TestAUTH21_AuthorizationServerOptions(t *testing.T) {
+	t.Parallel()
 	set := authKeySet(t, authPubKey)
 	for _, c := range []struct {
 		name string
@@ -359,6 +366,7 @@ func TestAUTH21_AuthorizationServerOptions(t *testing.T) {
 }
 
 func TestDIS7_AuthorizationServersListed(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL, withAuthIssuer(t),
 		mercure.WithIssuer(mercure.Issuer{ID: "https://as.example/tenant1", AuthorizationServer: true}),
 		mercure.WithIssuer(mercure.Issuer{ID: "https://as2.example", AuthorizationServer: true}))

@@ -9,6 +9,7 @@ import (
 // Streams whose grant sets have equal keys share rights: the key must be
 // one-to-one, whatever the strings in the tokens.
 func TestGrantSetKeyIsOneToOne(t *testing.T) {
+	t.Parallel()
 	exact := func(v string) matcher { return matcher{kind: index.Exact, typ: MatchExact, value: v} }
 	wild := matcher{kind: index.Wildcard, typ: "anything", value: "*"}
 	sets := [][]matcher{

@@ -199,6 +199,7 @@ func form(pairs ...string) string {
 // hub that validates tokens: status codes and Bearer challenges, and that
 // only granted updates are dispatched (AUTH-30, AUTH-34).
 func TestAUTH13_14_16_17_PublishChallenges(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	s := th.subscribe("match=*", "Authorization", "Bearer "+subToken(t, detail("subscribe", exactTopic("*"))))
 
@@ -328,6 +329,7 @@ func TestAUTH13_14_16_17_PublishChallenges(t *testing.T) {
 // TestAUTH2_SubscribeNeedsTokenByDefault: without WithAnonymousSubscribers
 // a hub with issuers refuses streams without a token (AUTH-2, AUTH-13).
 func TestAUTH2_SubscribeNeedsTokenByDefault(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	s, res := th.trySubscribe(http.MethodGet, "match=*", "")
 	if s != nil {
@@ -345,6 +347,7 @@ func TestAUTH2_SubscribeNeedsTokenByDefault(t *testing.T) {
 // TestAUTH2_AnonymousSubscribersGetPublicUpdatesOnly (AUTH-2, AUTH-35,
 // AUTH-36).
 func TestAUTH2_AnonymousSubscribersGetPublicUpdatesOnly(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
 	const topic = "https://example.com/books/1"
 	anon := th.subscribe("match=*")
@@ -358,6 +361,7 @@ func TestAUTH2_AnonymousSubscribersGetPublicUpdatesOnly(t *testing.T) {
 
 // TestAUTH35_GrantTopicDiffersFromRoutingTopic is the AUTH-35 example.
 func TestAUTH35_GrantTopicDiffersFromRoutingTopic(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
 	tok := subToken(t, detail("subscribe", patternTopic("https://example.com/teams/7/*")))
 	const q = "match_urlpattern=" + "https://example.com/orders/:id"
@@ -378,6 +382,7 @@ func TestAUTH35_GrantTopicDiffersFromRoutingTopic(t *testing.T) {
 // TestAUTH10_HeaderBeatsCookie: the Authorization header, when present, is
 // the only credential (AUTH-10); the cookie is used otherwise (AUTH-12).
 func TestAUTH10_HeaderBeatsCookie(t *testing.T) {
+	t.Parallel()
 	const topic = "https://example.com/books/1"
 	grant := detail("subscribe", exactTopic(topic))
 	valid := subToken(t, grant)
@@ -433,6 +438,7 @@ func TestAUTH10_HeaderBeatsCookie(t *testing.T) {
 // TestREC5_ReplayUsesCurrentToken: private events in history are replayed
 // only to streams whose current token grants them (REC-5, SEC-8).
 func TestREC5_ReplayUsesCurrentToken(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
 	goPublish(t, th, mercure.Update{Topics: []string{"https://example.com/start"}, ID: "start", Data: "start"})
 	goPublish(t, th, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "p1", Data: "p1", Private: true})
@@ -498,6 +504,7 @@ func TestAUTH37_StreamEndsAtTokenExpiry(t *testing.T) {
 // TestAUTH37_TokenWithinLeewayEndsAtOnce: a token whose exp has passed but
 // that is still within the verifier's leeway must not keep a stream open.
 func TestAUTH37_TokenWithinLeewayEndsAtOnce(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	c := authClaims(detail("subscribe", exactTopic("*")))
 	c["exp"] = time.Now().Add(-2 * time.Second).Unix()
@@ -519,6 +526,7 @@ func TestAUTH37_TokenWithinLeewayEndsAtOnce(t *testing.T) {
 // TestSEC4_CookiePublishNeedsSameOrigin: cookie-authenticated publishes
 // must come from the hub's origin (SEC-4).
 func TestSEC4_CookiePublishNeedsSameOrigin(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	const topic = "https://example.com/books/1"
 	tok := pubToken(t, detail("publish", exactTopic(topic)))
@@ -563,6 +571,7 @@ func TestSEC4_CookiePublishNeedsSameOrigin(t *testing.T) {
 // TestSEC4_ForbiddenChallengeHasResourceMetadata: AUTH-17/DIS-8 say every
 // challenge should carry resource_metadata, the SEC-4 refusal included.
 func TestSEC4_ForbiddenChallengeHasResourceMetadata(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	tok := pubToken(t, detail("publish", exactTopic("*")))
 	status, _, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/a", "data", "x"),
@@ -577,6 +586,7 @@ func TestSEC4_ForbiddenChallengeHasResourceMetadata(t *testing.T) {
 
 // TestDIS5_MetadataURL (DIS-5).
 func TestDIS5_MetadataURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ hub, url, path string }{
 		{"https://example.com/.well-known/mercure", "https://example.com/.well-known/oauth-protected-resource/.well-known/mercure", "/.well-known/oauth-protected-resource/.well-known/mercure"},
 		{"https://example.com/app/hub", "https://example.com/.well-known/oauth-protected-resource/app/hub", "/.well-known/oauth-protected-resource/app/hub"},
@@ -600,6 +610,7 @@ func TestDIS5_MetadataURL(t *testing.T) {
 // TestDIS8_ChallengeNamesMetadataURL: the challenge of a hub with a path
 // prefix points to its own metadata document.
 func TestDIS8_ChallengeNamesMetadataURL(t *testing.T) {
+	t.Parallel()
 	th := startHubAt(t, "https://example.com/app/hub", nil, withAuthIssuer(t))
 	status, _, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/a", "data", "x"))
 	want := `Bearer resource_metadata="https://example.com/.well-known/oauth-protected-resource/app/hub"`
@@ -610,6 +621,7 @@ func TestDIS8_ChallengeNamesMetadataURL(t *testing.T) {
 
 // TestDIS6_7_MetadataDocument (DIS-5 to DIS-7).
 func TestDIS6_7_MetadataDocument(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		hub, cookie string
 		opts        []mercure.Option
@@ -690,6 +702,7 @@ func TestDIS5_MetadataWithoutIssuers(t *testing.T) {
 // get a granted private update exactly once, and streams with another set
 // never get it.
 func TestAUTH35_FanOutSharedGrants(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	const granted, others = 200, 20
 	grant := detail("subscribe", patternTopic("https://example.com/books/:id"))
@@ -724,6 +737,7 @@ func TestAUTH35_FanOutSharedGrants(t *testing.T) {
 // default port, so a hub configured as https://example.com:443/... must
 // still accept a cookie publish with Origin https://example.com.
 func TestSEC4_HubURLWithDefaultPort(t *testing.T) {
+	t.Parallel()
 	th := startHubAt(t, "https://example.com:443/.well-known/mercure", nil, withAuthIssuer(t))
 	c := authClaims(detail("publish", exactTopic("*")))
 	c["aud"] = "https://example.com:443/.well-known/mercure"
@@ -738,6 +752,7 @@ func TestSEC4_HubURLWithDefaultPort(t *testing.T) {
 // TestAUTH16_SeveralAuthorizationHeaders: two Authorization headers are a
 // malformed credential, never two tries.
 func TestAUTH16_SeveralAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	valid := "Bearer " + subToken(t, detail("subscribe", exactTopic("*")))
 	req, err := http.NewRequest(http.MethodGet, th.endpoint()+"?match=*", nil)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Anonymous clients draw on their own share of the pattern budgets: once
@@ -23,6 +24,7 @@ import (
 // MaxPatternsPerPrefix), a token holder still subscribes to a new one
 // there; an anonymous client does not.
 func TestBudgets_AnonymousPatternsLeaveRoom(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers(),
 		mercure.WithLimits(mercure.Limits{MaxPatternsPerPrefix: 16, MaxPatternsPerTopic: 1024}))
 	pattern := func(i int) string {
@@ -58,6 +60,7 @@ func TestBudgets_AnonymousPatternsLeaveRoom(t *testing.T) {
 // Anonymous streams are capped by MaxAnonymousConnections; token holders
 // still connect beyond.
 func TestBudgets_AnonymousConnections(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers(),
 		mercure.WithLimits(mercure.Limits{MaxConnections: 4, MaxAnonymousConnections: 2}))
 	for range 2 {
@@ -187,7 +190,7 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 		// are over budget, or, when it stalled late (a busy machine can
 		// leave it under budget until the end), ended by the write
 		// timeout. No healthy stream ended for either.
-		eventually(t, "the stalled streams to end", func() bool { return th.Stats().Streams == healthy })
+		testwait.For(t, "the stalled streams to end", func() bool { return th.Stats().Streams == healthy })
 		m := th.Metrics()
 		paid := m.StreamsClosed[mercure.CloseQueueOverflow] + m.StreamsClosed[mercure.CloseWriteError]
 		if paid != uint64(len(stalled)) || m.StreamsClosed[mercure.CloseQueueOverflow] == 0 {

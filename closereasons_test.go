@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Close reasons say what happened, in both stream engines (issue 24 item
@@ -33,7 +34,7 @@ func TestCloseReasons_WriteTimeoutIsNotClientGone(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			// The stream is counted as closed once it is gone from Stats.
-			eventually(t, "the stream counted as closed", func() bool {
+			testwait.For(t, "the stream counted as closed", func() bool {
 				m := th.Metrics()
 				var n uint64
 				for _, c := range m.StreamsClosed {
@@ -51,9 +52,9 @@ func TestCloseReasons_WriteTimeoutIsNotClientGone(t *testing.T) {
 
 			// A reader that hangs up is client_gone.
 			s := th.subscribe("match=x")
-			eventually(t, "the stream open", func() bool { return th.Stats().Streams == 1 })
+			testwait.For(t, "the stream open", func() bool { return th.Stats().Streams == 1 })
 			s.close()
-			eventually(t, "the leaver counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseClientGone] == 1 })
+			testwait.For(t, "the leaver counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseClientGone] == 1 })
 			if got := th.Metrics().StreamsClosed[mercure.CloseWriteError]; got != 1 {
 				t.Fatalf("write_error %d after a client left, want 1", got)
 			}

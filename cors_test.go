@@ -13,6 +13,7 @@ import (
 // never "*" nor a reflected unlisted origin; Link and
 // Mercure-Last-Event-ID exposed; preflights answered.
 func TestSUB18_CORS(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithCORS("https://app.example.com", "http://localhost:3000"))
 	get := func(origin string, header ...string) *http.Response {
 		t.Helper()
@@ -68,6 +69,7 @@ func TestSUB18_CORS(t *testing.T) {
 }
 
 func TestSUB18_CORSOriginsAreValidated(t *testing.T) {
+	t.Parallel()
 	for _, o := range []string{"*", "https://*.example.com", "example.com", "https://example.com/path", "ftp://example.com"} {
 		if _, err := mercure.New(testHubURL, mercure.WithCORS(o)); !errors.Is(err, mercure.ErrInvalidOption) {
 			t.Errorf("origin %q: %v", o, err)
@@ -78,6 +80,7 @@ func TestSUB18_CORSOriginsAreValidated(t *testing.T) {
 // SEC-4 with CORS: a cookie-authenticated publish is accepted from an
 // allowlisted origin as from the hub's own, and refused from others.
 func TestSEC4_CookiePublishFromCORSOrigin(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithCORS("https://app.example.com"))
 	const topic = "https://example.com/books/1"
 	ck := mercure.DefaultCookieName + "=" + pubToken(t, detail("publish", exactTopic(topic)))

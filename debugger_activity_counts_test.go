@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The activity shows every figure the issue lists, from the hub's own
@@ -53,7 +54,7 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 			t.Log(last)
 		}
 	}()
-	eventually(t, "the activity's figures", func() bool {
+	testwait.For(t, "the activity's figures", func() bool {
 		req := mustRequest(t, http.MethodGet, th.srv.URL+debugPath+"activity?after=0", "")
 		req.Header.Set("Authorization", "Bearer "+tok)
 		code, body, _ := do(t, req)

@@ -50,6 +50,7 @@ func activity(t *testing.T, h *mercure.Hub, after uint64) activityDoc {
 // client can make the hub keep more. A page asks for the samples after
 // the last it has.
 func TestDebugger_ActivitySamples(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		everyone := func(*http.Request) (*mercure.Access, error) {
 			return &mercure.Access{Subscribe: []mercure.Match{{Pattern: "*"}}}, nil

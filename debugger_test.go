@@ -22,6 +22,7 @@ const debugPath = "/.well-known/mercure/debug/"
 // router: Mount registers none of its paths, and the hub itself answers
 // them 404 when a router hands them over.
 func TestDebugger_OffByDefault(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +56,7 @@ func TestDebugger_OffByDefault(t *testing.T) {
 // Content-Security-Policy that allows its own scripts and styles only,
 // forbids framing, and holds no inline script or style for it to allow.
 func TestDebugger_Page(t *testing.T) {
+	t.Parallel()
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithSubscriptions())
 	base := th.srv.URL + debugPath
 	status, page, hdr := do(t, mustRequest(t, http.MethodGet, base, ""))
@@ -157,6 +159,7 @@ func TestDebugger_Page(t *testing.T) {
 // /debug/, through every router and prefix the hub itself supports, and
 // its pages find the hub from their own path.
 func TestDebugger_Routing(t *testing.T) {
+	t.Parallel()
 	for _, c := range routingCases {
 		t.Run(c.name, func(t *testing.T) {
 			h, err := mercure.New(c.hubURL, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithLogger(nil))
@@ -178,6 +181,7 @@ func TestDebugger_Routing(t *testing.T) {
 // Which paths name the debugger: the hub path followed by /debug,
 // nothing that merely ends the same way.
 func TestDebugger_Paths(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithSubscriptions(), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +212,7 @@ func TestDebugger_Paths(t *testing.T) {
 // listed origins read the hub's answers with credentials, does not apply
 // to them.
 func TestDebugger_NoCORS(t *testing.T) {
+	t.Parallel()
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithCORS("https://app.example"))
 	tok := subToken(t, detail("subscribe", exactTopic("*")))
 	for _, method := range []string{http.MethodGet, http.MethodOptions} {
@@ -233,6 +238,7 @@ func TestDebugger_NoCORS(t *testing.T) {
 // to no other: 401 without credentials, 403 with grants that lack it,
 // each with a Bearer challenge and a problem document naming the grant.
 func TestDebugger_ActivityAuthorization(t *testing.T) {
+	t.Parallel()
 	session := func(r *http.Request) (*mercure.Access, error) {
 		switch r.Header.Get("X-Session") {
 		case "viewer":

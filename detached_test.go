@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // newDetachedHub starts a hub whose HTTP/1.1 streams are detached, whatever
@@ -127,7 +128,7 @@ func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
 	for i := range streams {
 		streams[i] = dialStream(t, th, "match=x")
 	}
-	eventually(t, "the handlers to return", func() bool { return runtime.NumGoroutine()-before < n/4 })
+	testwait.For(t, "the handlers to return", func() bool { return runtime.NumGoroutine()-before < n/4 })
 	id := th.mustPost("topic=x&data=hello")
 	for i, rs := range streams {
 		if c := rs.mustChunk(t); !strings.Contains(c, "id: "+id+"\n") {
@@ -146,6 +147,7 @@ func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
 // Events and keep-alives reach a detached stream as chunks; its response
 // says that the connection ends with it.
 func TestDetached_EventsAndKeepAlives(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithKeepAlive(50*time.Millisecond))
 	rs := dialStream(t, th, "match=x")
 	if !rs.close {
@@ -174,6 +176,7 @@ func TestDetached_EventsAndKeepAlives(t *testing.T) {
 
 // Through the Go client: events, several subscribers, Last-Event-ID.
 func TestDetached_ReplayThenLive(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t)
 	first := th.mustPost("topic=x&data=1")
 	second := th.mustPost("topic=x&data=2")
@@ -191,6 +194,7 @@ func TestDetached_ReplayThenLive(t *testing.T) {
 // timeout, as a goroutine stream is: its slot is freed, without an
 // overflow.
 func TestDetached_WriteTimeout(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithWriteTimeout(200*time.Millisecond),
 		mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueBytes: 1 << 30, MaxQueuedBytes: 1 << 31}))
 	dialStream(t, th, "match=x") // never read
@@ -211,6 +215,7 @@ func TestDetached_WriteTimeout(t *testing.T) {
 
 // A stream whose queue overflows is dropped; the others go on.
 func TestDetached_Overflow(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithWriteTimeout(time.Hour))
 	slow := dialStream(t, th, "match=x") // never read
 	fast := th.subscribe("match=x")
@@ -226,7 +231,7 @@ func TestDetached_Overflow(t *testing.T) {
 			t.Fatalf("fast subscriber got %s, want %d", ev.ID, i)
 		}
 	}
-	eventually(t, "the slow stream to end", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the slow stream to end", func() bool { return th.Stats().Streams == 1 })
 	// Its connection is closed, not ended cleanly: drain it to the cut.
 	slow.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.Copy(io.Discard, slow.br); err != nil {
@@ -237,6 +242,7 @@ func TestDetached_Overflow(t *testing.T) {
 // Streams end with their maximum lifetime, cleanly: the chunked body has
 // its last chunk.
 func TestDetached_Expiry(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithMaxStreamLifetime(200*time.Millisecond))
 	rs := dialStream(t, th, "match=x")
 	for {
@@ -248,30 +254,32 @@ func TestDetached_Expiry(t *testing.T) {
 			t.Fatalf("stream cut instead of ended: %v", err)
 		}
 	}
-	eventually(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
 }
 
 // A client that leaves frees its stream at once, without any write to
 // its connection telling the hub.
 func TestDetached_ClientGone(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithKeepAlive(time.Hour))
 	for range 3 {
 		dialStream(t, th, "match=x").conn.Close()
 	}
 	rs := dialStream(t, th, "match=x")
-	eventually(t, "the closed streams to be released", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the closed streams to be released", func() bool { return th.Stats().Streams == 1 })
 	id := th.mustPost("topic=x")
 	if c := rs.mustChunk(t); !strings.Contains(c, id) {
 		t.Fatalf("got %q", c)
 	}
 	// A client that sends anything more (a pipelined request) is gone too.
 	fmt.Fprintf(rs.conn, "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
-	eventually(t, "the stream to end", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to end", func() bool { return th.Stats().Streams == 0 })
 }
 
 // A request pipelined behind the subscription: the connection cannot be
 // handed over, and is closed.
 func TestDetached_PipelinedRequest(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t)
 	conn, err := net.Dial("tcp", th.srv.Listener.Addr().String())
 	if err != nil {
@@ -284,7 +292,7 @@ func TestDetached_PipelinedRequest(t *testing.T) {
 	if _, err := io.Copy(io.Discard, conn); err != nil {
 		t.Fatalf("connection not closed: %v", err)
 	}
-	eventually(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
 }
 
 // Shutdown ends detached streams cleanly: the Go client reads the end of
@@ -325,6 +333,7 @@ func TestDetached_Shutdown(t *testing.T) {
 // With a write delay, updates that arrive within the delay of the last
 // write go out together, in one chunk; the first goes out at once.
 func TestDetached_WriteDelay(t *testing.T) {
+	t.Parallel()
 	th := newDetachedHub(t, mercure.WithWriteDelay(time.Second), mercure.WithKeepAlive(time.Hour))
 	rs := dialStream(t, th, "match=x")
 	first := th.mustPost("topic=x")
@@ -356,6 +365,7 @@ func (l *logBuffer) count(s string) int {
 // HTTP/2 streams are written by their goroutines; the hub says so
 // once.
 func TestDetached_HTTP2FallsBack(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h, err := mercure.New(testHubURL, mercure.WithDetachedStreams(), mercure.WithLogger(logs.logger()))
 	if err != nil {
@@ -402,6 +412,7 @@ func (p plainWriter) Flush()                      { p.w.(http.Flusher).Flush() }
 // Behind middleware that cannot give the connection up, streams are
 // written by their goroutines; the hub says so once.
 func TestDetached_MiddlewareFallsBack(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(),
 		mercure.WithDetachedStreams(), mercure.WithLogger(logs.logger()))
@@ -482,7 +493,7 @@ func TestDetached_ChurnLeaksNothing(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, "every stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "every stream to be released", func() bool { return th.Stats().Streams == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
@@ -494,6 +505,7 @@ func TestDetached_ChurnLeaksNothing(t *testing.T) {
 // HTTP/1.1 over TLS is detached too: the stream writes through the TLS
 // connection, and the poller watches the socket under it.
 func TestDetached_TLS(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL, mercure.WithDetachedStreams())
 	if err != nil {
 		t.Fatal(err)
@@ -518,5 +530,5 @@ func TestDetached_TLS(t *testing.T) {
 	}
 	res.Body.Close()
 	srv.Client().CloseIdleConnections()
-	eventually(t, "the stream to be released", func() bool { return h.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return h.Stats().Streams == 0 })
 }

@@ -12,6 +12,7 @@ import (
 
 // DIS-2, DIS-3, DIS-4: the hub's discovery link, with quoted attributes.
 func TestDIS_Link(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +53,7 @@ func TestDIS_Link(t *testing.T) {
 // DIS-3: an application's resource may not advertise the type mercure,
 // nor a type the publish endpoint would refuse; nothing is written then.
 func TestDIS3_LinkTypeRules(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL)
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +78,7 @@ func TestDIS3_LinkTypeRules(t *testing.T) {
 
 // DIS-9: the rel="self" link names the canonical topic and stays one link.
 func TestDIS9_SelfLink(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"https://example.com/books/1":     `<https://example.com/books/1>; rel="self"`,
 		"https://example.com/a b>c":       `<https://example.com/a%20b%3Ec>; rel="self"`,
@@ -96,6 +99,7 @@ func TestDIS9_SelfLink(t *testing.T) {
 // Mount registers the hub and its metadata document in one call, under
 // any path prefix.
 func TestDIS5_Mount(t *testing.T) {
+	t.Parallel()
 	for _, hubURL := range []string{testHubURL, "https://example.com/app/hub"} {
 		h, err := mercure.New(hubURL, mercure.WithInsecurePublishing(),
 			withAuthIssuer(t), mercure.WithAnonymousSubscribers())

@@ -15,6 +15,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // blockingWriter is a ResponseWriter whose writes block until a write
@@ -53,6 +54,7 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 // write timeout are ended, those that hold the most first; a stream that keeps up is never
 // ended for the budget, and gets every update.
 func TestMaxQueuedBytes(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, err := New("https://example.com/.well-known/mercure",
 			WithLimits(Limits{MaxBodyBytes: 4 << 10, QueueBytes: 64 << 10, MaxQueuedBytes: 64 << 10}))
@@ -133,7 +135,7 @@ func openStream(t *testing.T, h *Hub, query string) (*flushCounter, func()) {
 		defer close(done)
 		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
 	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	testwait.For(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
 	return w, func() { cancel(); <-done }
 }
 
@@ -160,45 +162,61 @@ func (s *heldReplayStore) Replay(ctx context.Context, id string) (Backlog, error
 	return b, err
 }
 
-// Limits.MaxReplays and ReplayTimeout: replays beyond the cap wait, then
-// get 503 with Retry-After; a replay that outlasts its time ends its
-// stream, and frees its slot.
+// Limits.MaxReplays and ReplayTimeout: replays beyond the cap wait
+// replayWait for a slot, then get 503 with Retry-After; a replay that
+// outlasts its time ends its stream, and frees its slot. The test runs in
+// a synctest bubble: the waits pass on its clock.
 func TestReplaySlotsAndTimeout(t *testing.T) {
-	defer func(d time.Duration) { replayWait = d }(replayWait)
-	replayWait = 50 * time.Millisecond
-	ms, err := NewMemoryStore(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &heldReplayStore{MemoryStore: ms}
-	h, err := New("https://example.com/.well-known/mercure", WithStore(store),
-		WithLimits(Limits{MaxReplays: 1, ReplayTimeout: time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Shutdown(context.Background())
-	replay := func() (*httptest.ResponseRecorder, chan struct{}) {
-		w := httptest.NewRecorder()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r := httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil)
-			r.Header.Set("Last-Event-ID", Earliest)
-			h.ServeHTTP(w, r)
-		}()
-		return w, done
-	}
-	_, first := replay()
-	waitFor(t, "the first replay", func() bool { return store.replaying.Load() == 1 })
-	w, second := replay()
-	<-second
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
-		t.Fatalf("a replay over MaxReplays: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
-	}
-	<-first // ended by ReplayTimeout
-	_, third := replay()
-	waitFor(t, "a replay in the freed slot", func() bool { return store.replaying.Load() == 1 })
-	<-third
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ms, err := NewMemoryStore(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := &heldReplayStore{MemoryStore: ms}
+		timeout := 2 * replayWait // the first replay holds its slot past the second's wait
+		h, err := New("https://example.com/.well-known/mercure", WithStore(store),
+			WithLimits(Limits{MaxReplays: 1, ReplayTimeout: timeout}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Shutdown(context.Background())
+		replay := func() (*httptest.ResponseRecorder, chan struct{}) {
+			w := httptest.NewRecorder()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				r := httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil)
+				r.Header.Set("Last-Event-ID", Earliest)
+				h.ServeHTTP(w, r)
+			}()
+			return w, done
+		}
+		_, first := replay()
+		synctest.Wait()
+		if n := store.replaying.Load(); n != 1 {
+			t.Fatalf("%d replays running, want the first", n)
+		}
+		w, second := replay()
+		time.Sleep(replayWait - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-second:
+			t.Fatalf("a replay over MaxReplays was answered (%d) before waiting for a slot", w.Code)
+		default:
+		}
+		<-second
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("a replay over MaxReplays: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+		}
+		<-first // ended by ReplayTimeout
+		_, third := replay()
+		synctest.Wait()
+		if n := store.replaying.Load(); n != 1 {
+			t.Fatalf("%d replays running, want one in the freed slot", n)
+		}
+		<-third
+	})
 }
 
 // holdDispatch registers a stream on topic that holds h's dispatcher at
@@ -234,60 +252,74 @@ func (o *holder) Ended() func() { return nil }
 // Limits.MaxPendingUpdates: a hub that cannot keep up holds publishers
 // back rather than pile updates up; a publisher that gives up records
 // nothing; the others go through once the dispatcher catches up. A POST
-// gets 503 after publishWait.
+// gets 503 after publishWait, which passes on the synctest bubble's clock.
 func TestPendingUpdatesHoldPublishersBack(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure", WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}),
-		WithIssuer(Issuer{ID: "https://example.com", SubscriberKeys: hmacKeys(t)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Shutdown(context.Background()) }) // after holdDispatch's
-	held, release := holdDispatch(t, h, "x")
-	defer release()
-	if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "1", Private: true}); err != nil {
-		t.Fatal(err)
-	}
-	<-held
-	if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "2"}); err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New("https://example.com/.well-known/mercure", WithInsecurePublishing(), WithLimits(Limits{MaxPendingUpdates: 2}),
+			WithIssuer(Issuer{ID: "https://example.com", SubscriberKeys: hmacKeys(t)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Shutdown(context.Background()) }) // after holdDispatch's
+		held, release := holdDispatch(t, h, "x")
+		defer release()
+		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "1", Private: true}); err != nil {
+			t.Fatal(err)
+		}
+		<-held
+		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "2"}); err != nil {
+			t.Fatal(err)
+		}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := h.Publish(ctx, Update{Topics: []string{"x"}, ID: "3"}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Publish over the backlog: %v, want the context's deadline", err)
-	}
-	if got := h.LastEventID(); got != "2" {
-		t.Fatalf("LastEventID %q: the refused update was recorded", got)
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := h.Publish(ctx, Update{Topics: []string{"x"}, ID: "3"}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Publish over the backlog: %v, want the context's deadline", err)
+		}
+		if got := h.LastEventID(); got != "2" {
+			t.Fatalf("LastEventID %q: the refused update was recorded", got)
+		}
 
-	defer func(w time.Duration) { publishWait = w }(publishWait)
-	publishWait = 50 * time.Millisecond
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, h.Path(), strings.NewReader("topic=x&id=http"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Fatalf("POST over the backlog: %d %q, want 503 with Retry-After", rec.Code, rec.Header())
-	}
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, h.Path(), strings.NewReader("topic=x&id=http"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		posted := make(chan struct{})
+		go func() {
+			defer close(posted)
+			h.ServeHTTP(rec, req)
+		}()
+		time.Sleep(publishWait - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-posted:
+			t.Fatalf("POST over the backlog answered (%d) before waiting for room", rec.Code)
+		default:
+		}
+		<-posted
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("POST over the backlog: %d %q, want 503 with Retry-After", rec.Code, rec.Header())
+		}
 
-	published := make(chan error, 1)
-	go func() {
-		_, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "4"})
-		published <- err
-	}()
-	select {
-	case err := <-published:
-		t.Fatalf("Publish returned (%v) while the backlog was full", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	release()
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	if got := h.LastEventID(); got != "4" {
-		t.Fatalf("LastEventID %q, want 4", got)
-	}
+		published := make(chan error, 1)
+		go func() {
+			_, err := h.Publish(context.Background(), Update{Topics: []string{"x"}, ID: "4"})
+			published <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-published:
+			t.Fatalf("Publish returned (%v) while the backlog was full", err)
+		default:
+		}
+		release()
+		if err := <-published; err != nil {
+			t.Fatal(err)
+		}
+		if got := h.LastEventID(); got != "4" {
+			t.Fatalf("LastEventID %q, want 4", got)
+		}
+	})
 }
 
 // hmacKeys is a key set that verifies tokens signed with an HMAC secret.

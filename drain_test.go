@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mercurekit/mercure"
@@ -29,79 +30,94 @@ func wantDrainRetry(t *testing.T, ev sseEvent) {
 // told a retry first and ended cleanly; until its turn a stream gets
 // updates; meanwhile the hub is not ready, publishing works, and a new
 // subscriber gets 200 with a retry and an immediate end, which an
-// EventSource follows by reconnecting rather than giving up.
+// EventSource follows by reconnecting rather than giving up. The test
+// runs in a synctest bubble: the drain's window passes on the bubble's
+// clock, and nothing happens between two of the test's steps unless the
+// test lets time pass.
 func TestDrain(t *testing.T) {
-	th := newTestHub(t, mercure.WithDrain(3*time.Second))
-	const n = 12
-	subs := make([]*subscription, n)
-	for i := range subs {
-		subs[i] = th.subscribe("match=urn%3Aa")
-	}
-	shutdown := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		shutdown <- th.Shutdown(ctx)
-	}()
-	eventually(t, "the drain begins", func() bool { return th.Ready() != nil })
-	if !errors.Is(th.Live(), mercure.ErrHubClosed) || !errors.Is(th.Ready(), mercure.ErrHubClosed) {
-		t.Fatalf("during the drain: Live %v, Ready %v", th.Live(), th.Ready())
-	}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		th := startBubbleHub(t, nil, mercure.WithInsecurePublishing(), mercure.WithDrain(3*time.Second))
+		const n = 12
+		subs := make([]*subscription, n)
+		for i := range subs {
+			subs[i] = th.subscribe("match=urn%3Aa")
+		}
+		shutdown := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			shutdown <- th.Shutdown(ctx)
+		}()
+		synctest.Wait()
+		if !errors.Is(th.Live(), mercure.ErrHubClosed) || !errors.Is(th.Ready(), mercure.ErrHubClosed) {
+			t.Fatalf("during the drain: Live %v, Ready %v", th.Live(), th.Ready())
+		}
 
-	// A new subscriber: 200, a retry, the end.
-	req := th.newRequest(context.Background(), http.MethodGet, "match=urn%3Aa", "")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" ||
-		!strings.HasPrefix(string(body), "retry: ") || !strings.HasSuffix(string(body), "\n\n") || strings.Count(string(body), "\n") != 2 {
-		t.Fatalf("subscribe during the drain: %d %q %q", res.StatusCode, res.Header.Get("Content-Type"), body)
-	}
+		// A new subscriber: 200, a retry, the end.
+		req := th.newRequest(context.Background(), http.MethodGet, "match=urn%3Aa", "")
+		res, err := th.httpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" ||
+			!strings.HasPrefix(string(body), "retry: ") || !strings.HasSuffix(string(body), "\n\n") || strings.Count(string(body), "\n") != 2 {
+			t.Fatalf("subscribe during the drain: %d %q %q", res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
 
-	// Some stream ends first; the others wait for their turn.
-	eventually(t, "a first stream ends", func() bool {
+		// Some stream ends first; the others wait for their turn.
+		ended := func() int {
+			k := 0
+			for _, s := range subs {
+				select {
+				case <-s.done:
+					k++
+				default:
+				}
+			}
+			return k
+		}
+		for ended() == 0 {
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+		}
+		if k := ended(); k == n {
+			t.Fatal("every stream ended at once")
+		}
+		// The streams still open get what is published meanwhile.
+		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"urn:a"}, Data: "during"}); err != nil {
+			t.Fatalf("Publish during the drain: %v", err)
+		}
+		gotUpdate := 0
 		for _, s := range subs {
-			select {
-			case <-s.done:
-				return true
-			default:
+			ev := s.next(t)
+			if ev.Data == "during" {
+				gotUpdate++
+				ev = s.next(t)
+			}
+			wantDrainRetry(t, ev)
+			<-s.done
+			if s.err != nil {
+				t.Fatalf("a drained stream ended with %v, want a clean end", s.err)
 			}
 		}
-		return false
+		if gotUpdate == 0 {
+			t.Fatal("no stream got the update published during the drain: they all ended at once")
+		}
+		if err := <-shutdown; err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if got := th.Metrics().StreamsClosed[mercure.CloseShutdown]; got != n {
+			t.Fatalf("streams closed for shutdown: %d, want %d", got, n)
+		}
 	})
-	// The streams still open get what is published meanwhile.
-	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"urn:a"}, Data: "during"}); err != nil {
-		t.Fatalf("Publish during the drain: %v", err)
-	}
-	gotUpdate := 0
-	for _, s := range subs {
-		ev := s.next(t)
-		if ev.Data == "during" {
-			gotUpdate++
-			ev = s.next(t)
-		}
-		wantDrainRetry(t, ev)
-		<-s.done
-		if s.err != nil {
-			t.Fatalf("a drained stream ended with %v, want a clean end", s.err)
-		}
-	}
-	if gotUpdate == 0 {
-		t.Fatal("no stream got the update published during the drain: they all ended at once")
-	}
-	if err := <-shutdown; err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if got := th.Metrics().StreamsClosed[mercure.CloseShutdown]; got != n {
-		t.Fatalf("streams closed for shutdown: %d, want %d", got, n)
-	}
 }
 
 // A drain never outlasts Shutdown's context: it is compressed to fit.
 func TestDrain_FitsTheContext(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithDrain(time.Hour))
 	s := th.subscribe("match=urn%3Aa")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
@@ -114,6 +130,7 @@ func TestDrain_FitsTheContext(t *testing.T) {
 }
 
 func TestWithDrain_RejectsNegative(t *testing.T) {
+	t.Parallel()
 	if _, err := mercure.New(testHubURL, mercure.WithDrain(-time.Second)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
 	}
@@ -124,6 +141,7 @@ func TestWithDrain_RejectsNegative(t *testing.T) {
 // returns once they ended rather than wait its whole deadline, and no
 // stream is cut.
 func TestDrain_RegisterOnShutdownRecipe(t *testing.T) {
+	t.Parallel()
 	hub, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDrain(time.Second))
 	if err != nil {
 		t.Fatal(err)

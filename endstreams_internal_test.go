@@ -15,6 +15,7 @@ import (
 // feed), never ends a stream opened after its place in the feed, such as
 // the stream of a user who logged in again.
 func TestEndStreams_OnlyStreamsBeforeTheInstruction(t *testing.T) {
+	t.Parallel()
 	authorize := func(r *http.Request) (*Access, error) {
 		return &Access{Subject: "alice", Session: "s1", Subscribe: []Match{{Pattern: "*"}}}, nil
 	}

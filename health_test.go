@@ -16,6 +16,7 @@ import (
 
 // Readiness follows the store's feed and shutdown; liveness only shutdown.
 func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
+	t.Parallel()
 	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
 	h, err := mercure.New(testHubURL, mercure.WithStore(store), mercure.WithLogger(nil))
 	if err != nil {

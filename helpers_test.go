@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/memnet"
 )
 
 // Test names and comments cite requirement IDs (TestAUTH37_…: AUTH-37),
@@ -27,8 +28,42 @@ const testHubURL = "https://example.com/.well-known/mercure"
 // testHub is a hub served by an httptest server.
 type testHub struct {
 	*mercure.Hub
-	srv *httptest.Server
-	t   testing.TB
+	srv    *httptest.Server
+	t      testing.TB
+	client *http.Client // nil: http.DefaultClient
+}
+
+// httpClient is the client that reaches th.
+func (th *testHub) httpClient() *http.Client {
+	if th.client != nil {
+		return th.client
+	}
+	return http.DefaultClient
+}
+
+// startBubbleHub is startHub for tests in a testing/synctest bubble: the
+// hub is served over in-memory connections, so that the bubble's clock
+// drives its timers (drain, keep-alives, write timeouts). Detached
+// streams read their connections on goroutines (no poller can watch an
+// in-memory connection). Call it inside the bubble.
+func startBubbleHub(t testing.TB, setup func(*http.Server), opts ...mercure.Option) *testHub {
+	t.Helper()
+	h, err := mercure.New(testHubURL, append([]mercure.Option{mercure.WithoutPoller()}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(h.Path(), h)
+	srv := memnet.Serve(t, mux, setup)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		srv.Close()
+	})
+	return &testHub{Hub: h, srv: &httptest.Server{URL: "http://hub.test"}, t: t, client: srv.Client}
 }
 
 // newTestHub starts a hub with insecure publishing (tests publish over HTTP
@@ -89,7 +124,7 @@ func (th *testHub) post(body string) (int, string, http.Header) {
 		th.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return do(th.t, req)
+	return doWith(th.t, th.httpClient(), req)
 }
 
 // mustPost publishes and fails the test unless the hub answers 200.
@@ -104,7 +139,12 @@ func (th *testHub) mustPost(body string) string {
 
 func do(t testing.TB, req *http.Request) (int, string, http.Header) {
 	t.Helper()
-	res, err := http.DefaultClient.Do(req)
+	return doWith(t, http.DefaultClient, req)
+}
+
+func doWith(t testing.TB, c *http.Client, req *http.Request) (int, string, http.Header) {
+	t.Helper()
+	res, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +226,7 @@ func asBrowser(req *http.Request) {
 func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subscription, *http.Response) {
 	th.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	res, err := http.DefaultClient.Do(th.newRequest(ctx, method, q, body, header...))
+	res, err := th.httpClient().Do(th.newRequest(ctx, method, q, body, header...))
 	if err != nil {
 		cancel()
 		th.t.Fatal(err)
@@ -318,17 +358,6 @@ func startHubServer(t testing.TB, h *mercure.Hub, handler http.Handler) *testHub
 		srv.Close()
 	})
 	return &testHub{Hub: h, srv: srv, t: t}
-}
-
-// eventually polls cond until it holds, failing the test after a generous
-// deadline: what it waits for happens on other goroutines.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // newMemoryStore returns a memory store keeping size events.

@@ -36,6 +36,7 @@ func (s *subscription) ids(t testing.TB, n int) []string {
 const bookTopic = "https://example.com/books/1"
 
 func TestREC1_EveryEventHasAnID(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=" + url.QueryEscape(bookTopic))
 	id := th.mustPost("topic=" + url.QueryEscape(bookTopic))
@@ -45,6 +46,7 @@ func TestREC1_EveryEventHasAnID(t *testing.T) {
 }
 
 func TestREC4_ReplayThenLive(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	th.publishIDs(bookTopic, "e1", "e2", "e3")
 	th.publishIDs("https://example.com/other", "o1") // not matched: never replayed
@@ -56,6 +58,7 @@ func TestREC4_ReplayThenLive(t *testing.T) {
 }
 
 func TestREC3_CursorPrecedence(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	th.publishIDs(bookTopic, "h", "q", "b", "last")
 	match := "match=" + url.QueryEscape(bookTopic)
@@ -87,6 +90,7 @@ func TestREC3_CursorPrecedence(t *testing.T) {
 }
 
 func TestREC6_Earliest(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	th.publishIDs(bookTopic, "e1", "e2")
 	s := th.subscribe("match=" + url.QueryEscape(bookTopic) + "&last_event_id=earliest")
@@ -99,6 +103,7 @@ func TestREC6_Earliest(t *testing.T) {
 }
 
 func TestREC7_DuplicateIDsResolveToOldest(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	th.publishIDs(bookTopic, "a", "x", "b")
 	// Another update with the id x: recorded, not taken for a retry.
@@ -111,6 +116,7 @@ func TestREC7_DuplicateIDsResolveToOldest(t *testing.T) {
 }
 
 func TestREC9_MercureLastEventIDHeader(t *testing.T) {
+	t.Parallel()
 	match := "match=" + url.QueryEscape(bookTopic)
 	t.Run("known cursor", func(t *testing.T) {
 		th := newTestHub(t)
@@ -175,6 +181,7 @@ func TestREC9_MercureLastEventIDHeader(t *testing.T) {
 }
 
 func TestREC13_HubLastEventID(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	if got := th.LastEventID(); got != "earliest" {
 		t.Fatalf("LastEventID %q before any publish", got)
@@ -189,6 +196,7 @@ func TestREC13_HubLastEventID(t *testing.T) {
 // publisher sends thousands of updates: every subscriber must see exactly
 // the sequence that follows its cursor, across the replay→live seam.
 func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
+	t.Parallel()
 	const total = 4000
 	// Publishing here outruns the streams (more so on a loaded machine):
 	// queues that hold every update keep overflow, which ends a stream on
@@ -257,6 +265,7 @@ func (c copyingStore) Replay(ctx context.Context, id string) (mercure.Backlog, e
 }
 
 func TestREC4_ReplayFromAnotherStore(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithStore(copyingStore{newMemoryStore(t, 100)}))
 	th.mustPost("topic=x&data=hello")
 	s := th.subscribe("match=x&last_event_id=earliest")
@@ -298,6 +307,7 @@ func (l laggingStore) Listen(ls mercure.Listener) func() {
 // or what precedes the cursor (REC-4): the store's Head marks what the
 // replay covered.
 func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
+	t.Parallel()
 	store := laggingStore{newMemoryStore(t, 100), make(chan struct{})}
 	th := newTestHub(t, mercure.WithStore(store))
 	for _, id := range []string{"e1", "e2"} {
@@ -323,6 +333,7 @@ func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
 // live and on replay, whether it opened before the first update or
 // mid-way with a cursor; nothing is lost or repeated at its seam.
 func TestStreamsSeeStoreOrderUnderConcurrentPublishers(t *testing.T) {
+	t.Parallel()
 	const publishers, each = 4, 300
 	th := newTestHub(t, mercure.WithHistory(2*publishers*each), mercure.WithLimits(mercure.Limits{QueueEvents: 4 * publishers * each}))
 	match := "match=" + url.QueryEscape(bookTopic)

@@ -16,6 +16,7 @@ import (
 // SUB-4: streams work over HTTP/2, the protocol browsers use with TLS:
 // events are flushed one by one and Shutdown ends the streams cleanly.
 func TestSUB4_HTTP2(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL)
 	if err != nil {
 		t.Fatal(err)

@@ -90,6 +90,7 @@ func jwkOf(t testing.TB, raw any) jwk.Key {
 // Keys reads every form of verification key an app may hold, one JWK per
 // key.
 func TestKeys_Accepts(t *testing.T) {
+	t.Parallel()
 	k := testKeys()
 	cert := selfSigned(t, k.ec256)
 	for _, tc := range []struct {
@@ -127,6 +128,7 @@ func TestKeys_Accepts(t *testing.T) {
 // private key given to verify; every error wraps ErrInvalidKey and says
 // what to do.
 func TestKeys_RefusesMistakes(t *testing.T) {
+	t.Parallel()
 	k := testKeys()
 	ecDER, _ := x509.MarshalECPrivateKey(k.ec256)
 	many := make([]any, 17)
@@ -175,6 +177,7 @@ func TestKeys_RefusesMistakes(t *testing.T) {
 
 // NewSigner takes every form of signing key an app may hold.
 func TestNewSigner_Accepts(t *testing.T) {
+	t.Parallel()
 	k := testKeys()
 	ecDER, _ := x509.MarshalECPrivateKey(k.ec384)
 	for _, tc := range []struct {
@@ -208,6 +211,7 @@ func TestNewSigner_Accepts(t *testing.T) {
 // NewSigner refuses, when called, what would fail at the first token or
 // mint tokens no hub accepts.
 func TestNewSigner_RefusesMistakes(t *testing.T) {
+	t.Parallel()
 	k := testKeys()
 	ecWithRSAAlg := jwkOf(t, k.ec256)
 	if err := ecWithRSAAlg.Set(jwk.AlgorithmKey, jwa.RS256()); err != nil {
@@ -255,6 +259,7 @@ func TestNewSigner_RefusesMistakes(t *testing.T) {
 // A JWK Set holding a private key, given to an Issuer, is refused by New,
 // as Keys refuses one.
 func TestWithIssuer_RefusesPrivateKeys(t *testing.T) {
+	t.Parallel()
 	k := testKeys()
 	set := jwk.NewSet()
 	_ = set.AddKey(jwkOf(t, k.rsa2048))
@@ -277,6 +282,7 @@ func TestWithIssuer_RefusesPrivateKeys(t *testing.T) {
 // with Keys of the public form accepts, for publishers and subscribers,
 // whatever the grant it accepted to mint.
 func TestKeys_SignerAndHubAgree(t *testing.T) {
+	t.Parallel()
 	k := testKeys()
 	type pair struct {
 		name   string

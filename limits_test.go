@@ -15,6 +15,7 @@ import (
 // matches, and each would reconnect to replay it (a reconnect storm per
 // large update).
 func TestLargeUpdateReachesAnEmptyQueue(t *testing.T) {
+	t.Parallel()
 	const budget = 4 << 10
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxBodyBytes: budget, QueueBytes: budget}))
 	streams := []*subscription{th.subscribe("match=big"), th.subscribe("match=big")}
@@ -35,6 +36,7 @@ func TestLargeUpdateReachesAnEmptyQueue(t *testing.T) {
 // PUB-16, PUB-19: Hub.Publish applies the size limits of the HTTP
 // endpoint, with an error to inspect; HTTP answers 413.
 func TestPUB19_PublishSizeLimits(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxBodyBytes: 1 << 10, MaxTopics: 2, MaxFieldBytes: 64}))
 	long := strings.Repeat("x", 65)
 	for name, u := range map[string]mercure.Update{
@@ -59,6 +61,7 @@ func TestPUB19_PublishSizeLimits(t *testing.T) {
 // New checks the limits against each other: a queue that cannot hold one
 // update, a pattern larger than a stream may hold.
 func TestNewChecksLimitsTogether(t *testing.T) {
+	t.Parallel()
 	for name, l := range map[string]mercure.Limits{
 		"queue under body":         {MaxBodyBytes: 2 << 20, QueueBytes: 1 << 20},
 		"hub queues under a queue": {QueueBytes: 1 << 20, MaxQueuedBytes: 1 << 19},

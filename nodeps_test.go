@@ -9,6 +9,7 @@ import (
 // Importing the mercure package never pulls in a metrics library: the
 // promhub sub-package alone depends on client_golang.
 func TestNoPrometheusDependency(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)

@@ -37,6 +37,7 @@ func (th *testHub) trySubscribeStatus(q string, header ...string) (int, string) 
 // is refused with 400 before it is compiled; anonymous streams get
 // tighter limits than streams with a token.
 func TestMAT9_PatternOverLimitsRefusedBeforeCompiling(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
 	tok := subToken(t, detail("subscribe", exactTopic("https://example.com/private")))
 	cases := []struct {
@@ -71,6 +72,7 @@ func TestMAT9_PatternOverLimitsRefusedBeforeCompiling(t *testing.T) {
 // MAT-9: the patterns of one request share a budget, so that the heap a
 // request makes the hub keep is bounded whatever it spreads it over.
 func TestMAT9_RequestPatternBudget(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{AnonymousPatterns: mercure.PatternLimits{MaxStreamSize: 1000}}))
 	var patterns []string
 	for i := range 10 {
@@ -94,6 +96,7 @@ func TestMAT9_RequestPatternBudget(t *testing.T) {
 // cap counts each path of the index, not the whole index, and a pattern
 // already registered is always accepted.
 func TestMAT9_PatternsPerTopic(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxPatternsPerTopic: 8}))
 	levels := []string{"*://*/", "https://*/", "https://example.com/", "https://example.com/books/"}
 	n := 0
@@ -128,6 +131,7 @@ func TestMAT9_PatternsPerTopic(t *testing.T) {
 // AUTH-2, MAT-9: a hub authenticates a subscriber before it reads its
 // matchers: a client it refuses makes it compile nothing.
 func TestAUTH2_AuthenticateBeforeCompiling(t *testing.T) {
+	t.Parallel()
 	for _, anonymous := range []bool{false, true} {
 		var opts []mercure.Option
 		if anonymous {
@@ -159,6 +163,7 @@ func TestAUTH2_AuthenticateBeforeCompiling(t *testing.T) {
 // per request; and a grant over the pattern limits makes the token
 // invalid.
 func TestAUTH30_GrantPatternsCompiledOnce(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	tok := subToken(t, detail("subscribe", patternTopic("https://example.com/books/:id"), patternTopic("https://example.com/users/:u/{*}?")))
 	for range 3 {
@@ -178,6 +183,7 @@ func TestAUTH30_GrantPatternsCompiledOnce(t *testing.T) {
 // together: past it a stream with a new pattern gets 429, and one that
 // shares a registered pattern is still accepted.
 func TestMAT9_TotalPatternSize(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxTotalPatternSize: 600}))
 	accepted := 0
 	for i := range 10 {

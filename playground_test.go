@@ -38,6 +38,7 @@ func playgroundToken(t *testing.T, th *testHub) string {
 // updates, the subscriptions API and the activity included; it lives ten
 // minutes.
 func TestPlayground_TokenGrantsEverything(t *testing.T) {
+	t.Parallel()
 	th := startMountedHub(t, mercure.WithInsecurePlayground(), mercure.WithSubscriptions(), mercure.WithLogger(nil))
 	tok := playgroundToken(t, th)
 	parsed, err := jwt.ParseInsecure([]byte(tok))
@@ -72,6 +73,7 @@ func TestPlayground_TokenGrantsEverything(t *testing.T) {
 // The playground hands tokens out to POSTs for the hub URL's own host and,
 // from browsers, its own origin; it is not there without its option.
 func TestPlayground_TokenRefusals(t *testing.T) {
+	t.Parallel()
 	th := startMountedHub(t, mercure.WithInsecurePlayground(), mercure.WithLogger(nil))
 	plain := startMountedHub(t, mercure.WithDebugger(), mercure.WithLogger(nil))
 	cases := []struct {
@@ -108,6 +110,7 @@ func TestPlayground_TokenRefusals(t *testing.T) {
 // A playground token is valid on the hub that minted it only, even on
 // another hub with the same URL and a playground of its own.
 func TestPlayground_TokenIsThisHubsOnly(t *testing.T) {
+	t.Parallel()
 	a := startMountedHub(t, mercure.WithInsecurePlayground(), mercure.WithLogger(nil))
 	b := startMountedHub(t, mercure.WithInsecurePlayground(), mercure.WithLogger(nil))
 	tok := playgroundToken(t, a)
@@ -120,6 +123,7 @@ func TestPlayground_TokenIsThisHubsOnly(t *testing.T) {
 // The playground is an issuer of the hub's: as with WithIssuer,
 // subscribers without a token then need WithAnonymousSubscribers.
 func TestPlayground_IsAnIssuer(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		anonymous bool
 		want      int
@@ -143,6 +147,7 @@ func TestPlayground_IsAnIssuer(t *testing.T) {
 // does not. A token policy that leaves out the playground's algorithm is
 // refused.
 func TestPlayground_Options(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		opt  mercure.Option
 		warn int

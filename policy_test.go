@@ -13,6 +13,7 @@ import (
 // AUTH-20, AUTH-32: the token policy's algorithm allowlist and limits;
 // a token outside them is invalid_token.
 func TestAUTH20_32_TokenPolicy(t *testing.T) {
+	t.Parallel()
 	const topic = "https://example.com/books/1"
 	publish := func(th *testHub, tok string) (int, http.Header) {
 		t.Helper()
@@ -42,6 +43,7 @@ func TestAUTH20_32_TokenPolicy(t *testing.T) {
 // PUB-5, PUB-6: a "*" or reserved topic is a 400 whatever the token
 // grants: validation runs before the grant check.
 func TestPUB5_6_ValidationBeforeGrants(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	none := pubToken(t, detail("publish", exactTopic("https://example.com/other")))
 	all := pubToken(t, detail("publish", exactTopic("*")))
@@ -57,6 +59,7 @@ func TestPUB5_6_ValidationBeforeGrants(t *testing.T) {
 // A grant whose match holds a control character is invalid (TOP-1): no
 // topic can hold it, and grants are compared as strings.
 func TestAUTH39_ControlCharacterInMatch(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithAnonymousSubscribers())
 	tok := subToken(t, detail("subscribe", exactTopic("x\x00urlpattern\x00https://example.com/secret/*")))
 	s, res := th.trySubscribe(http.MethodGet, "match=x", "", "Authorization", "Bearer "+tok)
@@ -68,6 +71,7 @@ func TestAUTH39_ControlCharacterInMatch(t *testing.T) {
 // AUTH-37: a subscriber token past exp but within the clock leeway gets no
 // stream (and no replay of private history).
 func TestAUTH37_ExpiredWithinLeewayRefused(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	c := authClaims(detail("subscribe", exactTopic("*")))
 	c["iat"] = time.Now().Add(-time.Minute).Unix()
@@ -85,6 +89,7 @@ func TestAUTH37_ExpiredWithinLeewayRefused(t *testing.T) {
 // a string is an invalid token (401), whatever jwx itself would make of
 // it (internal/token also refuses a claim given twice).
 func TestAUTH14_DatesAreNumbers(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t)
 	grant := detail("publish", exactTopic("https://example.com/books/1"))
 	stringExp := authClaims(grant)

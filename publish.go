@@ -264,9 +264,8 @@ func (h *Hub) waitRoom(ctx context.Context) error {
 }
 
 // publishWait bounds how long a POST waits for room in the dispatcher's
-// backlog (see [Limits.MaxPendingUpdates]) before it gets 503; a
-// variable for tests.
-var publishWait = 5 * time.Second
+// backlog (see [Limits.MaxPendingUpdates]) before it gets 503.
+const publishWait = 5 * time.Second
 
 // servePublish is the publish endpoint (PUB-1).
 func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {

@@ -207,6 +207,7 @@ func newPubSecureHub(t testing.TB) *testHub {
 // URLSearchParams does (SUB-5), not as url.ParseQuery does: a malformed
 // "%" and a ";" are kept literally instead of dropping the pair.
 func TestPUB1_WHATWGFormParsing(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 	const topic = "topic=" + pubTopic
@@ -253,6 +254,7 @@ func TestPUB1_WHATWGFormParsing(t *testing.T) {
 // (a charset naming UTF-8 allowed); anything else is refused, with 415
 // for JSON, and nothing is delivered.
 func TestPUB1_MediaType(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 	form := "topic=" + pubTopic + "&data=x"
@@ -299,6 +301,7 @@ func TestPUB1_MediaType(t *testing.T) {
 // TestPUB1_QueryStringNeverMixesIn: only the body counts; pairs of the URL
 // query string are neither used nor validated.
 func TestPUB1_QueryStringNeverMixesIn(t *testing.T) {
+	t.Parallel()
 	const other = "https://example.com/books/2"
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
@@ -342,6 +345,7 @@ func TestPUB1_QueryStringNeverMixesIn(t *testing.T) {
 // TestPUB2_TopicRequired: a publish without a field named exactly "topic"
 // is a 400 (a plain 400: no token is involved).
 func TestPUB2_TopicRequired(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 	tests := []struct{ name, body string }{
@@ -365,6 +369,7 @@ func TestPUB2_TopicRequired(t *testing.T) {
 // one and each alternate; a stream gets it once however many of its
 // matchers select it, and a stream that matches none gets nothing.
 func TestPUB3_AlternateTopics(t *testing.T) {
+	t.Parallel()
 	const (
 		a     = "https://example.com/books/1"
 		b     = "https://example.com/authors/2"
@@ -411,6 +416,7 @@ func TestPUB3_AlternateTopics(t *testing.T) {
 // TestPUB4_TopicCharacters: a topic must be valid UTF-8 free of C0, DEL,
 // C1 and Cf characters (TOP-1), as canonical and as alternate topic.
 func TestPUB4_TopicCharacters(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 
@@ -473,6 +479,7 @@ func TestPUB4_TopicCharacters(t *testing.T) {
 // TestPUB5_WildcardTopic: "*" is a matcher, never a topic (MAT-4), even
 // as an alternate topic; topics merely containing "*" are fine.
 func TestPUB5_WildcardTopic(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 
@@ -502,6 +509,7 @@ func TestPUB5_WildcardTopic(t *testing.T) {
 // host play no part. This is also SEC-2: the test is on the normalized,
 // resolved path, never a prefix test on the raw string.
 func TestPUB6_ReservedNamespace(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		hubURL      string
 		reserved    []string
@@ -613,6 +621,7 @@ func TestPUB6_ReservedNamespace(t *testing.T) {
 // TestPUB7_Data: data is optional and any valid UTF-8; it is written as
 // one "data: " line per line (SUB-16), with one empty line when absent.
 func TestPUB7_Data(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 
@@ -664,6 +673,7 @@ func TestPUB7_Data(t *testing.T) {
 // TestPUB8_Private: the presence of a private field alone makes the update
 // private, whatever its value; anonymous streams never get private updates.
 func TestPUB8_Private(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers())
 	s := th.subscribe(pubMatch(pubTopic))
 	topic := "topic=" + pubTopic
@@ -704,6 +714,7 @@ func TestPUB8_Private(t *testing.T) {
 // holding C0, DEL, C1 or Cf characters, starting with "#" or equal to
 // "earliest" is refused.
 func TestPUB9_ID(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 
@@ -756,6 +767,7 @@ func TestPUB9_ID(t *testing.T) {
 // TestPUB10_GeneratedIDs: without an id the hub generates a random
 // urn:uuid, unique per update, returned and used as the SSE id.
 func TestPUB10_GeneratedIDs(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 	const n = 100
@@ -782,6 +794,7 @@ func TestPUB10_GeneratedIDs(t *testing.T) {
 // TestPUB11_Type: type becomes the SSE event; control and format
 // characters and the hub's own "mercure" are refused (also SEC-3).
 func TestPUB11_Type(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 
@@ -822,6 +835,7 @@ func TestPUB11_Type(t *testing.T) {
 
 // TestPUB12_Retry: retry becomes the SSE retry; it holds ASCII digits only.
 func TestPUB12_Retry(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 
@@ -879,6 +893,7 @@ func TestPUB12_Retry(t *testing.T) {
 // TestPUB13_UnknownFieldsIgnored: unknown fields, access_token included,
 // change nothing.
 func TestPUB13_UnknownFieldsIgnored(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 	for _, extra := range []string{
@@ -910,6 +925,7 @@ func TestPUB13_UnknownFieldsIgnored(t *testing.T) {
 // TestPUB14_SuccessResponse: exactly 200, text/plain; charset=utf-8, the id
 // as the whole body, and no Location.
 func TestPUB14_SuccessResponse(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	tests := []struct {
 		name, body string
@@ -943,6 +959,7 @@ func TestPUB14_SuccessResponse(t *testing.T) {
 // challenge that has no error attribute (AUTH-13), and nothing is
 // delivered. A form or query access_token is not a token (AUTH-9).
 func TestPUB15_PublishingNeedsAuthorization(t *testing.T) {
+	t.Parallel()
 	th := newPubSecureHub(t)
 	s := th.subscribe("match=*")
 	form := pubForm("topic", pubTopic, "data", "x")
@@ -973,6 +990,7 @@ func TestPUB15_PublishingNeedsAuthorization(t *testing.T) {
 // TestPUB16_Limits (SEC-6): a body, a field or a topic count over its
 // limit is a 413, and nothing is delivered; values at the limit pass.
 func TestPUB16_Limits(t *testing.T) {
+	t.Parallel()
 	t.Run("MaxBodyBytes", func(t *testing.T) {
 		th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxBodyBytes: 100}))
 		s := th.subscribe("match=*")
@@ -1046,6 +1064,7 @@ func TestPUB16_Limits(t *testing.T) {
 // TestPUB_ErrorResponsesAreProblemDetails (AUTH-18): the 400, 413 and 415
 // answers to a publish are application/problem+json documents.
 func TestPUB_ErrorResponsesAreProblemDetails(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxTopics: 1}))
 	pubPost(t, th, "data=x").wantProblem(t, http.StatusBadRequest)
 	pubPost(t, th, "topic=/a&topic=/b").wantProblem(t, http.StatusRequestEntityTooLarge)
@@ -1059,6 +1078,7 @@ func TestPUB_ErrorResponsesAreProblemDetails(t *testing.T) {
 // TestPUB19_GoPublishValidates: Hub.Publish enforces PUB-2 to PUB-12 and
 // returns errors that match the package's sentinel errors.
 func TestPUB19_GoPublishValidates(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 	ok := []string{pubTopic}
@@ -1102,6 +1122,7 @@ func TestPUB19_GoPublishValidates(t *testing.T) {
 // WithInsecurePublishing (PUB-18), returns the id (a generated urn:uuid
 // when none is given) and delivers every field.
 func TestPUB19_GoPublishDelivers(t *testing.T) {
+	t.Parallel()
 	// An issuer, so that private updates have readers; anonymous streams.
 	th := startHub(t, nil, withAuthIssuer(t), mercure.WithAnonymousSubscribers())
 	s := th.subscribe(pubMatch(pubTopic))
@@ -1146,6 +1167,7 @@ func TestPUB19_GoPublishDelivers(t *testing.T) {
 // TestSEC1_NoSSEFieldInjection: line breaks in data only ever produce
 // more data lines; id, type, retry and topic cannot carry them at all.
 func TestSEC1_NoSSEFieldInjection(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe(pubMatch(pubTopic))
 
@@ -1199,6 +1221,7 @@ func TestSEC1_NoSSEFieldInjection(t *testing.T) {
 // TestSEC3_TypeMercureRefused: only the hub sends "mercure" events, so
 // subscribers can trust them whatever the topic.
 func TestSEC3_TypeMercureRefused(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 	for _, body := range []string{
@@ -1221,6 +1244,7 @@ func TestSEC3_TypeMercureRefused(t *testing.T) {
 // reach no stream: it is refused, from Go and over HTTP, and nothing is
 // recorded.
 func TestPrivateUpdateWithoutReaders(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{pubTopic}, Private: true}); !errors.Is(err, mercure.ErrPrivateUnreadable) {
 		t.Fatalf("Publish: %v, want ErrPrivateUnreadable", err)
@@ -1254,6 +1278,7 @@ func (s cancelCheckingStore) Append(ctx context.Context, e *mercure.Event) error
 // store does with a done context, and its trace values still reach the
 // store.
 func TestPublishOutlivesItsContext(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithStore(cancelCheckingStore{newMemoryStore(t, 10)}))
 	s := th.subscribe(pubMatch(pubTopic))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -164,6 +164,7 @@ func runRechecks(t *testing.T, streams, users int, latency, interval time.Durati
 // interval, not once per stream (issue 24: with 3 000 streams and a
 // 200 ms Authorizer, streams ended up to 10 s after a logout).
 func TestAuthorizer_RecheckBound(t *testing.T) {
+	t.Parallel()
 	const latency, interval = 200 * time.Millisecond, 2 * time.Second
 	cases := []struct {
 		streams, users int

@@ -85,6 +85,7 @@ func answeredThenClosed(c net.Conn) (int, error) {
 // answers each of them and closes its connection, and meanwhile a
 // legitimate publish and subscribe work.
 func TestSEC6_BodyTimeoutFreesHungRequests(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithLimits(mercure.Limits{BodyTimeout: bodyTimeout}))
 	addr := th.srv.Listener.Addr().String()
 	pubTok := pubToken(t, detail("publish", exactTopic("*")))
@@ -154,6 +155,7 @@ func TestSEC6_BodyTimeoutFreesHungRequests(t *testing.T) {
 // whose body does not come gets 408. Over HTTP/2 only that stream is
 // reset: the connection goes on carrying the client's other requests.
 func TestSEC6_BodyTimeoutSparesStreams(t *testing.T) {
+	t.Parallel()
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HTTP/2=%v", h2), func(t *testing.T) {
 			h, err := mercure.New(testHubURL, mercure.WithLimits(mercure.Limits{BodyTimeout: bodyTimeout}))
@@ -285,6 +287,7 @@ func (b *endlessBody) Close() error {
 // Behind a middleware whose ResponseWriter hides the read deadlines, the
 // hub still works, and says once why it cannot bound body reads.
 func TestSEC6_BodyTimeoutUnsupportedWarnsOnce(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
@@ -316,6 +319,7 @@ func (w opaqueWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 // with a charset other than UTF-8 its names and values would be misread.
 // Publish and QUERY alike; nothing refused is delivered.
 func TestPUB1_SUB2_BodyIsReadAsDeclared(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=*")
 	form := "topic=" + pubTopic + "&data=x&match=" + subEnc(pubTopic)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // A stream cut before its first complete event still resumes exactly
@@ -67,7 +68,7 @@ func TestREC_CutBeforeFirstEventResumesExactly(t *testing.T) {
 func TestREC_PositionOfAnEmptyHubResumes(t *testing.T) {
 	th := newTestHub(t)
 	s := th.subscribe("match=x")
-	eventually(t, "the position", func() bool { return s.position.Load() != nil })
+	testwait.For(t, "the position", func() bool { return s.position.Load() != nil })
 	position := *s.position.Load()
 	s.close()
 	id := th.mustPost(form("topic", "x", "data", "while away"))

@@ -14,6 +14,7 @@ import (
 // chose, the hub answers as it did the first time (200, the same id) and
 // records and delivers the update once (see Store.Append).
 func TestRetriedPublishIsRecordedOnce(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	topic := url.QueryEscape(bookTopic)
 	s := th.subscribe("match=" + topic)
@@ -40,6 +41,7 @@ func TestRetriedPublishIsRecordedOnce(t *testing.T) {
 // Without an id of the publisher's, each publish is a new update: the hub
 // cannot tell a retry from a second update with the same content.
 func TestPublishWithoutIDIsNeverARetry(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	topic := url.QueryEscape(bookTopic)
 	s := th.subscribe("match=" + topic)

@@ -12,7 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The subscribe endpoint's temporary refusals (429, 503) are answered to
@@ -240,30 +243,34 @@ func TestRetryLater_HistoryUnavailable(t *testing.T) {
 }
 
 // Every replay slot is taken (Limits.MaxReplays) past replayWait: 503, or
-// a stream that retries.
+// a stream that retries. In a synctest bubble: the waits pass on its
+// clock.
 func TestRetryLater_ReplaysExhausted(t *testing.T) {
-	defer func(d time.Duration) { replayWait = d }(replayWait)
-	replayWait = time.Millisecond
-	ms, err := NewMemoryStore(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &heldReplayStore{MemoryStore: ms}
-	h := newInternalHub(t, WithStore(store), WithAnonymousSubscribers(), WithLimits(Limits{MaxReplays: 1}))
-	ctx, cancel := context.WithCancel(context.Background())
-	held := make(chan struct{})
-	go func() {
-		defer close(held)
-		r := httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil)
-		r.Header.Set("Last-Event-ID", Earliest)
-		h.ServeHTTP(httptest.NewRecorder(), r)
-	}()
-	defer func() { cancel(); <-held }()
-	waitFor(t, "the replay that holds the slot", func() bool { return store.replaying.Load() == 1 })
 	for _, a := range accepts {
 		t.Run(a.name, func(t *testing.T) {
-			w := subscribeWith(h, a.accept, "Last-Event-ID", Earliest)
-			wantRefusal(t, w, a.deferred, http.StatusServiceUnavailable, "too many replays in progress")
+			synctest.Test(t, func(t *testing.T) {
+				ms, err := NewMemoryStore(10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				store := &heldReplayStore{MemoryStore: ms}
+				h := newInternalHub(t, WithStore(store), WithAnonymousSubscribers(), WithLimits(Limits{MaxReplays: 1}))
+				ctx, cancel := context.WithCancel(context.Background())
+				held := make(chan struct{})
+				go func() {
+					defer close(held)
+					r := httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil)
+					r.Header.Set("Last-Event-ID", Earliest)
+					h.ServeHTTP(httptest.NewRecorder(), r)
+				}()
+				defer func() { cancel(); <-held }()
+				synctest.Wait()
+				if n := store.replaying.Load(); n != 1 {
+					t.Fatalf("%d replays hold the slot, want 1", n)
+				}
+				w := subscribeWith(h, a.accept, "Last-Event-ID", Earliest)
+				wantRefusal(t, w, a.deferred, http.StatusServiceUnavailable, "too many replays in progress")
+			})
 		})
 	}
 }
@@ -280,7 +287,7 @@ func TestRetryLater_Budget(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}()
 	defer func() { cancel(); <-open }()
-	waitFor(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
+	testwait.For(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
 	for _, a := range accepts {
 		t.Run(a.name, func(t *testing.T) {
 			wantRefusal(t, subscribeWith(h, a.accept), a.deferred, http.StatusTooManyRequests, "too many connections from this client")
@@ -345,7 +352,7 @@ func TestRetryLater_LoggedOnceAtWarn(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
 	}()
 	defer func() { cancel(); <-open }()
-	waitFor(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
+	testwait.For(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
 	for range 3 {
 		wantRefusal(t, subscribeWith(h, "text/event-stream"), true, http.StatusTooManyRequests, "too many connections from this client")
 	}

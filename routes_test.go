@@ -112,6 +112,7 @@ func mustMountUnder(t *testing.T, h *mercure.Hub, m mercure.Mux, prefix string) 
 // http.StripPrefix and behind proxies that strip or add a prefix. Identifiers (subscription
 // ids, the metadata's resource) are those of the public URL throughout.
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	for _, c := range routingCases {
 		t.Run(c.name, func(t *testing.T) {
 			h, err := mercure.New(c.hubURL, mercure.WithInsecurePublishing(), withAuthIssuer(t),
@@ -180,6 +181,7 @@ func TestRouting(t *testing.T) {
 // proxies. Only a mount point followed by a route names it; a path that
 // merely ends like one does not.
 func TestRouting_Paths(t *testing.T) {
+	t.Parallel()
 	const H = "/api/realtime/.well-known/mercure"
 	h, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
 	if err != nil {
@@ -274,6 +276,7 @@ func TestRouting_Paths(t *testing.T) {
 // PathPrefix or http.StripPrefix, served the listing at paths that only
 // ended like the API's).
 func TestRouting_GuardedPaths(t *testing.T) {
+	t.Parallel()
 	for _, c := range routingCases {
 		t.Run(c.name, func(t *testing.T) {
 			h, err := mercure.New(c.hubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithDebugger(), mercure.WithLogger(nil))
@@ -340,6 +343,7 @@ func TestRouting_GuardedPaths(t *testing.T) {
 // problem document says what the hub serves and what it got; the hub logs
 // it once at Warn, whatever the number of such requests.
 func TestRouting_Diagnostic(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h, err := mercure.New(prefixedHubURL, mercure.WithInsecurePublishing(), mercure.WithLogger(logs.logger()))
 	if err != nil {
@@ -381,6 +385,7 @@ func TestRouting_Diagnostic(t *testing.T) {
 // MountUnder takes a leading part of the hub path, ending before one of
 // its slashes, and refuses anything else.
 func TestMountUnder_Prefix(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -401,6 +406,7 @@ func TestMountUnder_Prefix(t *testing.T) {
 // MountAt takes an absolute path without a trailing slash, query or
 // fragment, and refuses anything else.
 func TestMountAt_Path(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)

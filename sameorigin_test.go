@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // A stream authorized by a cookie (the token cookie, or the session of
@@ -21,6 +22,7 @@ import (
 // no Origin but Sec-Fetch-Site: same-origin; older browsers a Referer.
 // A token in the Authorization header is not ambient: no rule applies.
 func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
+	t.Parallel()
 	const (
 		hubOrigin  = "https://example.com"
 		corsOrigin = "https://app.example.org"
@@ -77,7 +79,7 @@ func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
 			}
 		}
 		// Every accepted stream ended with its request: none stays listed.
-		eventually(t, "the accepted streams to end", func() bool {
+		testwait.For(t, "the accepted streams to end", func() bool {
 			subs, err := src.hub.Subscriptions(context.Background())
 			return err == nil && len(subs) == 0
 		})

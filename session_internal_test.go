@@ -10,6 +10,7 @@ import (
 // and the interval, spread at random, so that streams opened together do
 // not call the Authorizer together.
 func TestRecheckDelaySpread(t *testing.T) {
+	t.Parallel()
 	h, err := New("https://example.com/.well-known/mercure", WithAuthorizer(func(*http.Request) (*Access, error) { return nil, nil }, time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The Authorizer (WithAuthorizer) is an embedding extension, not a rule
@@ -99,6 +100,7 @@ func startSessionHub(t *testing.T, sessions *appSessions, opts ...mercure.Option
 // clients are refused unless allowed, and then get public updates only
 // (AUTH-2).
 func TestAuthorizer_PrivateUpdates(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subject: "alice", Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startSessionHub(t, sessions, mercure.WithInsecurePublishing())
@@ -124,6 +126,7 @@ func TestAuthorizer_PrivateUpdates(t *testing.T) {
 }
 
 func TestAuthorizer_AnonymousAllowed(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: "*"}}})
 	th := startSessionHub(t, sessions, mercure.WithInsecurePublishing(), mercure.WithAnonymousSubscribers())
@@ -140,6 +143,7 @@ func TestAuthorizer_AnonymousAllowed(t *testing.T) {
 // by the token alone, whatever its session; an invalid token is refused,
 // never passed to the Authorizer (AUTH-14).
 func TestAuthorizer_TokenDecides(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startSessionHub(t, sessions, withAuthIssuer(t), mercure.WithInsecurePublishing())
@@ -161,6 +165,7 @@ func TestAuthorizer_TokenDecides(t *testing.T) {
 // a hub that never re-checks within the test: an invalid token never
 // reaches it.
 func TestAuthorizer_InvalidTokenNotPassedOn(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startHub(t, nil, withAuthIssuer(t), mercure.WithAuthorizer(sessions.authorize, time.Hour))
@@ -186,6 +191,7 @@ func TestAuthorizer_InvalidTokenNotPassedOn(t *testing.T) {
 // topic (AUTH-34); a session is ambient like a cookie, so a publish it
 // authorizes must come from the hub's origin or a CORS one (SEC-4).
 func TestAuthorizer_Publish(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Publish: []mercure.Match{{Pattern: "https://example.com/a{/*}?", Type: mercure.MatchURLPattern}}})
 	sessions.set("bob", &mercure.Access{Subscribe: []mercure.Match{{Pattern: "*"}}})
@@ -229,6 +235,7 @@ func TestAuthorizer_Publish(t *testing.T) {
 // subscribe grants (ACT-13), and a subscription carries the session's
 // payload (AUTH-41).
 func TestAuthorizer_SubscriptionsAPI(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	const api = "/.well-known/mercure/subscriptions{/*}?"
 	sessions.set("alice", &mercure.Access{
@@ -281,6 +288,7 @@ func TestAuthorizer_SubscriptionsAPI(t *testing.T) {
 // TestAuthorizer_Replay: a resuming stream gets the private updates its
 // session grants from history, as with a token (REC-5).
 func TestAuthorizer_Replay(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
 	th := startSessionHub(t, sessions, mercure.WithInsecurePublishing())
@@ -314,6 +322,7 @@ func endsCleanly(t *testing.T, s *subscription) {
 // TestAuthorizer_RevokedSessionEndsStream: a stream whose session ends is
 // ended at a re-check, and its reconnection is refused.
 func TestAuthorizer_RevokedSessionEndsStream(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -328,13 +337,13 @@ func TestAuthorizer_RevokedSessionEndsStream(t *testing.T) {
 
 		sessions.set("alice", nil) // logged out
 		endsCleanly(t, alice)
-		eventually(t, "the revocation counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseRevoked] == 1 })
+		testwait.For(t, "the revocation counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseRevoked] == 1 })
 		if status, _, _ := th.request(http.MethodGet, q, "", cookie("alice")...); status != http.StatusUnauthorized {
 			t.Fatalf("reconnection after logout: status %d, want 401", status)
 		}
 		// Bob's session is unchanged: his stream goes on, re-checked.
 		calls := sessions.calls.Load()
-		eventually(t, "more re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
+		testwait.For(t, "more re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "after", Private: true})
 		expectData(t, bob, "after")
 	})
@@ -344,6 +353,7 @@ func TestAuthorizer_RevokedSessionEndsStream(t *testing.T) {
 // or payload changed ends, so that the client reconnects with its new
 // rights; it resumes with Last-Event-ID and misses nothing.
 func TestAuthorizer_ChangedGrantsEndStream(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -356,21 +366,21 @@ func TestAuthorizer_ChangedGrantsEndStream(t *testing.T) {
 		// The publish grants do not matter to a stream.
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}, Publish: []mercure.Match{{Pattern: topicB}}})
 		calls := sessions.calls.Load()
-		eventually(t, "re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
+		testwait.For(t, "re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "a2", Private: true})
 		last = s.next(t)
 
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}, {Pattern: topicB}}})
 		goPublish(t, th, mercure.Update{Topics: []string{topicB}, Data: "b1", Private: true})
 		endsCleanly(t, s)
-		eventually(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 1 })
+		testwait.For(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 1 })
 		s = th.subscribe(q, append(cookie("alice"), "Last-Event-ID", last.ID)...)
 		expectData(t, s, "b1")
 
 		// A new payload is a change too: it is in the subscription's event.
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}, {Pattern: topicB}}, Payload: map[string]int{"v": 2}})
 		endsCleanly(t, s)
-		eventually(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 2 })
+		testwait.For(t, "the change counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseGrantsChanged] == 2 })
 	})
 }
 
@@ -378,6 +388,7 @@ func TestAuthorizer_ChangedGrantsEndStream(t *testing.T) {
 // keep their rights, new requests without a token get 503, and the
 // failure is logged once.
 func TestAuthorizer_FailureKeepsStream(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -388,7 +399,7 @@ func TestAuthorizer_FailureKeepsStream(t *testing.T) {
 
 		sessions.fail(errors.New("session store down"))
 		calls := sessions.calls.Load()
-		eventually(t, "failing re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
+		testwait.For(t, "failing re-checks", func() bool { return sessions.calls.Load() >= calls+3 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "still there", Private: true})
 		expectData(t, s, "still there")
 		status, _, hdr := th.request(http.MethodGet, q, "", cookie("alice")...)
@@ -400,7 +411,7 @@ func TestAuthorizer_FailureKeepsStream(t *testing.T) {
 		}
 
 		sessions.fail(nil)
-		eventually(t, "the recovery logged", func() bool { return logs.count(slog.LevelInfo, "the authorizer works again") == 1 })
+		testwait.For(t, "the recovery logged", func() bool { return logs.count(slog.LevelInfo, "the authorizer works again") == 1 })
 		goPublish(t, th, mercure.Update{Topics: []string{topicA}, Data: "recovered", Private: true})
 		expectData(t, s, "recovered")
 		if n := th.Metrics().StreamsClosed[mercure.CloseRevoked] + th.Metrics().StreamsClosed[mercure.CloseGrantsChanged]; n != 0 {
@@ -412,6 +423,7 @@ func TestAuthorizer_FailureKeepsStream(t *testing.T) {
 // TestAuthorizer_InvalidAccess: an Access the hub cannot use is the
 // application's bug: 500, and an error logged wrapping ErrInvalidAccess.
 func TestAuthorizer_InvalidAccess(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	for id, a := range map[string]*mercure.Access{
 		"pattern": {Subscribe: []mercure.Match{{Pattern: "https://example.com/(", Type: mercure.MatchURLPattern}}},
@@ -440,6 +452,7 @@ func TestAuthorizer_InvalidAccess(t *testing.T) {
 // for an Authorizer that honours its context, and leaves no goroutine
 // (TestMain checks).
 func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
+	t.Parallel()
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		sessions := newAppSessions()
 		sessions.set("alice", &mercure.Access{Subscribe: []mercure.Match{{Pattern: topicA}}})
@@ -449,7 +462,7 @@ func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
 		sessions.block = true
 		sessions.mu.Unlock()
 		calls := sessions.calls.Load()
-		eventually(t, "a re-check under way", func() bool { return sessions.calls.Load() > calls })
+		testwait.For(t, "a re-check under way", func() bool { return sessions.calls.Load() > calls })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := th.Shutdown(ctx); err != nil {
@@ -460,6 +473,7 @@ func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
 }
 
 func TestWithAuthorizer_Invalid(t *testing.T) {
+	t.Parallel()
 	sessions := newAppSessions()
 	for name, opt := range map[string]mercure.Option{
 		"nil":  mercure.WithAuthorizer(nil, time.Minute),

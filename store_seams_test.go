@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The seams between a hub and its store: the live feed's status, a store
@@ -86,6 +87,7 @@ func logLines(log string, parts ...string) int {
 // not failing). Events passed to the listener reach subscribers, also
 // those appended while the feed was down, once it is back.
 func TestFeedStatus(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logged := func() string {
@@ -172,6 +174,7 @@ func (f failingStore) Append(ctx context.Context, e *mercure.Event) error {
 // and the store's own error; over HTTP it is a 503 problem document; and
 // nothing is dispatched.
 func TestPublishStoreFailure(t *testing.T) {
+	t.Parallel()
 	errDown := errors.New("store down")
 	th := newTestHub(t, mercure.WithStore(failingStore{newMemoryStore(t, 10), errDown}))
 	s := th.subscribe("match=x")
@@ -234,6 +237,7 @@ func (l latestStore) Listen(ls mercure.Listener) func() {
 // dispatched update moves it. A hub on a plain MemoryStore starts at
 // earliest.
 func TestREC13_LatestStore(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithStore(latestStore{MemoryStore: newMemoryStore(t, 10), latest: "urn:example:last"}))
 	if got := th.LastEventID(); got != "urn:example:last" {
 		t.Fatalf("LastEventID %q after New, want the store's latest urn:example:last", got)
@@ -345,6 +349,7 @@ func subIDs(subs []mercure.Subscription) []string {
 // and the web API list the store's subscriptions, those of every
 // instance, sorted by id; and both fail when the store's listing fails.
 func TestSubscriptionStore(t *testing.T) {
+	t.Parallel()
 	const base = "/.well-known/mercure/subscriptions"
 	other := func(match string) mercure.Subscription {
 		const sub = "urn:uuid:00000000-0000-4000-8000-000000000000"
@@ -365,7 +370,7 @@ func TestSubscriptionStore(t *testing.T) {
 	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1") + "&match_urlpattern=" + url.QueryEscape("/books/:id"))
 	// The stream's subscriptions reach the store, then their events,
 	// after its headers (ACT-2): the stream does not wait for them.
-	eventually(t, "the stream's subscription events", func() bool {
+	testwait.For(t, "the stream's subscription events", func() bool {
 		b, err := store.Replay(context.Background(), mercure.Earliest)
 		n := 0
 		for range b.Events {
@@ -443,13 +448,7 @@ func TestSubscriptionStore(t *testing.T) {
 
 	// The stream ends: the store gets the same subscriptions, not active.
 	s.close()
-	deadline := time.Now().Add(10 * time.Second)
-	for updates = store.recorded(); len(updates) < 2; updates = store.recorded() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the end of the stream never reached the store: %+v", updates)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "the end of the stream to reach the store", func() bool { updates = store.recorded(); return len(updates) >= 2 })
 	if len(updates) != 2 {
 		t.Fatalf("UpdateSubscriptions calls %+v, want 2", updates)
 	}
@@ -471,13 +470,7 @@ func TestSubscriptionStore(t *testing.T) {
 	}
 
 	// Each event came after the listing changed: start and end (ACT-17).
-	deadline = time.Now().Add(10 * time.Second)
-	for endEvents(t, store.MemoryStore) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the end events never reached the store")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "the end events to reach the store", func() bool { return endEvents(t, store.MemoryStore) >= 2 })
 	store.mu.Lock()
 	misordered := store.misordered
 	store.mu.Unlock()
@@ -509,6 +502,7 @@ func (emptySubsStore) Subscriptions(context.Context) ([]mercure.Subscription, er
 // ACT-16: the collection's subscriptions member is an array, also when the
 // store lists none as a nil slice.
 func TestACT16_EmptyCollectionFromStore(t *testing.T) {
+	t.Parallel()
 	for name, opts := range map[string][]mercure.Option{
 		"MemoryStore":       nil,
 		"SubscriptionStore": {mercure.WithStore(emptySubsStore{newMemoryStore(t, 10)})},
@@ -562,6 +556,7 @@ func (f *feedStore) gap(next ...*mercure.Event) {
 // next event: the client resumes from its Last-Event-ID and gets what it
 // missed from history, never an event from after the gap first.
 func TestFeedGap(t *testing.T) {
+	t.Parallel()
 	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
 	th := newTestHub(t, mercure.WithStore(store))
 	s := th.subscribe("match=x")
@@ -606,6 +601,7 @@ func TestFeedGap(t *testing.T) {
 // After a gap, a stream still writes what it had queued before it (those
 // events may be gone from history already), then ends.
 func TestFeedGapDrainsQueue(t *testing.T) {
+	t.Parallel()
 	store := &feedStore{MemoryStore: newMemoryStore(t, 2)}
 	th := newTestHub(t, mercure.WithStore(store), mercure.WithWriteDelay(time.Second))
 	s := th.subscribe("match=x")
@@ -660,6 +656,7 @@ func (g gapStore) Replay(ctx context.Context, id string) (mercure.Backlog, error
 // it yielded, so that the client resumes; the hub logs it as a gap, at
 // Debug level (one client's affair), not as a failure of the store.
 func TestReplayGap(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -23,6 +23,7 @@ func replayIDs(t *testing.T, s mercure.Store, lastEventID string) (string, []str
 }
 
 func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
+	t.Parallel()
 	s := newMemoryStore(t, 600)
 	for i := range 1000 {
 		if err := s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}}); err != nil {
@@ -43,6 +44,7 @@ func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
 // ends with ErrHistoryGap, so that the hub ends the stream and the
 // client resumes from the last event it got.
 func TestMemoryStore_ReplayOvertakenByEviction(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name       string
 		size, data int
@@ -131,6 +133,7 @@ func liveHeap() int64 {
 }
 
 func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
+	t.Parallel()
 	s := newMemoryStore(t, 3)
 	for i, id := range []string{"x", "a", "x", "b"} { // the first x is evicted
 		_ = s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: id, Data: fmt.Sprint(i)}})
@@ -144,6 +147,7 @@ func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
 // and the latest stays whatever its size. WithHistoryBytes sizes the
 // default store, so it conflicts with WithStore.
 func TestMemoryStore_MaxBytes(t *testing.T) {
+	t.Parallel()
 	s := newMemoryStore(t, 100, mercure.MemoryMaxBytes(2000))
 	ctx := context.Background()
 	for i := range 10 {
@@ -168,6 +172,7 @@ func TestMemoryStore_MaxBytes(t *testing.T) {
 
 // The memory store refuses what it cannot honour, like every option.
 func TestNewMemoryStore_RejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]struct {
 		size int
 		opts []mercure.MemoryOption

@@ -446,8 +446,8 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 }
 
 // replayWait is how long a stream waits for a replay slot (see
-// [Limits.MaxReplays]) before it gets 503; a variable for tests.
-var replayWait = 5 * time.Second
+// [Limits.MaxReplays]) before it gets 503.
+const replayWait = 5 * time.Second
 
 // acquireReplay takes a replay slot, waiting for one up to replayWait; it
 // reports false when none was free in time, or ctx ended first.

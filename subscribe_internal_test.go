@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
@@ -51,16 +53,6 @@ func withoutPosition(body string) string {
 	return body
 }
 
-// waitFor polls cond: the stream runs on its own goroutine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // serveStream runs a stream of h for query on a flushCounter, once its
 // headers are flushed; stop ends it and shuts h down.
 func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func()) {
@@ -72,7 +64,7 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 		defer close(done)
 		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?"+query, nil))
 	}()
-	waitFor(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
+	testwait.For(t, "the stream to start", func() bool { _, f := w.state(); return f == 1 })
 	return w, func() {
 		cancel()
 		<-done
@@ -82,67 +74,75 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 
 // WithWriteDelay: updates that arrive within the delay of the last write go
 // out together, in one write and one flush; a first update goes out at once.
+// The test runs in a synctest bubble: the delay passes on its clock.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, stop := serveStream(t, h, "match=x")
-	defer stop()
-
-	publish := func() {
-		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// The first update goes out at once, with its own flush after the
-	// headers': nothing was written within the delay.
-	start := time.Now()
-	publish()
-	waitFor(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
-	if d := time.Since(start); d >= 500*time.Millisecond {
-		t.Fatalf("the first update took %v: it waited for the one-second delay", d)
-	}
-	// Nine more, 5 ms apart: without a delay each would get its own
-	// write; all arrive well inside the one-second delay, and go out
-	// together when it ends.
-	for range 9 {
+		w, stop := serveStream(t, h, "match=x")
+		defer stop()
+
+		publish := func() {
+			if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first update goes out at once, with its own flush after the
+		// headers': nothing was written within the delay.
+		start := time.Now()
 		publish()
-		time.Sleep(5 * time.Millisecond)
-	}
-	// The flush follows the last write: wait for it too.
-	waitFor(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
-	if _, flushes := w.state(); flushes != 3 {
-		t.Fatalf("%d flushes for 10 updates, want 3", flushes)
-	}
+		testwait.For(t, "the first event", func() bool { e, f := w.state(); return e == 1 && f == 2 })
+		if d := time.Since(start); d >= 500*time.Millisecond {
+			t.Fatalf("the first update took %v: it waited for the one-second delay", d)
+		}
+		// Nine more, 5 ms apart: without a delay each would get its own
+		// write; all arrive well inside the one-second delay, and go out
+		// together when it ends.
+		for range 9 {
+			publish()
+			time.Sleep(5 * time.Millisecond)
+		}
+		// The flush follows the last write: wait for it too.
+		testwait.For(t, "10 events, flushed", func() bool { e, f := w.state(); return e == 10 && f >= 3 })
+		if _, flushes := w.state(); flushes != 3 {
+			t.Fatalf("%d flushes for 10 updates, want 3", flushes)
+		}
+	})
 }
 
 // A write delay never lets the queue overflow: once it is half full the
-// writer stops waiting.
+// writer stops waiting (in a synctest bubble, as above).
 func TestWriteDelayDoesNotOverflow(t *testing.T) {
-	h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
-		WithLimits(Limits{QueueEvents: 8}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, stop := serveStream(t, h, "match=x")
-	defer stop()
-	// One update every 2 ms: within the one-second delay a queue of 8
-	// would overflow after 16 ms; half full, the writer must go at once.
-	for range 40 {
-		if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
+			WithLimits(Limits{QueueEvents: 8}))
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	waitFor(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
-	if st := h.Stats(); st.Overflows != 0 {
-		t.Fatalf("%d overflows", st.Overflows)
-	}
+		w, stop := serveStream(t, h, "match=x")
+		defer stop()
+		// One update every 2 ms: within the one-second delay a queue of 8
+		// would overflow after 16 ms; half full, the writer must go at once.
+		for range 40 {
+			if _, err := h.Publish(context.Background(), Update{Topics: []string{"x"}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		testwait.For(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
+		if st := h.Stats(); st.Overflows != 0 {
+			t.Fatalf("%d overflows", st.Overflows)
+		}
+	})
 }
 
 // The hub refuses topics the resolver would not parse.
 func TestMaxTopicBytesMatchesResolver(t *testing.T) {
+	t.Parallel()
 	if MaxTopicBytes != topicurl.MaxTopicLength {
 		t.Fatalf("MaxTopicBytes %d, resolver limit %d", MaxTopicBytes, topicurl.MaxTopicLength)
 	}

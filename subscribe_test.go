@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Black-box tests of the subscribe side (the SUB requirements of
@@ -134,22 +135,8 @@ func subRawStream(t *testing.T, th *testHub, q string) *http.Response {
 	return res
 }
 
-// subEventually retries f every 10 ms for up to two seconds, until it
-// returns true.
-func subEventually(f func() bool) bool {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		if f() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestSUB1_GETSubscribes(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s, res := th.trySubscribe(http.MethodGet, "match="+subEnc("urn:x")+"&match="+subEnc(subMarker), "")
 	if s == nil {
@@ -161,6 +148,7 @@ func TestSUB1_GETSubscribes(t *testing.T) {
 }
 
 func TestSUB2_QUERYWithFormBody(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s, res := th.trySubscribe("QUERY", "", "match="+subEnc("urn:x")+"&match_urlpattern="+subEnc("/books/:id")+"&match="+subEnc(subMarker))
 	if s == nil {
@@ -178,6 +166,7 @@ func TestSUB2_QUERYWithFormBody(t *testing.T) {
 }
 
 func TestSUB2_QUERYBodyMediaType(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	body := "match=" + subEnc("urn:x")
 	tests := []struct {
@@ -210,6 +199,7 @@ func TestSUB2_QUERYBodyMediaType(t *testing.T) {
 }
 
 func TestSUB2_BodyPairsFollowTheSameRules(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	tests := []struct{ name, body string }{
 		{"reserved name", "Match=urn%3Ax"},
@@ -232,6 +222,7 @@ func TestSUB2_BodyPairsFollowTheSameRules(t *testing.T) {
 }
 
 func TestSUB3_QueryAndBodyMatchersAreUnited(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s, res := th.trySubscribe("QUERY", "match="+subEnc("urn:q"), "match="+subEnc("urn:b")+"&match="+subEnc(subMarker))
 	if s == nil {
@@ -249,6 +240,7 @@ func TestSUB3_QueryAndBodyMatchersAreUnited(t *testing.T) {
 }
 
 func TestSUB3_LastEventIDPrecedence(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	for _, id := range []string{"c1", "c2", "c3", "c4"} {
 		th.mustPost("topic=urn%3Ah&id=" + id + "&data=" + id)
@@ -297,6 +289,7 @@ func TestSUB3_LastEventIDPrecedence(t *testing.T) {
 }
 
 func TestSUB5_WHATWGFormParsing(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	tests := []struct {
 		name  string
@@ -330,6 +323,7 @@ func TestSUB5_WHATWGFormParsing(t *testing.T) {
 }
 
 func TestSUB6_MatcherNamesAndMixes(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	mixed := "match=https%3A%2F%2Fexample.com%2Ffoo&match=bar&match_urlpattern=https%3A%2F%2Fexample.com%2Fbar%2F%3Aid&match_exact=urn%3Ae"
 	tests := []struct {
@@ -361,6 +355,7 @@ func TestSUB6_MatcherNamesAndMixes(t *testing.T) {
 }
 
 func TestSUB7_ReservedMatchPrefix(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	rejected := []string{
 		"Match", "MATCH", "MATCH_exact", "match_Exact", "match_URLPattern", "Match_urlpattern",
@@ -400,6 +395,7 @@ func TestSUB7_ReservedMatchPrefix(t *testing.T) {
 }
 
 func TestSUB8_InvalidMatcherValues(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	values := []struct{ name, value string }{ // raw, percent-encoded
 		{"invalid UTF-8", "a%FFb"},
@@ -471,6 +467,7 @@ func TestSUB8_InvalidMatcherValues(t *testing.T) {
 }
 
 func TestSUB8_OddPatternDoesNotBreakTheHub(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	for _, q := range []string{"match_urlpattern=%23*0", "match_urlpattern=%3F*0", "match_urlpattern=*0", "match_urlpattern=%3A*"} {
 		t.Run(q, func(t *testing.T) {
@@ -499,6 +496,7 @@ func TestSUB8_OddPatternDoesNotBreakTheHub(t *testing.T) {
 }
 
 func TestSUB9_NoMatcherIsRejected(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	for _, q := range []string{
 		"",
@@ -526,6 +524,7 @@ func TestSUB9_NoMatcherIsRejected(t *testing.T) {
 }
 
 func TestSUB10_MatcherLimits(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxMatchers: 2, MaxMatcherBytes: 16}))
 	tests := []struct {
 		name        string
@@ -557,6 +556,7 @@ func TestSUB10_MatcherLimits(t *testing.T) {
 }
 
 func TestSUB11_DuplicateMatchersDeliverOnce(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	for _, q := range []string{
 		"match=urn%3Ax&match=urn%3Ax",
@@ -578,6 +578,7 @@ func TestSUB11_DuplicateMatchersDeliverOnce(t *testing.T) {
 }
 
 func TestSUB13_OverlappingMatchersDeliverOnce(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	tests := []struct {
 		name   string
@@ -614,6 +615,7 @@ func TestSUB13_OverlappingMatchersDeliverOnce(t *testing.T) {
 }
 
 func TestSUB12_GlobalConnectionLimit(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxConnections: 2}))
 	q := "match=urn%3Ax"
 	// Refused requests do not take a slot.
@@ -630,16 +632,14 @@ func TestSUB12_GlobalConnectionLimit(t *testing.T) {
 		}
 	}
 	first.close()
-	var last int
-	if !subEventually(func() bool {
-		last = subStatus(th, http.MethodGet, q, "")
-		return last == http.StatusOK
-	}) {
-		t.Fatalf("after closing a stream: status %d, want 200", last)
+	testwait.For(t, "the closed stream to be released", func() bool { return th.Stats().Streams == 1 })
+	if got := subStatus(th, http.MethodGet, q, ""); got != http.StatusOK {
+		t.Fatalf("after closing a stream: status %d, want 200", got)
 	}
 }
 
 func TestSUB12_PerClientConnectionLimit(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t,
 		mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 1}),
 		mercure.WithClientKey(func(r *http.Request) string { return r.Header.Get("X-Client") }),
@@ -654,12 +654,9 @@ func TestSUB12_PerClientConnectionLimit(t *testing.T) {
 		t.Fatal("the streams that were admitted do not receive updates")
 	}
 	a.close()
-	var last int
-	if !subEventually(func() bool {
-		last = subStatus(th, http.MethodGet, q, "", "X-Client", "a")
-		return last == http.StatusOK
-	}) {
-		t.Fatalf("client a after closing its stream: status %d, want 200", last)
+	testwait.For(t, "the closed stream to be released", func() bool { return th.Stats().Streams == 1 })
+	if got := subStatus(th, http.MethodGet, q, "", "X-Client", "a"); got != http.StatusOK {
+		t.Fatalf("client a after closing its stream: status %d, want 200", got)
 	}
 	if got := subStatus(th, http.MethodGet, q, "", "X-Client", "b"); got != http.StatusTooManyRequests {
 		t.Fatalf("second stream of client b: status %d, want 429", got)
@@ -667,6 +664,7 @@ func TestSUB12_PerClientConnectionLimit(t *testing.T) {
 }
 
 func TestSUB14_StreamHeadersBeforeAnyEvent(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	for _, method := range []string{http.MethodGet, "QUERY"} {
 		t.Run(method, func(t *testing.T) {
@@ -695,6 +693,7 @@ func TestSUB14_StreamHeadersBeforeAnyEvent(t *testing.T) {
 }
 
 func TestSUB15_ExampleEventOnTheWire(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	res := subRawStream(t, th, "match=urn%3Abook")
 	th.mustPost("topic=urn%3Abook&id=" + subEnc("urn:uuid:0b5b6f9e-3c51-4f4a-9d3e-5a1d2c7e8f90") +
@@ -724,6 +723,7 @@ func TestSUB15_ExampleEventOnTheWire(t *testing.T) {
 }
 
 func TestSUB15_OptionalFields(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=urn%3Af")
 	tests := []struct {
@@ -757,6 +757,7 @@ func TestSUB15_OptionalFields(t *testing.T) {
 }
 
 func TestSUB16_DataLines(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	s := th.subscribe("match=urn%3Ad")
 	absent := "\x00absent"
@@ -795,6 +796,7 @@ func TestSUB16_DataLines(t *testing.T) {
 }
 
 func TestSUB17_KeepAliveComment(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithKeepAlive(50*time.Millisecond))
 	s := th.subscribe("match=urn%3Ak&match=" + subEnc(subMarker))
 	for range 2 {
@@ -813,6 +815,7 @@ func TestSUB17_KeepAliveComment(t *testing.T) {
 }
 
 func TestSUB17_ServerWriteTimeoutDoesNotCutStreams(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, func(srv *http.Server) { srv.WriteTimeout = 200 * time.Millisecond },
 		mercure.WithInsecurePublishing())
 
@@ -825,6 +828,7 @@ func TestSUB17_ServerWriteTimeoutDoesNotCutStreams(t *testing.T) {
 }
 
 func TestSUB11_DuplicateMatchersLeaveCleanly(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t)
 	tests := []struct{ query, topic string }{
 		{"match=urn%3Ax&match=urn%3Ax", "urn:x"},
@@ -849,6 +853,7 @@ func TestSUB11_DuplicateMatchersLeaveCleanly(t *testing.T) {
 // (429) so that no client can make every publish slow. Shared patterns
 // count once, and a pattern's slot is freed when its last stream ends.
 func TestSEC6_PatternsPerPrefixLimit(t *testing.T) {
+	t.Parallel()
 	th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxPatternsPerPrefix: 2}))
 	q := func(patterns ...string) string { return url.Values{"match_urlpattern": patterns}.Encode() }
 	refused := func(patterns ...string) {
@@ -866,17 +871,8 @@ func TestSEC6_PatternsPerPrefixLimit(t *testing.T) {
 	th.subscribe(q("/authors/:id", "https://other.example/:id"))
 
 	first.close()
-	deadline := time.Now().Add(5 * time.Second)
-	for { // *://*/b/:id is released with the first stream; *://*/a/:id is still shared
-		s, res := th.trySubscribe(http.MethodGet, q("*://*/c/:id"), "")
-		if s != nil {
-			break
-		}
-		res.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("pattern slot not released: status %d", res.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// *://*/b/:id is released with the first stream; *://*/a/:id is still shared.
+	testwait.For(t, "the first stream to be released", func() bool { return th.Stats().Streams == 3 })
+	th.subscribe(q("*://*/c/:id"))
 	refused("*://*/d/:id")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // subscriptionDoc decodes a subscription event's data (ACT-9), keeping the
@@ -41,6 +42,7 @@ func watcher(t testing.TB, th *testHub) *subscription {
 // ends, with the exact topic (RFC 6570 encoding of ACT-5, here of a matcher
 // holding %, :, / and non-ASCII characters) and JSON document.
 func TestACT_SubscriptionEvents(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithSubscriptions(), mercure.WithAnonymousSubscribers())
 	w := watcher(t, th)
 	w.next(t) // the watcher's own subscription
@@ -80,6 +82,7 @@ func sameDoc(got, want map[string]any) bool {
 // one token get different subscriber ids; the payload is that of the
 // token's first subscribe detail matching the subscription.
 func TestACT_PayloadAndSubscriberIDs(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithSubscriptions())
 	w := watcher(t, th)
 	w.next(t)
@@ -166,6 +169,7 @@ func TestAUTH41_READMEAuthorizerPayload(t *testing.T) {
 // ACT-10: subscription events are private: a stream without a grant on
 // their topics never sees them, even with match=*.
 func TestACT10_EventsArePrivate(t *testing.T) {
+	t.Parallel()
 	th := startAuthHub(t, mercure.WithSubscriptions(), mercure.WithAnonymousSubscribers())
 	s := th.subscribe("match=*")
 	th.subscribe("match=x")
@@ -178,6 +182,7 @@ func TestACT10_EventsArePrivate(t *testing.T) {
 // The Go API lists the active subscriptions; the metadata advertises the
 // feature (DIS-7); ending streams at shutdown publishes their end events.
 func TestACT_GoAPIAndShutdown(t *testing.T) {
+	t.Parallel()
 	store := newMemoryStore(t, 100)
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
 		mercure.WithSubscriptions(), mercure.WithStore(store))
@@ -217,6 +222,7 @@ func TestACT_GoAPIAndShutdown(t *testing.T) {
 
 // ACT-12 to ACT-19: the web API, authorized as subscribe on its own path.
 func TestACT_WebAPI(t *testing.T) {
+	t.Parallel()
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
 	h := th.Hub
 	const match = "https://example.com/books/:id"
@@ -298,6 +304,7 @@ func sameSub(a, b mercure.Subscription) bool {
 // Dot segments in the API path are not resources: the grant check resolves
 // them away, so serving them would check one path and serve another.
 func TestACT13_DotSegments(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL, withAuthIssuer(t), mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
 	if err != nil {
 		t.Fatal(err)
@@ -342,6 +349,7 @@ func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
 // byte; and Shutdown does not wait for a store that does not answer past
 // its own deadline, however many subscriptions the streams hold.
 func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
+	t.Parallel()
 	store := &heldStore{MemoryStore: newMemoryStore(t, 100), release: make(chan struct{})}
 	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithSubscriptions(), mercure.WithStore(store))
 	if err != nil {
@@ -360,7 +368,7 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 		t.Fatalf("replayed %+v", ev)
 	}
 	// The appends come after, and wait.
-	eventually(t, "the start events", func() bool { return store.waiting.Load() == 1 })
+	testwait.For(t, "the start events", func() bool { return store.waiting.Load() == 1 })
 	goPublish(t, th, mercure.Update{Topics: []string{"urn:t:1"}, Data: "live"})
 	expectData(t, s, "live")
 
@@ -379,12 +387,13 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 	case <-time.After(4 * time.Second):
 		t.Fatal("Shutdown waited for the store past its deadline")
 	}
-	eventually(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
+	testwait.For(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
 }
 
 // ACT-2: a subscription's end event never precedes its start event, even
 // when the stream ends while its start is still being announced.
 func TestACT2_EndFollowsStart(t *testing.T) {
+	t.Parallel()
 	store := &heldStore{MemoryStore: newMemoryStore(t, 100), release: make(chan struct{}), startOnly: true}
 	h, err := mercure.New(testHubURL, mercure.WithSubscriptions(), mercure.WithStore(store))
 	if err != nil {
@@ -392,17 +401,17 @@ func TestACT2_EndFollowsStart(t *testing.T) {
 	}
 	th := startHubServer(t, h, h)
 	s := th.subscribe("match=urn:a")
-	eventually(t, "the start event", func() bool { return store.waiting.Load() == 1 })
+	testwait.For(t, "the start event", func() bool { return store.waiting.Load() == 1 })
 	s.close()
 	// The stream's end is under way once the hub lists its subscription
 	// no more; its end event must wait for the start.
-	eventually(t, "the stream to end", func() bool {
+	testwait.For(t, "the stream to end", func() bool {
 		subs, err := h.Subscriptions(context.Background())
 		return err == nil && len(subs) == 0
 	})
 	close(store.release)
 	var got []string
-	eventually(t, "both events", func() bool {
+	testwait.For(t, "both events", func() bool {
 		b, err := store.Replay(context.Background(), mercure.Earliest)
 		got = got[:0]
 		for e := range b.Events {

@@ -49,6 +49,7 @@ func signerFor(t *testing.T, raw any) (*mercure.Signer, jwk.Set) {
 // Tokens minted by a Signer are accepted by a hub trusting its key, for
 // every key type; their grants are enforced.
 func TestSigner_RoundTrip(t *testing.T) {
+	t.Parallel()
 	ec256, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ec384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
@@ -96,6 +97,7 @@ func TestSigner_RoundTrip(t *testing.T) {
 }
 
 func TestSigner_RejectsBadGrants(t *testing.T) {
+	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	signer, _ := signerFor(t, ec)
 	for name, g := range map[string]mercure.Grant{
@@ -120,6 +122,7 @@ func TestSigner_RejectsBadGrants(t *testing.T) {
 // AUTH-12: the cookie is Secure, HttpOnly, SameSite=Strict, scoped to the
 // hub path and expires with the token; the hub accepts it on streams.
 func TestAUTH12_SetCookie(t *testing.T) {
+	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	signer, set := signerFor(t, ec)
 	th := startHub(t, nil, mercure.WithInsecurePublishing(),
@@ -163,6 +166,7 @@ func TestAUTH12_SetCookie(t *testing.T) {
 // first use. Grants are drawn from valid and invalid parts, combined at
 // random.
 func TestSigner_MintsOnlyAcceptedTokens(t *testing.T) {
+	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	signer, set := signerFor(t, ec)
 	th := startHub(t, nil, mercure.WithAnonymousSubscribers(),
@@ -212,6 +216,7 @@ func TestSigner_MintsOnlyAcceptedTokens(t *testing.T) {
 // plain http:// on a host other than localhost gets ErrInsecureCookie,
 // and no Set-Cookie; localhost and https hubs get their cookie.
 func TestSetCookie_RefusesWhatBrowsersDrop(t *testing.T) {
+	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	for hubURL, ok := range map[string]bool{
 		"http://app.internal/.well-known/mercure":      false,

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // tracedHub is a test hub whose spans an SDK provider records.
@@ -79,6 +80,7 @@ func childOf(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
 // application's request trace shows its publish, and the store's append
 // is a child of it; the attributes describe the update without its topics.
 func TestTracing_GoPublishIsAChildOfTheCallersSpan(t *testing.T) {
+	t.Parallel()
 	th, rec, app := tracedHub(t)
 	ctx, appSpan := app.Start(context.Background(), "app.request")
 	id, err := th.Publish(ctx, mercure.Update{Topics: []string{pubTopic, "urn:alt"}, Data: "x"})
@@ -141,6 +143,7 @@ func TestTracing_HTTPPublishContinuesTheRequestTrace(t *testing.T) {
 // its replay and the store's part of it are its children, and a store
 // failure marks the span of the publish that met it.
 func TestTracing_SubscribeAndReplay(t *testing.T) {
+	t.Parallel()
 	th, rec, _ := tracedHub(t)
 	th.mustPost("topic=urn%3Aa&data=1")
 	th.mustPost("topic=urn%3Aa&data=2")
@@ -149,7 +152,7 @@ func TestTracing_SubscribeAndReplay(t *testing.T) {
 	s := th.subscribe("match=urn%3Aa&last_event_id=earliest")
 	expectData(t, s, "1")
 	expectData(t, s, "2")
-	eventually(t, "the subscribe span ends while the stream is open", func() bool {
+	testwait.For(t, "the subscribe span ends while the stream is open", func() bool {
 		return len(ended(rec, "mercure.subscribe")) == 1
 	})
 	sub := one(t, rec, "mercure.subscribe")
@@ -190,6 +193,7 @@ func TestTracing_SubscribeAndReplay(t *testing.T) {
 // once when it starts and once when it ends, however many publishes
 // meet it.
 func TestTracing_LogsCarryTheTraceOncePerTransition(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))

@@ -36,6 +36,7 @@ func TestSuiteWithRetention(t *testing.T) {
 }
 
 func TestSuiteRetention(t *testing.T) {
+	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(keep))
 	})
@@ -79,6 +80,7 @@ func idsOf(evs []*mercure.Event) string {
 }
 
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path)
 	want := appendIDs(t, s, "a", "b", "c")
@@ -109,6 +111,7 @@ func TestReopen(t *testing.T) {
 // sends it again to the restarted process: it is recorded once. With
 // WithRetryWindow(0), every append is recorded.
 func TestRetryAfterReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path)
 	first := appendIDs(t, s, "order-1")[0]
@@ -137,6 +140,7 @@ func TestRetryAfterReopen(t *testing.T) {
 // TestLatestID checks that the last event id survives a restart, for the
 // store and for a hub started on it (REC-13).
 func TestLatestID(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path)
 	if got := s.LatestID(); got != mercure.Earliest {
@@ -162,6 +166,7 @@ func TestLatestID(t *testing.T) {
 }
 
 func TestRetentionByCount(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := open(t, path, boltstore.WithMaxEvents(3))
 	appendIDs(t, s, "a", "x", "b", "x", "c", "d")
@@ -190,6 +195,7 @@ func TestRetentionByCount(t *testing.T) {
 }
 
 func TestRetentionByAge(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -232,6 +238,7 @@ func TestRetentionByAge(t *testing.T) {
 // TestReplayLargeHistory checks replays from cursors across page
 // boundaries of a large history.
 func TestReplayLargeHistory(t *testing.T) {
+	t.Parallel()
 	const n = 20000
 	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
 	defer s.Close()
@@ -286,6 +293,7 @@ func fill(t testing.TB, s mercure.Store, n int) {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

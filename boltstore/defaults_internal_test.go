@@ -8,6 +8,7 @@ import (
 // A store opened without options keeps a bounded history: any client may
 // ask to replay all of it.
 func TestDefaultRetentionIsBounded(t *testing.T) {
+	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), "hub.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +23,7 @@ func TestDefaultRetentionIsBounded(t *testing.T) {
 // recorded (16 bytes) still locates the oldest; its latest is known only
 // when the id has a single occurrence.
 func TestIDRefReadsOlderValues(t *testing.T) {
+	t.Parallel()
 	old := func(oldest, n uint64) []byte { return idVal(oldest, n, 0)[:16] }
 	for _, c := range []struct {
 		v                 []byte

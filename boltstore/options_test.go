@@ -13,6 +13,7 @@ import (
 // Options refuse values they cannot honour rather than clamp them, and
 // Open creates no file then.
 func TestOpen_RejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	cases := map[string]boltstore.Option{
 		"negative max events":   boltstore.WithMaxEvents(-1),
 		"negative max age":      boltstore.WithMaxAge(-time.Second),

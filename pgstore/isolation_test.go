@@ -51,6 +51,7 @@ func isolatedDB(t *testing.T, level string) string {
 // commit without a serialization failure. Every update is delivered and
 // replayed once, numbered 1, 2, 3, … without a hole.
 func TestStrictDefaultIsolation(t *testing.T) {
+	t.Parallel()
 	for _, level := range []string{"repeatable read", "serializable"} {
 		t.Run(level, func(t *testing.T) {
 			dsn := isolatedDB(t, level)

@@ -17,6 +17,7 @@ import (
 	"github.com/mercurekit/mercure/internal/netproxy"
 	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/ssetest"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -36,6 +37,16 @@ func TestOutageSuite(t *testing.T) {
 			pool, prefix = db(t)
 			dsn = pool.Config().ConnString()
 		}
+		// The schema is created here, with the default timeout: the
+		// cases' stores have a short one, for the outages, which a loaded
+		// machine's migration could run out.
+		migrate := newPool(t, dsn)
+		s, err := pgstore.New(context.Background(), migrate, pgstore.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		migrate.Close()
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -68,6 +79,7 @@ func TestOutageSuite(t *testing.T) {
 // PostgreSQL killed and restarted: an update published in a transaction
 // after the restart is delivered once, in order after those before.
 func TestPublishTxAfterRestart(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	pool := newPool(t, srv.DSN)
 	s := open(t, pool, "mercure", pgstore.WithTimeout(time.Second), pgstore.WithPollInterval(100*time.Millisecond))
@@ -79,7 +91,7 @@ func TestPublishTxAfterRestart(t *testing.T) {
 	srv.Start()
 	f.wantStatus(t, false, 20*time.Second)
 	ctx := context.Background()
-	waitFor(t, "a transaction to commit", func() bool {
+	testwait.For(t, "a transaction to commit", func() bool {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return publishTx(s, tx, upd("in-tx")) }) == nil
 	})
 	if got := ids(f.settle(t, 2)); strings.Join(got, " ") != "before in-tx" {
@@ -91,6 +103,7 @@ func TestPublishTxAfterRestart(t *testing.T) {
 // seq (its PublishTx notification lost, or its hub killed before a
 // round) delays the update until a store's poll, never loses it.
 func TestCrashBeforeSequencing(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix, pgstore.WithPollInterval(50*time.Millisecond))
 	f := listen(t, s)
@@ -107,6 +120,7 @@ func TestCrashBeforeSequencing(t *testing.T) {
 // (here a transaction's, whose notification was lost), then its own
 // after them: committed earlier, delivered earlier.
 func TestAppendNumbersOrphansFirst(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix, pgstore.WithPollInterval(time.Hour))
 	f := listen(t, s)
@@ -123,17 +137,6 @@ func TestAppendNumbersOrphansFirst(t *testing.T) {
 	}
 	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); len(ids) != 2 || ids[0] != "orphan" || ids[1] != "mine" {
 		t.Fatalf("replay %q", ids)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -182,6 +185,7 @@ func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
 // subscribers of all (ACT-12 across instances); those of a hub that dies
 // without a word expire.
 func TestSharedSubscriptions(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
 	ttl := pgstore.WithSubscriptionTTL(600 * time.Millisecond)
@@ -201,10 +205,10 @@ func TestSharedSubscriptions(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "each hub to list both subscribers", func() bool { return listed(a) == 2 && listed(b) == 2 })
+	testwait.For(t, "each hub to list both subscribers", func() bool { return listed(a) == 2 && listed(b) == 2 })
 	// A dies: its pool goes first, so that its store cannot withdraw
 	// its subscriptions nor refresh them.
 	a.pool.Close()
 	a.store.Close()
-	waitFor(t, "A's subscriber to expire from B's list", func() bool { return listed(b) == 1 })
+	testwait.For(t, "A's subscriber to expire from B's list", func() bool { return listed(b) == 1 })
 }

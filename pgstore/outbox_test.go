@@ -23,6 +23,7 @@ func publishTx(s *pgstore.Store, tx pgx.Tx, u mercure.Update) error {
 // that authorizes no subscriber refuses a private update, as Publish
 // does. WithValidator overrides it.
 func TestPublishTxUsesTheHub(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	ctx := context.Background()
 	s := open(t, pool, prefix)

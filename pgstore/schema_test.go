@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -43,6 +44,7 @@ func migrateWith(t *testing.T, pool *pgxpool.Pool, prefix string, from int, stmt
 // until the application has run the statements of Migrations; then the
 // store works on the tables they made.
 func TestWithoutMigrations(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	ctx := context.Background()
 	_, err := pgstore.New(ctx, pool, pgstore.WithPrefix(prefix), pgstore.WithoutMigrations())
@@ -64,6 +66,7 @@ func TestWithoutMigrations(t *testing.T) {
 // naming the migration to run; Migrations(prefix, 1) takes them to the
 // current version, as New does for another prefix, keeping the event.
 func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, byApp := range []bool{false, true} {
 		pool, prefix := db(t)
@@ -100,6 +103,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 }
 
 func TestMigrationsRefuses(t *testing.T) {
+	t.Parallel()
 	if _, err := pgstore.Migrations("Bad Prefix", 0); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Errorf("bad prefix: %v", err)
 	}
@@ -115,6 +119,7 @@ func TestMigrationsRefuses(t *testing.T) {
 
 // The tests' cleanup drops every table and function a store creates.
 func TestCleanupLeavesNothing(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix)
 	mustAppend(t, s, "x")
@@ -134,9 +139,12 @@ func TestCleanupLeavesNothing(t *testing.T) {
 // read-only connection. The rows of a store that stopped refreshing them
 // are not listed, and another store's feed deletes them within a TTL.
 func TestSubscriptionsListingIsRead(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	ctx := context.Background()
-	ttl := pgstore.WithSubscriptionTTL(200 * time.Millisecond)
+	// Long enough that the writer's refreshes keep its rows live on a
+	// loaded machine; the dead store's rows are swept within it.
+	ttl := pgstore.WithSubscriptionTTL(2 * time.Second)
 	writer := open(t, pool, prefix, ttl)
 	sub := mercure.Subscription{ID: "/s/1", Type: "Subscription", MatchType: "exact", Match: "x", Subscriber: "urn:a", Active: true}
 	if err := writer.UpdateSubscriptions(ctx, []mercure.Subscription{sub}); err != nil {
@@ -161,7 +169,7 @@ func TestSubscriptionsListingIsRead(t *testing.T) {
 	if len(subs) != 1 || subs[0].ID != "/s/1" {
 		t.Fatalf("listed %+v, want the live store's subscription only", subs)
 	}
-	waitFor(t, "the expired store's rows to be swept", func() bool {
+	testwait.For(t, "the expired store's rows to be swept", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+prefix+`_hubs) + (SELECT count(*) FROM `+prefix+`_subs WHERE id = '/s/dead')`).Scan(&n)
 		return err == nil && n == 1 // the writer's row alone

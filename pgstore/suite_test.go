@@ -16,6 +16,7 @@ func TestSuite(t *testing.T) {
 }
 
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
 		pool, prefix := db(t)
 		return open(t, pool, prefix, pgstore.WithMaxEvents(int64(keep)))

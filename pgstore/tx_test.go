@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -60,17 +61,11 @@ func (f *feed) gapCount() int {
 // wait waits until the feed has passed n events and returns them.
 func (f *feed) wait(t testing.TB, n int) []*mercure.Event {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		evs := f.events()
-		if len(evs) >= n {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("feed passed %d events (%q), want %d", len(evs), ids(evs), n)
-		}
-		time.Sleep(2 * time.Millisecond)
+	var evs []*mercure.Event
+	if !testwait.Within(testwait.Deadline, func() bool { evs = f.events(); return len(evs) >= n }) {
+		t.Fatalf("feed passed %d events (%q), want %d", len(evs), ids(evs), n)
 	}
+	return evs
 }
 
 // settle checks that the feed passes nothing more than n events for a
@@ -152,6 +147,7 @@ func mustAppend(t testing.TB, s mercure.Store, id string) {
 // live on two stores and on replay, in the same order with the same Seqs,
 // and a reader that had already passed the others' positions gets it.
 func TestTxHeldOpenAcrossCommits(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	a, b := open(t, pool, prefix), open(t, pool, prefix)
 	fa, fb := listen(t, a), listen(t, b)
@@ -201,6 +197,7 @@ func TestTxHeldOpenAcrossCommits(t *testing.T) {
 // TestTxRollback: an update published in a transaction that rolls back
 // is never delivered nor replayed, and does not stall the others.
 func TestTxRollback(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix)
 	f := listen(t, s)
@@ -231,6 +228,7 @@ func TestTxRollback(t *testing.T) {
 // the application's own insert in the same transaction: both commit, or
 // neither. The id is generated as the hub does.
 func TestTxSQL(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	s := open(t, pool, prefix)
 	f := listen(t, s)
@@ -282,6 +280,7 @@ func TestTxSQL(t *testing.T) {
 
 // TestTxValidates: PublishTx refuses what the hub would, before writing.
 func TestTxValidates(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	ctx := context.Background()
 	s := open(t, pool, prefix)
@@ -315,6 +314,7 @@ var errRefused = errors.New("refused")
 // appends, on two stores: each store's feed passes exactly the committed
 // updates, once, in the same order as each other and as a replay.
 func TestTxInterleavings(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	a, b := open(t, pool, prefix), open(t, pool, prefix)
 	fa, fb := listen(t, a), listen(t, b)

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/promhub"
 )
 
@@ -272,12 +273,8 @@ func (e *env) want(want float64, name string, labels ...string) {
 // eventually waits until name{labels} is want.
 func (e *env) eventually(want float64, name string, labels ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.value(name, labels...) != want {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s%v = %v, want %v", name, labels, e.value(name, labels...), want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Within(testwait.Deadline, func() bool { return e.value(name, labels...) == want }) {
+		e.t.Fatalf("%s%v = %v, want %v", name, labels, e.value(name, labels...), want)
 	}
 }
 

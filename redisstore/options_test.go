@@ -15,6 +15,7 @@ import (
 // the default silently; New checks them before it reaches Redis, so this
 // test needs no server.
 func TestNew_RejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	cases := map[string]struct {

@@ -71,6 +71,7 @@ func TestSuiteWithMaxLen(t *testing.T) {
 }
 
 func TestSuiteRetention(t *testing.T) {
+	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(int64(keep)))
@@ -80,6 +81,7 @@ func TestSuiteRetention(t *testing.T) {
 // TestSharedStream checks that two stores on one stream share one
 // sequence and one feed.
 func TestSharedStream(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	a, b := open(t, rdb, key), open(t, rdb, key)
 	defer a.Close()
@@ -111,6 +113,7 @@ func TestSharedStream(t *testing.T) {
 // TestTrimmedCursor checks that a cursor whose oldest occurrence was
 // trimmed is unknown, and that the id is indexed again when republished.
 func TestTrimmedCursor(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key)
 	defer s.Close()
@@ -139,6 +142,7 @@ func TestTrimmedCursor(t *testing.T) {
 
 // TestMaxLen checks that the stream is trimmed (approximately).
 func TestMaxLen(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key, redisstore.WithMaxLen(10))
 	defer s.Close()
@@ -162,6 +166,7 @@ func TestMaxLen(t *testing.T) {
 
 // TestLongReplay checks paging across several XRANGE pages.
 func TestLongReplay(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key)
 	defer s.Close()
@@ -198,6 +203,7 @@ func TestClosed(t *testing.T) {
 // subscriber of hub B: two app instances sharing one stream act as one
 // hub.
 func TestTwoHubs(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	const hubURL = "https://example.com/.well-known/mercure"
 	newHub := func() *mercure.Hub {
@@ -264,6 +270,7 @@ func TestTwoHubs(t *testing.T) {
 // EndStreams on one hub ends the selected streams of both hubs sharing
 // a Redis stream.
 func TestEndStreamsAcrossHubs(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
 		a, b = open(t, rdb, key), open(t, rdb, key)
@@ -275,6 +282,7 @@ func TestEndStreamsAcrossHubs(t *testing.T) {
 // TestReaderReconnects kills the feed's connections to Redis and checks
 // that the listener resumes without a gap or a repeat.
 func TestReaderReconnects(t *testing.T) {
+	t.Parallel()
 	admin, key := client(t)
 	name := strings.ReplaceAll(key, ":", "-")
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("MERCURE_TEST_REDIS"), ClientName: name})
@@ -342,6 +350,7 @@ func appendN(t *testing.T, s *redisstore.Store, id string, n int) {
 // TestTrimKeepsIDsBounded checks that trimming removes the ids of the
 // trimmed events from the hash: it stays as small as the stream.
 func TestTrimKeepsIDsBounded(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key, redisstore.WithMaxLen(10))
 	defer s.Close()
@@ -364,6 +373,7 @@ func TestTrimKeepsIDsBounded(t *testing.T) {
 // then unknown (a full replay rather than a gap) until all its
 // occurrences are gone, and then forgotten.
 func TestREC7AfterTrim(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key, redisstore.WithMaxLen(100)) // slack 1: one trim per append past 100
 	defer s.Close()
@@ -398,6 +408,7 @@ func TestREC7AfterTrim(t *testing.T) {
 // TestForeignEntries: entries that a Store did not write are skipped by
 // the replay as by the feed, instead of breaking every replay.
 func TestForeignEntries(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key)
 	defer s.Close()
@@ -432,6 +443,7 @@ func drain(b mercure.Backlog) (ids []string, err error) {
 // Store did not write ("-") carry no number and do not count; an entry
 // deleted before the replay is no gap.
 func TestReplayTrimmedUnder(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, history string
 		del           string // the id of an event deleted before the replay
@@ -496,6 +508,7 @@ func entryID(seq uint64) string { return fmt.Sprintf("%d-%d", seq>>20, seq&(1<<2
 // replay: up to the last entry read, which the next page starts from,
 // the replay goes on; one entry more, it reports the gap.
 func TestReplayTrimmedBetweenPages(t *testing.T) {
+	t.Parallel()
 	for _, more := range []int{0, 1} {
 		t.Run(fmt.Sprint("trimmed past the last read: ", more), func(t *testing.T) {
 			rdb, key := client(t)
@@ -551,6 +564,7 @@ func TestReplayTrimmedBetweenPages(t *testing.T) {
 // A retry is recognised across the stores sharing a stream; with
 // WithRetryWindow(0), a publisher's retry is recorded again.
 func TestRetryWindow(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	a, b := open(t, rdb, key), open(t, rdb, key, redisstore.WithRetryWindow(0))
 	defer a.Close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -50,7 +51,7 @@ func own(t *testing.T, in *instance) []string {
 func waitSubscribers(t *testing.T, in *instance, what string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
-	waitFor(t, what, func() bool { return slices.Equal(subscribers(in), want) })
+	testwait.For(t, what, func() bool { return slices.Equal(subscribers(in), want) })
 }
 
 // TestSharedSubscriptions checks that the subscriptions API of any
@@ -92,7 +93,7 @@ func TestSharedSubscriptions(t *testing.T) {
 	// within a third of the TTL. (First, both hubs have the three
 	// subscription events: one appended after the restart would restart
 	// the numbering, a gap, and the hubs would end their streams.)
-	waitFor(t, "the subscription events", func() bool {
+	testwait.For(t, "the subscription events", func() bool {
 		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
 	})
 	srv.Restart()
@@ -134,6 +135,7 @@ func TestSharedSubscriptionsWithdrawn(t *testing.T) {
 // first write after it adds a subscription: the store notices that the
 // others were lost with the hash and writes them again.
 func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, false)
 	const ttl = 900 * time.Millisecond
 	mk := func() *redisstore.Store {
@@ -162,11 +164,11 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 		t.Fatalf("B lists %q once A's update returned, want [old]", got)
 	}
 	srv.Restart()
-	waitFor(t, "Redis to answer", func() bool { return ids(b) != nil })
+	testwait.For(t, "Redis to answer", func() bool { return ids(b) != nil })
 	for a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "new", Active: true}}) != nil {
 		time.Sleep(10 * time.Millisecond) // the first attempt may meet a closed connection
 	}
-	waitFor(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
+	testwait.For(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
 }
 
 // TestUpdateSubscriptionsFailsFast: while Redis is down, the update
@@ -189,7 +191,7 @@ func TestUpdateSubscriptionsFailsFast(t *testing.T) {
 		t.Fatalf("UpdateSubscriptions took %v to fail", d)
 	}
 	srv.Start()
-	waitFor(t, "B to list the kept change", func() bool {
+	testwait.For(t, "B to list the kept change", func() bool {
 		subs, err := b.Subscriptions(context.Background())
 		return err == nil && len(subs) == 1 && subs[0].ID == "s"
 	})
@@ -226,6 +228,7 @@ func active(id string, on bool) mercure.Subscription {
 // concurrently. The store must still notice that X was lost and rewrite
 // it.
 func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
+	t.Parallel()
 	admin, key := client(t)
 	t.Cleanup(func() { admin.Del(context.Background(), key+":hubs") })
 	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
@@ -266,7 +269,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	if err := errors.Join(<-first, <-second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the other store to list B and X", func() bool {
+	testwait.For(t, "the other store to list B and X", func() bool {
 		subs, err := other.Subscriptions(ctx)
 		if err != nil {
 			return false

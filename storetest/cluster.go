@@ -18,6 +18,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/seqcheck"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // RunCluster runs the hub-level contract of a store shared by several
@@ -276,7 +277,7 @@ func (f *follower) connect(ctx context.Context, base, last string) bool {
 func (f *follower) waitPosition(t *testing.T) string {
 	t.Helper()
 	var pos string
-	eventually(t, "a stream to open", func() bool {
+	testwait.For(t, "a stream to open", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if len(f.conns) > 0 {
@@ -623,9 +624,9 @@ func testClusterRestart(t *testing.T, srv *OutageServer) {
 			}
 		})
 	}
-	eventually(t, "a third of the updates", func() bool { return published.Load() >= 2*perHub/3 })
+	testwait.For(t, "a third of the updates", func() bool { return published.Load() >= 2*perHub/3 })
 	srv.Kill(t)
-	eventually(t, "both hubs to report the outage", func() bool {
+	testwait.For(t, "both hubs to report the outage", func() bool {
 		return hubs[0].hub.Stats().FeedError != nil && hubs[1].hub.Stats().FeedError != nil
 	})
 	during := published.Load()

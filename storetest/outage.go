@@ -17,6 +17,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/ssetest"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // OutageServer is what [RunOutage] needs of the server of a store on the
@@ -78,6 +79,9 @@ type OutageServer struct {
 //     restarted: every acknowledged update is recorded once, and every
 //     stream gets each once, in order, or ends and resumes from history
 //     (see [RunCluster]).
+//
+// The restart cases run in parallel: start must give each its own server
+// (and the others their own keys on a shared one).
 func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageServer) {
 	server := func(t *testing.T, restartable bool) *OutageServer {
 		t.Helper()
@@ -92,14 +96,23 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 		}
 		return srv
 	}
-	t.Run("CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
-	t.Run("HubsAcrossARestart", func(t *testing.T) { testHubsRestart(t, server(t, true)) })
+	// The restart cases, each with a server of its own, run side by
+	// side (they wait the longest); the others one at a time, so that
+	// the stores' short timeouts are not run out by their neighbours.
+	parallel := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t)
+		})
+	}
+	parallel("CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
+	parallel("HubsAcrossARestart", func(t *testing.T) { testHubsRestart(t, server(t, true)) })
 	t.Run("ResumeOnAnotherHub", func(t *testing.T) { testResume(t, server(t, false)) })
 	t.Run("Partition", func(t *testing.T) { testPartition(t, server(t, false)) })
 	t.Run("GapAfterRetention", func(t *testing.T) { testGapAfterRetention(t, server(t, false), true) })
 	t.Run("GapFromEmptyHistory", func(t *testing.T) { testGapAfterRetention(t, server(t, false), false) })
 	t.Run("LostReply", func(t *testing.T) { testLostReply(t, server(t, false)) })
-	t.Run("ClusterThroughARestart", func(t *testing.T) { testClusterRestart(t, server(t, true)) })
+	parallel("ClusterThroughARestart", func(t *testing.T) { testClusterRestart(t, server(t, true)) })
 }
 
 // journal records what a store's feed passes to a listener: event ids
@@ -149,23 +162,12 @@ func (j *journal) wantStatus(t *testing.T, down bool) {
 // holds exactly want.
 func (j *journal) settle(t *testing.T, last string, want ...string) {
 	t.Helper()
-	eventually(t, "the feed to pass "+last, func() bool {
+	testwait.For(t, "the feed to pass "+last, func() bool {
 		log := j.entries()
 		return len(log) > 0 && log[len(log)-1] == last
 	})
 	if got := j.entries(); !slices.Equal(got, want) {
 		t.Fatalf("the feed passed %q, want %q", got, want)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -203,7 +205,7 @@ func testCrash(t *testing.T, srv *OutageServer) {
 
 	srv.Restart(t)
 	j.wantStatus(t, false)
-	eventually(t, "an append to succeed", func() bool { return s.Append(context.Background(), NewEvent("after")) == nil })
+	testwait.For(t, "an append to succeed", func() bool { return s.Append(context.Background(), NewEvent("after")) == nil })
 	j.settle(t, "after", "before", "after")
 	if _, ids := ReplayIDs(t, s, mercure.Earliest); !slices.Equal(ids, []string{"before", "after"}) {
 		t.Fatalf("history after the restart: %q", ids)
@@ -298,15 +300,15 @@ func testHubsRestart(t *testing.T, srv *OutageServer) {
 	if status, body := a.post(t, url.Values{"data": {"during"}}); status != http.StatusServiceUnavailable {
 		t.Fatalf("POST during the outage: %d %s, want 503", status, body)
 	}
-	eventually(t, "both hubs to report the outage", func() bool {
+	testwait.For(t, "both hubs to report the outage", func() bool {
 		return a.hub.Stats().FeedError != nil && b.hub.Stats().FeedError != nil
 	})
 
 	srv.Restart(t)
-	eventually(t, "both hubs to report the feed back", func() bool {
+	testwait.For(t, "both hubs to report the feed back", func() bool {
 		return a.hub.Stats().FeedError == nil && b.hub.Stats().FeedError == nil
 	})
-	eventually(t, "a publish to succeed", func() bool {
+	testwait.For(t, "a publish to succeed", func() bool {
 		id, err := a.publish(mercure.Update{Data: "after 0"})
 		if err == nil {
 			acked = append(acked, id)
@@ -380,7 +382,7 @@ func testPartition(t *testing.T, srv *OutageServer) {
 	}
 	srv.Mend(t)
 	j.wantStatus(t, false)
-	eventually(t, "an append through the mended link", func() bool { return cut.Append(context.Background(), NewEvent("e2")) == nil })
+	testwait.For(t, "an append through the mended link", func() bool { return cut.Append(context.Background(), NewEvent("e2")) == nil })
 	want = append(want, "e2")
 	j.settle(t, "e2", want...)
 	if _, ids := ReplayIDs(t, direct, mercure.Earliest); !slices.Equal(ids, want) {
@@ -407,7 +409,7 @@ func testGapAfterRetention(t *testing.T, srv *OutageServer, readOne bool) {
 	}
 	srv.Mend(t)
 	j.wantStatus(t, false)
-	eventually(t, "e29", func() bool { log := j.entries(); return len(log) > 0 && log[len(log)-1] == "e29" })
+	testwait.For(t, "e29", func() bool { log := j.entries(); return len(log) > 0 && log[len(log)-1] == "e29" })
 	log := j.entries()
 	if len(log) < len(before)+2 || !slices.Equal(log[:len(before)], before) || log[len(before)] != "GAP" || log[len(before)+1] == "e0" {
 		t.Fatalf("the feed passed %q, want %q, GAP, then the retained events", log, before)
@@ -432,7 +434,7 @@ func testLostReply(t *testing.T, srv *OutageServer) {
 	}
 	t.Logf("the first attempt, its reply lost, returned %v", firstErr)
 	var again *mercure.Event
-	eventually(t, "the update sent again to be accepted", func() bool {
+	testwait.For(t, "the update sent again to be accepted", func() bool {
 		again = RetryOf(e)
 		return s.Append(context.Background(), again) == nil
 	})

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // PinnedHeap appends n events of size bytes of data each to s, then
@@ -29,12 +29,8 @@ func PinnedHeap(t testing.TB, s mercure.Store, n, size int, cursor string) (pinn
 			t.Fatalf("Append %d: %v", i, err)
 		}
 	}
-	deadline := time.Now().Add(waitFor)
-	for fed.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the feed delivered %d of the %d events", fed.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testwait.Within(testwait.Deadline, func() bool { return fed.Load() >= int64(n) }) {
+		t.Fatalf("the feed delivered %d of the %d events", fed.Load(), n)
 	}
 	base := liveHeap()
 	b, err := s.Replay(context.Background(), cursor)

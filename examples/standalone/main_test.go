@@ -350,8 +350,32 @@ func TestStandalone_PostgresStore(t *testing.T) {
 			return
 		}
 		defer pool.Close()
-		pool.Exec(context.Background(), fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s_events, %[1]s_meta, %[1]s_hubs, %[1]s_subs, %[1]s_schema;
-			DROP FUNCTION IF EXISTS %[1]s_sequence`, prefix))
+		// Whatever tables and functions a version of pgstore created
+		// under the prefix.
+		_, err = pool.Exec(context.Background(), strings.ReplaceAll(`DO $$
+DECLARE
+	o text;
+BEGIN
+	FOR o IN SELECT oid::regclass::text FROM pg_class
+		WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND starts_with(relname, 'PFX_')
+	LOOP
+		EXECUTE 'DROP TABLE IF EXISTS ' || o || ' CASCADE';
+	END LOOP;
+	FOR o IN SELECT oid::regprocedure::text FROM pg_proc
+		WHERE pronamespace = current_schema()::regnamespace AND starts_with(proname, 'PFX_')
+	LOOP
+		EXECUTE 'DROP FUNCTION ' || o;
+	END LOOP;
+END
+$$`, "PFX", prefix))
+		if err != nil {
+			t.Errorf("dropping %s_*: %v", prefix, err)
+		}
+		var left int
+		if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM pg_class WHERE starts_with(relname, $1))
+			+ (SELECT count(*) FROM pg_proc WHERE starts_with(proname, $1))`, prefix+"_").Scan(&left); err != nil || left != 0 {
+			t.Errorf("%d relations and functions of %s_* left behind (%v)", left, prefix, err)
+		}
 	})
 	u, err := url.Parse(dsn)
 	if err != nil {

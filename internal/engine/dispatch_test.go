@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // MAT-9: URL patterns are evaluated without the engine's lock: while one
@@ -28,7 +30,7 @@ func TestDispatchHoldsNoLockAfterTheLookUp(t *testing.T) {
 
 	f.push(true, "d", "x", "https://example.com/1")
 	<-o.held // evaluating the pattern subscriber's rights
-	waitFor(t, "the exact subscriber to get the event while the dispatch is held", func() bool { n, _ := exactW.state(); return n == 1 })
+	testwait.For(t, "the exact subscriber to get the event while the dispatch is held", func() bool { n, _ := exactW.state(); return n == 1 })
 	// A new stream registers, and another closes, while it is held.
 	_, stopLate := serve(t, e, nil, pattern(t, "https://example.com/:b/:c"))
 	stopLate()
@@ -64,8 +66,8 @@ func TestPushDoesNotWaitForFanOut(t *testing.T) {
 		t.Fatalf("%d events delivered while the dispatch was held", n)
 	}
 	release()
-	waitFor(t, "both events to reach the first stream", func() bool { n, _ := before.state(); return n == 2 })
-	waitFor(t, "the second event to reach the stream opened meanwhile", func() bool { n, _ := during.state(); return n == 1 })
+	testwait.For(t, "both events to reach the first stream", func() bool { n, _ := before.state(); return n == 2 })
+	testwait.For(t, "the second event to reach the stream opened meanwhile", func() bool { n, _ := during.state(); return n == 1 })
 	if err := e.WaitDispatched(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestPushDoesNotWaitForFanOut(t *testing.T) {
 	if n, _ := leaving.state(); n != 0 {
 		t.Fatalf("the stream closed during the dispatch got %d events", n)
 	}
-	waitFor(t, "the queues to empty", func() bool { return e.QueuedBytes() == 0 })
+	testwait.For(t, "the queues to empty", func() bool { return e.QueuedBytes() == 0 })
 }
 
 // Limits.MaxPendingUpdates: an engine that cannot keep up holds
@@ -134,11 +136,11 @@ func TestAbortsHappenOutsideEngineLocks(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.push(false, "1", "x")
-			waitFor(t, "the stream to block on its peer", w.writing.Load)
+			testwait.For(t, "the stream to block on its peer", w.writing.Load)
 			if via == "overflow" {
 				f.push(false, "2", "x") // queued
 				f.push(false, "3", "x") // over QueueEvents: the stream is cut
-				waitFor(t, "the stream to be cut", func() bool { return e.Counters().Overflows.Load() == 1 })
+				testwait.For(t, "the stream to be cut", func() bool { return e.Counters().Overflows.Load() == 1 })
 			}
 			e.Stop()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

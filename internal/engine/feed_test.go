@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Updates from other hubs (the store's feed) are bounded: past twice
@@ -46,7 +48,7 @@ func TestRemoteFeedIsBounded(t *testing.T) {
 	}
 	// The stream ends without the dropped updates: its client resumes
 	// from history, where they are.
-	waitFor(t, "the stream to end for the gap", func() bool {
+	testwait.For(t, "the stream to end for the gap", func() bool {
 		return e.Counters().StreamsClosed[EndHistoryGap].Load() >= 1
 	})
 	if got := w.String(); strings.Contains(got, "remote") {
@@ -100,8 +102,8 @@ func TestPublishedBeforeTheFeed(t *testing.T) {
 	f.seq = 1
 	e.Push(ev) // the feed, late
 	f.push(false, "next", "x")
-	waitFor(t, "the first stream to get both", func() bool { n, _ := before.state(); return n == 2 })
-	waitFor(t, "the second to get the next", func() bool { n, _ := after.state(); return n == 1 })
+	testwait.For(t, "the first stream to get both", func() bool { n, _ := before.state(); return n == 2 })
+	testwait.For(t, "the second to get the next", func() bool { n, _ := after.state(); return n == 1 })
 	if got := after.String(); strings.Contains(got, "data: u\n") {
 		t.Fatalf("a stream opened after Published got the update live: %q", got)
 	}

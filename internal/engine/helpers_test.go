@@ -128,16 +128,6 @@ func (f *recorder) String() string {
 	return f.body.String()
 }
 
-// waitFor polls cond: streams run on goroutines of their own.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // exact and pattern are matchers.
 func exact(topic string) Matcher { return Matcher{Kind: index.Exact, Value: topic} }
 

@@ -1,0 +1,45 @@
+// Package testwait is the one way the module's tests wait for something
+// that happens on other goroutines or in other processes (a stream to
+// end, a server to come back, a metric to move): they poll a condition
+// until it holds, and fail saying what they waited for when it does not.
+//
+// A test waits on the awaited thing, never for a fixed time. Inside a
+// testing/synctest bubble the polling sleeps pass on the bubble's clock,
+// so a wait there costs no real time; but a bubble's tests should prefer
+// synctest.Wait where the awaited thing is a goroutine blocking.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// Deadline is how long For waits before it fails the test: long enough
+// that only something that will not happen reaches it, on a loaded
+// machine and under the race detector.
+const Deadline = 30 * time.Second
+
+// For polls cond until it reports true. It fails t with t.Fatalf, naming
+// what, once Deadline has passed, so it must be called from the test's
+// own goroutine. It polls often at first (what it waits for is usually
+// a few scheduling rounds away), then every 20 ms.
+func For(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !Within(Deadline, cond) {
+		t.Fatalf("timed out after %v waiting for %s", Deadline, what)
+	}
+}
+
+// Within polls cond until it reports true or d has passed, and reports
+// whether it held: for goroutines other than the test's, and for the
+// callers that say more than For when the wait fails.
+func Within(d time.Duration, cond func() bool) bool {
+	start := time.Now()
+	for pause := 100 * time.Microsecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
+		if time.Since(start) > d {
+			return false
+		}
+		time.Sleep(pause)
+	}
+	return true
+}

@@ -174,10 +174,17 @@ func (s *sub) next(t *testing.T) string {
 	select {
 	case d := <-s.data:
 		return d
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event")
-		return ""
+	case <-s.done:
+		select {
+		case d := <-s.data:
+			return d
+		default:
+		}
+		t.Fatal("the stream ended before the next event")
+	case <-time.After(testwait.Deadline):
+		t.Fatalf("no event within %v", testwait.Deadline)
 	}
+	return ""
 }
 
 // ended waits until the hub ends the stream.
@@ -185,7 +192,7 @@ func (s *sub) ended(t *testing.T) {
 	t.Helper()
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("the stream did not end")
 	}
 }

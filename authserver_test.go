@@ -284,8 +284,11 @@ func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
 			if got := subscribeStatus(th, tok); got != http.StatusServiceUnavailable {
 				t.Fatalf("while the AS fails: subscribe status = %d, want 503", got)
 			}
-			_, res := th.trySubscribe(http.MethodGet, "match=https://example.com/books/1", "", "Authorization", "Bearer "+tok, "Accept", "text/event-stream")
-			raw, _ := io.ReadAll(res.Body)
+			res, err := http.DefaultClient.Do(th.newRequest(context.Background(), http.MethodGet, "match=https://example.com/books/1", "", "Authorization", "Bearer "+tok, "Accept", "text/event-stream"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(res.Body) // the retry stream ends by itself
 			res.Body.Close()
 			if res.StatusCode != http.StatusOK || !strings.Contains(string(raw), "retry:") || !strings.Contains(string(raw), "503") {
 				t.Fatalf("while the AS fails: an EventSource's subscribe got %d %q, want 200 with a retry field", res.StatusCode, raw)

@@ -3,16 +3,12 @@
 package mercure_test
 
 import (
-	"bufio"
-	"context"
 	"os"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The reproduction of issue 24 item 2 at its scale, for its "done when":
@@ -39,53 +35,7 @@ func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
 		const nStalled = 2000
 		stalled := stalledStreams(t, th, "match=x", nStalled)
 		const healthy, rounds, perRound = 20, 10, 50
-		var mu sync.Mutex
-		cond := sync.NewCond(&mu)
-		got := make([]int, healthy)
-		ended := 0 // healthy readers whose stream ended
-		var wg sync.WaitGroup
-		for i := range healthy {
-			res := openUntilCleanup(t, th, "match=x")
-			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					ended++
-					mu.Unlock()
-					cond.Broadcast()
-				}()
-				br := bufio.NewReader(res.Body)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if strings.HasPrefix(line, "data: ") {
-						mu.Lock()
-						got[i]++
-						done := got[i] == rounds*perRound
-						mu.Unlock()
-						cond.Broadcast()
-						if done {
-							return
-						}
-					}
-				}
-			})
-		}
-		data := strings.Repeat("d", 8<<10)
-		for r := 1; r <= rounds; r++ {
-			for range perRound {
-				if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			mu.Lock()
-			for slices.Min(got) < r*perRound && ended == 0 {
-				cond.Wait()
-			}
-			mu.Unlock()
-		}
-		wg.Wait()
+		got := healthyReaders(t, th, healthy, rounds, perRound, 8<<10)
 		for i, n := range got {
 			if n != rounds*perRound {
 				t.Errorf("healthy reader %d got %d updates of %d", i, n, rounds*perRound)
@@ -107,10 +57,8 @@ func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
 			// for it (not one that its write timeout was ending already).
 			return uint64(open)+closed == uint64(len(stalled)+healthy) && m.Overflows == m.StreamsClosed[mercure.CloseQueueOverflow]
 		}
-		for deadline := time.Now().Add(10 * time.Second); !settled(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d open, %d overflows, closed %v: want every stream open or closed, each overflow closed once for it", open, m.Overflows, m.StreamsClosed)
-			}
+		if !testwait.Within(testwait.Deadline, settled) {
+			t.Fatalf("%d open, %d overflows, closed %v: want every stream open or closed, each overflow closed once for it", open, m.Overflows, m.StreamsClosed)
 		}
 		t.Logf("%d open, %d overflows, closed %v", open, m.Overflows, m.StreamsClosed)
 		if paid := m.StreamsClosed[mercure.CloseQueueOverflow] + m.StreamsClosed[mercure.CloseWriteError]; paid != closed || open < healthy {

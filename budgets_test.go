@@ -134,53 +134,7 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 		}), mercure.WithWriteTimeout(8*time.Second))...) // stalled: no progress for 2 s
 		stalled := stalledStreams(t, th, "match=x", 200)
 		const healthy, rounds, perRound = 10, 20, 20
-		var mu sync.Mutex
-		cond := sync.NewCond(&mu)
-		got := make([]int, healthy)
-		ended := 0 // healthy readers whose stream ended
-		var wg sync.WaitGroup
-		for i := range healthy {
-			res := openUntilCleanup(t, th, "match=x")
-			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					ended++
-					mu.Unlock()
-					cond.Broadcast()
-				}()
-				br := bufio.NewReader(res.Body)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if strings.HasPrefix(line, "data: ") {
-						mu.Lock()
-						got[i]++
-						done := got[i] == rounds*perRound
-						mu.Unlock()
-						cond.Broadcast()
-						if done {
-							return
-						}
-					}
-				}
-			})
-		}
-		data := strings.Repeat("d", 16<<10)
-		for r := 1; r <= rounds; r++ {
-			for range perRound {
-				if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			mu.Lock()
-			for slices.Min(got) < r*perRound && ended == 0 {
-				cond.Wait() // the healthy readers catch up (or one ended: then fail below)
-			}
-			mu.Unlock()
-		}
-		wg.Wait()
+		got := healthyReaders(t, th, healthy, rounds, perRound, 16<<10)
 		for i, n := range got {
 			if n != rounds*perRound {
 				t.Errorf("healthy reader %d got %d updates of %d", i, n, rounds*perRound)
@@ -198,6 +152,63 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 				m.StreamsClosed[mercure.CloseQueueOverflow], m.StreamsClosed[mercure.CloseWriteError], len(stalled))
 		}
 	})
+}
+
+// healthyReaders opens n streams of "match=x" on th that read all they
+// get, publishes rounds of perRound updates of size bytes to x, never
+// more than a round ahead of the slowest reader (a publisher whose
+// readers keep up), and returns how many updates each reader got: all
+// of them, unless its stream ended.
+func healthyReaders(t *testing.T, th *testHub, n, rounds, perRound, size int) []int {
+	t.Helper()
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	got := make([]int, n)
+	ended := 0 // readers whose stream ended
+	var wg sync.WaitGroup
+	for i := range n {
+		res := openUntilCleanup(t, th, "match=x")
+		wg.Go(func() {
+			defer func() {
+				mu.Lock()
+				ended++
+				mu.Unlock()
+				cond.Broadcast()
+			}()
+			br := bufio.NewReader(res.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if strings.HasPrefix(line, "data: ") {
+					mu.Lock()
+					got[i]++
+					done := got[i] == rounds*perRound
+					mu.Unlock()
+					cond.Broadcast()
+					if done {
+						return
+					}
+				}
+			}
+		})
+	}
+	data := strings.Repeat("d", size)
+	for r := 1; r <= rounds; r++ {
+		for range perRound {
+			if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		for slices.Min(got) < r*perRound && ended == 0 {
+			cond.Wait() // the readers catch up (or one ended: the caller fails)
+		}
+		mu.Unlock()
+	}
+	wg.Wait()
+	return got
 }
 
 // openUntilCleanup opens a GET stream of q, read by the caller, which

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -156,8 +155,7 @@ type follower struct {
 	topic string
 	mu    sync.Mutex
 	base  string // the URL of the hub it follows
-	conns []seqcheck.Conn
-	last  string
+	rec   *seqcheck.Recorder
 	ends  int // streams the hub ended
 	moved context.CancelFunc
 	stop  context.CancelFunc
@@ -166,7 +164,7 @@ type follower struct {
 
 func follow(t *testing.T, base, topic, lastEventID string) *follower {
 	ctx, stop := context.WithCancel(context.Background())
-	f := &follower{topic: topic, base: base, last: lastEventID, stop: stop, done: make(chan struct{})}
+	f := &follower{topic: topic, base: base, rec: seqcheck.NewRecorder(lastEventID), stop: stop, done: make(chan struct{})}
 	go f.run(ctx)
 	t.Cleanup(f.close)
 	return f
@@ -184,16 +182,10 @@ func (f *follower) move(base string) {
 	f.mu.Unlock()
 }
 
-func (f *follower) lastID() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.last
-}
+func (f *follower) lastID() string { return f.rec.Last() }
 
 func (f *follower) result(o seqcheck.Order, until string) seqcheck.Result {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return seqcheck.Check(o, f.conns, until)
+	return f.rec.Check(o, until)
 }
 
 func (f *follower) run(ctx context.Context) {
@@ -202,7 +194,7 @@ func (f *follower) run(ctx context.Context) {
 		f.mu.Lock()
 		cctx, cancel := context.WithCancel(ctx)
 		f.moved = cancel
-		base, last := f.base, f.last
+		base, last := f.base, f.rec.Last()
 		f.mu.Unlock()
 		if !f.connect(cctx, base, last) {
 			select { // refused, or unreachable: try again soon
@@ -232,38 +224,7 @@ func (f *follower) connect(ctx context.Context, base, last string) bool {
 		io.Copy(io.Discard, resp.Body)
 		return false
 	}
-	f.mu.Lock()
-	f.conns = append(f.conns, seqcheck.Conn{Requested: last})
-	c := &f.conns[len(f.conns)-1]
-	if last != "" {
-		c.Cursor = resp.Header.Get("Mercure-Last-Event-ID")
-	}
-	f.mu.Unlock()
-	sc := bufio.NewScanner(resp.Body)
-	var id string
-	var data bool
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			f.mu.Lock()
-			c := &f.conns[len(f.conns)-1]
-			switch {
-			case data && id != "":
-				c.IDs = append(c.IDs, id)
-				f.last = id
-			case id != "" && last == "" && c.Cursor == "" && len(c.IDs) == 0:
-				c.Cursor = id // the position a stream opened without cursor starts at
-				f.last = id
-			}
-			f.mu.Unlock()
-			id, data = "", false
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data:"):
-			data = true
-		}
-	}
+	f.rec.Read(resp, last)
 	if ctx.Err() == nil {
 		f.mu.Lock()
 		f.ends++
@@ -278,10 +239,8 @@ func (f *follower) waitPosition(t *testing.T) string {
 	t.Helper()
 	var pos string
 	testwait.For(t, "a stream to open", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if len(f.conns) > 0 {
-			pos = f.conns[0].Cursor
+		if conns := f.rec.Conns(); len(conns) > 0 {
+			pos = conns[0].Cursor
 		}
 		return pos != ""
 	})
@@ -295,8 +254,7 @@ func reached(t *testing.T, id string, fs ...*follower) {
 	for _, f := range fs {
 		for f.lastID() != id {
 			if time.Now().After(deadline) {
-				f.mu.Lock()
-				t.Fatalf("a stream did not get %q within 30 s: last %q, %d connections", id, f.last, len(f.conns))
+				t.Fatalf("a stream did not get %q within 30 s: last %q, %d connections", id, f.lastID(), len(f.rec.Conns()))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -355,10 +313,10 @@ func testPublishThenOpen(t *testing.T, open func(t *testing.T) mercure.Store) {
 				t.Fatalf("round %d, a stream on %s: %+v", i, who, r)
 			}
 		}
-		if got := other.conns[0].IDs; len(got) == 2 {
+		if got := other.rec.Conns()[0].IDs; len(got) == 2 {
 			live++ // the other hub's feed had not brought u yet: it came live
 		}
-		if got := same.conns[0].IDs; len(got) != 1 || got[0] != m {
+		if got := same.rec.Conns()[0].IDs; len(got) != 1 || got[0] != m {
 			t.Fatalf("round %d: the stream on the same hub got %q, want only %q", i, got, m)
 		}
 	}

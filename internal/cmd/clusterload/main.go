@@ -325,23 +325,15 @@ func (s *sampler) run(ctx context.Context) {
 // with the last id it saw (its position block included), on its hub.
 type follower struct {
 	base   string
-	mu     sync.Mutex
-	conns  []seqcheck.Conn
-	last   string
+	rec    seqcheck.Recorder
 	opened atomic.Int32
 	ends   atomic.Int32 // streams the hub ended
 }
 
-func (f *follower) lastID() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.last
-}
+func (f *follower) lastID() string { return f.rec.Last() }
 
 func (f *follower) check(o seqcheck.Order, until string) seqcheck.Result {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return seqcheck.Check(o, f.conns, until)
+	return f.rec.Check(o, until)
 }
 
 var streamClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
@@ -373,26 +365,7 @@ func (f *follower) connect(ctx context.Context) bool {
 		return false
 	}
 	f.opened.Add(1)
-	f.mu.Lock()
-	c := seqcheck.Conn{Requested: last}
-	if last != "" {
-		c.Cursor = resp.Header.Get("Mercure-Last-Event-ID")
-	}
-	f.conns = append(f.conns, c)
-	f.mu.Unlock()
-	readStream(resp.Body, func(id string, data bool) {
-		f.mu.Lock()
-		c := &f.conns[len(f.conns)-1]
-		switch {
-		case data:
-			c.IDs = append(c.IDs, id)
-			f.last = id
-		case last == "" && c.Cursor == "" && len(c.IDs) == 0:
-			c.Cursor = id
-			f.last = id
-		}
-		f.mu.Unlock()
-	})
+	f.rec.Read(resp, last)
 	if ctx.Err() == nil {
 		f.ends.Add(1)
 	}

@@ -27,10 +27,16 @@ es.onmessage = (e) => { window.got.push(e.data); };
 
 // Chromium's EventSource takes the id-only block a stream starts with as
 // its last event id, without firing an event (issue 24 item 2): a stream
-// cut before its first update reconnects with Last-Event-ID set to that
-// position, and gets the update published during the cut (held back
+// that ends before its first update reconnects with Last-Event-ID set to
+// that position, and gets the update published meanwhile (held back
 // until it is, so that only a replay can deliver it). Both stream
 // engines.
+//
+// The stream ends as a complete response, as when the hub ends it (a
+// queue overflow, EndStreams) or a proxy closes it cleanly. A connection
+// reset instead makes Chromium drop the bytes it has received but not yet
+// parsed: the block then counts only if the page got to it first, which
+// a test cannot observe (onopen fires on the headers, before the body).
 func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 	b := startBrowser(t)
 	for _, mode := range []struct {
@@ -46,10 +52,17 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 			resumed := make(chan string, 1)
 			release := make(chan struct{})
 			var gets atomic.Int32
+			streamConn := make(chan net.Conn, 1) // the first stream's connection
 			mux := http.NewServeMux()
 			mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(positionPage)) })
 			mux.HandleFunc(mercure.DefaultHubPath, func(w http.ResponseWriter, r *http.Request) {
-				if r.Method == http.MethodGet && gets.Add(1) > 1 { // a reconnection
+				if r.Method != http.MethodGet {
+					s.handler.ServeHTTP(w, r)
+					return
+				}
+				if gets.Add(1) == 1 {
+					streamConn <- r.Context().Value(connKey{}).(net.Conn)
+				} else { // a reconnection
 					select {
 					case resumed <- r.Header.Get("Last-Event-ID"):
 					default:
@@ -64,8 +77,10 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 			})
 			front := httptest.NewUnstartedServer(mux)
 			front.Listener.Close()
-			cl := &cuttingListener{Listener: ln} // streams taken over from net/http are cut too
-			front.Listener = cl
+			front.Listener = ln
+			front.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+				return context.WithValue(ctx, connKey{}, c)
+			}
 			front.Start()
 			defer front.Close()
 			defer s.hub.Shutdown(context.Background()) // first: it ends the streams that front.Close waits for
@@ -75,7 +90,14 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 
 			u := b.newUser(t, mode.name)
 			u.run("opens the page", chromedp.Navigate(front.URL+"/"), waitJS(`window.opened === 1`))
-			cl.cut() // before any update: the page got the stream's position only
+			// Before any update: the page got the stream's position only. The
+			// raw connection, as streams taken over from net/http have no
+			// handler left to end them; nothing else is written on it yet.
+			c := <-streamConn
+			if _, err := c.Write([]byte("0\r\n\r\n")); err != nil { // the last chunk
+				t.Fatal(err)
+			}
+			c.Close()
 			var lastEventID string
 			select {
 			case lastEventID = <-resumed:
@@ -95,6 +117,9 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 		})
 	}
 }
+
+// connKey is the request context key of the connection a request came on.
+type connKey struct{}
 
 // mustListen listens on a port of 127.0.0.1.
 func mustListen(t *testing.T) net.Listener {

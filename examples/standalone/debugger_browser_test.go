@@ -178,26 +178,61 @@ func (d *debuggerServer) publish(t *testing.T, tok string, form url.Values) {
 	}
 }
 
-// browser starts Chromium for the test; each user gets a context of its
-// own (own cookies) from newUser.
+// browser is the package's Chromium; each user gets a context of its
+// own (own cookies) from newUser, each page that needs no console
+// watching one from newContext.
 type browser struct {
-	t   *testing.T
 	ctx context.Context
 }
 
+// shared is the one Chromium of the package's browser tests: started by
+// the first of them (a start costs seconds, more than most of these tests
+// take), closed by TestMain. Each test opens its pages in browser contexts
+// of its own (incognito: no cookie, cache or storage shared), which it
+// closes when it ends, so tests sharing it stay independent, and may run
+// in parallel.
+var shared struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// startBrowser returns the package's Chromium, starting it if it is the
+// first call, or skips t when there is none.
 func startBrowser(t *testing.T) *browser {
+	t.Helper()
 	exe := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting Chromium: %v", err)
+	shared.once.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900))
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(alloc)
+		shared.ctx, shared.cancel = ctx, func() { cancel(); cancelAlloc() }
+		shared.err = chromedp.Do(ctx)
+	})
+	if shared.err != nil {
+		t.Fatalf("starting Chromium: %v", shared.err)
 	}
-	return &browser{t: t, ctx: ctx}
+	return &browser{ctx: shared.ctx}
+}
+
+// closeBrowser closes the package's Chromium, if a test started it.
+func closeBrowser() {
+	if shared.cancel != nil {
+		shared.cancel()
+	}
+}
+
+// newContext opens a browser context of t's own, with one page, closed
+// when t ends; it fails t's steps after timeout.
+func (b *browser) newContext(t *testing.T, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	t.Cleanup(cancel)
+	ctx, cancelContext := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelContext)
+	return ctx
 }
 
 // user is one browser context, whose console is watched for exceptions
@@ -212,10 +247,7 @@ type user struct {
 }
 
 func (b *browser) newUser(t *testing.T, name string) *user {
-	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
-	t.Cleanup(cancel)
-	ctx, cancelUser := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancelUser)
+	ctx := b.newContext(t, 2*time.Minute)
 	u := &user{t: t, name: name, ctx: ctx}
 	msgs := chromedp.Console(ctx)
 	go func() {
@@ -263,15 +295,20 @@ const (
 )
 
 func TestDebugger_Browser(t *testing.T) {
+	t.Parallel()
 	b := startBrowser(t)
 	for _, mode := range []struct {
 		name string
 		args []string
 	}{{"detached", nil}, {"goroutine", []string{"-goroutine-streams"}}} {
 		t.Run(mode.name+"/tokens", func(t *testing.T) {
+			t.Parallel()
 			testDebuggerTokens(t, b, mode.args, mode.args == nil && os.Getenv("DEBUGGER_SCREENSHOT") != "")
 		})
-		t.Run(mode.name+"/playground", func(t *testing.T) { testDebuggerPlayground(t, b, mode.args) })
+		t.Run(mode.name+"/playground", func(t *testing.T) {
+			t.Parallel()
+			testDebuggerPlayground(t, b, mode.args)
+		})
 	}
 }
 
@@ -313,11 +350,11 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 	admin.run("publishes a private update from the form, with every field",
 		setValue("pub-topics", topic+"\n"+otherTopic), setValue("pub-data", `{"from":"the form"}`),
 		chromedp.Click(chromedp.CSS("#pub-private")), setValue("pub-id", "urn:test:form"), setValue("pub-type", "note"),
-		setValue("pub-retry", "2500"), chromedp.Click(chromedp.CSS("#publish")),
+		setValue("pub-retry", "250"), chromedp.Click(chromedp.CSS("#publish")),
 		contains("#pub-result", "Published: urn:test:form"))
 	row := `#events li[data-id="urn:test:form"]`
 	admin.run("sees it arrive with its fields",
-		contains(row, `"from": "the form"`), contains(row, "note"), contains(row, "retry: 2500 ms"),
+		contains(row, `"from": "the form"`), contains(row, "note"), contains(row, "retry: 250 ms"),
 		contains(row, topic+", "+otherTopic+" (published from this page)"))
 
 	// A second subscriber, from outside, appears in the panel and leaves.
@@ -350,7 +387,7 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 	d.ln.cut()
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:while-cut"}, "data": {"while cut"}})
 	admin.run("sees the stream break and resume",
-		contains("#events", "reconnecting in 2500 ms with cursor "+last),
+		contains("#events", "reconnecting in 250 ms with cursor "+last),
 		contains("#sub-status", "resumed after "+last+": the hub found it"),
 		contains(`#events li[data-id="urn:test:while-cut"]`, "while cut"))
 

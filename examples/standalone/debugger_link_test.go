@@ -16,6 +16,7 @@ import (
 // last_event_id, from which the page resumes on load: it replays what
 // each matcher selects after that id, nothing else, then goes on live.
 func TestDebugger_BrowserSharedLink(t *testing.T) {
+	t.Parallel()
 	b := startBrowser(t)
 	d := startDebuggerServer(t, "-insecure-publish", "-anonymous", "-debugger")
 	publish := func(topic, id, data string) {

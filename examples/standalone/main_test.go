@@ -35,6 +35,7 @@ import (
 	"github.com/mercurekit/mercure/boltstore"
 	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 func TestStandalone(t *testing.T) {
@@ -555,17 +556,13 @@ func TestStandalone_Readyz(t *testing.T) {
 	defer s.hub.Shutdown(context.Background())
 	waitStatus := func(want int) string {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			code, body := health(t, ops.URL, "/readyz")
-			if code == want {
-				return body
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/readyz never answered %d", want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var code int
+		var body string
+		testwait.For(t, fmt.Sprintf("/readyz to answer %d", want), func() bool {
+			code, body = health(t, ops.URL, "/readyz")
+			return code == want
+		})
+		return body
 	}
 	waitStatus(http.StatusOK)
 	redisSrv.Kill()

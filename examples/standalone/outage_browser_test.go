@@ -18,6 +18,7 @@ import (
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/redistest"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // A short outage of a service the hub depends on must not end a page's
@@ -44,11 +45,11 @@ window.subscribe = (url) => {
 };
 </script>`
 
-// outageBrowser serves page and hub (at the hub's path) on ln, opens
-// the page in Chromium and returns its steps' runner.
-func outageBrowser(t *testing.T, ln net.Listener, hub *mercure.Hub, handler http.Handler, setCookie string) func(what string, steps ...chromedp.Action[chromedp.Void]) {
+// outageBrowser serves page and hub (at the hub's path) on ln and opens
+// the page in Chromium.
+func outageBrowser(t *testing.T, ln net.Listener, hub *mercure.Hub, handler http.Handler, setCookie string) *outageTab {
 	t.Helper()
-	exe := chromiumPath(t)
+	b := startBrowser(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		if setCookie != "" {
@@ -62,24 +63,35 @@ func outageBrowser(t *testing.T, ln net.Listener, hub *mercure.Hub, handler http
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { hub.Shutdown(context.Background()) }) // first: it ends the streams srv.Close waits for
+	t.Cleanup(func() { hub.Shutdown(context.Background()) }) // second: it ends the streams srv.Close waits for
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(cancelBrowser)
-	ctx, cancel := context.WithTimeout(browser, 90*time.Second)
-	t.Cleanup(cancel)
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({readyState: window.es?.readyState, states: window.states, opened: window.opened, got: window.got})`))
-			t.Fatalf("%s: %v; the page: %s", what, err, state)
-		}
+	p := &outageTab{t: t, ctx: b.newContext(t, 90*time.Second)} // closed first
+	p.run("open the page", chromedp.Navigate(srv.URL+"/"), waitJS(`typeof window.subscribe === "function"`))
+	return p
+}
+
+// outageTab is the outage page open in a browser context of the test's.
+type outageTab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// run runs steps on the page, failing the test with what the page went
+// through if one fails.
+func (p *outageTab) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v; the page: %s", what, err, p.state())
 	}
-	run("open the page", chromedp.Navigate(srv.URL+"/"), pollJS(`typeof window.subscribe === "function"`))
-	return run
+}
+
+// state is what the page's EventSource went through, as JSON.
+func (p *outageTab) state() string {
+	state, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`JSON.stringify({readyState: window.es?.readyState, states: window.states, opened: window.opened, got: window.got})`))
+	if err != nil {
+		return err.Error()
+	}
+	return state
 }
 
 // waitDeferred waits until hub has answered n subscribes with a stream
@@ -87,12 +99,8 @@ func outageBrowser(t *testing.T, ln net.Listener, hub *mercure.Hub, handler http
 // the first, rather than giving up.
 func waitDeferred(t *testing.T, hub *mercure.Hub, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for hub.Metrics().SubscribesDeferred < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d subscribes deferred, want %d: the EventSource stopped coming back", hub.Metrics().SubscribesDeferred, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Within(testwait.Deadline, func() bool { return hub.Metrics().SubscribesDeferred >= n }) {
+		t.Fatalf("%d subscribes deferred, want %d: the EventSource stopped coming back", hub.Metrics().SubscribesDeferred, n)
 	}
 }
 
@@ -100,17 +108,15 @@ func waitDeferred(t *testing.T, hub *mercure.Hub, n uint64) {
 // refuses publishes while the store's live feed is down).
 func publishOnceBack(t *testing.T, hub *mercure.Hub, u mercure.Update) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		id, err := hub.Publish(context.Background(), u)
-		if err == nil {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Publish after the store came back: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var id string
+	var err error
+	if !testwait.Within(testwait.Deadline, func() bool {
+		id, err = hub.Publish(context.Background(), u)
+		return err == nil
+	}) {
+		t.Fatalf("Publish after the store came back: %v", err)
 	}
+	return id
 }
 
 // neverClosed is the page's check that its EventSource never reached
@@ -122,6 +128,7 @@ const neverClosed = `window.es.readyState !== 2 && !window.states.includes(2)`
 // keeps retrying through the outage, and once Redis is back resumes
 // exactly: it gets the update published after, and nothing twice.
 func TestBrowser_EventSourceSurvivesRedisOutage(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t, true) // persistent: the history outlives the kill
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,20 +141,20 @@ func TestBrowser_EventSourceSurvivesRedisOutage(t *testing.T) {
 	if s.closeStore != nil {
 		t.Cleanup(func() { s.closeStore() })
 	}
-	run := outageBrowser(t, ln, s.hub, s.handler, "")
+	page := outageBrowser(t, ln, s.hub, s.handler, "")
 	const topic = "https://example.com/orders/1"
 	before := publishOnceBack(t, s.hub, mercure.Update{Topics: []string{topic}, Data: "before"})
 
 	rs.Kill()
 	// A page rendered with the id of what it showed subscribes from there.
 	q := url.Values{"match": {topic}, "last_event_id": {before}}
-	run("subscribe during the outage", script(`window.subscribe(`+jsString(s.hub.Path()+"?"+q.Encode())+`)`))
+	page.run("subscribe during the outage", script(`window.subscribe(`+jsString(s.hub.Path()+"?"+q.Encode())+`)`))
 	waitDeferred(t, s.hub, 2)
-	run("the EventSource is alive", pollJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
+	page.run("the EventSource is alive", waitJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
 
 	rs.Start()
 	publishOnceBack(t, s.hub, mercure.Update{Topics: []string{topic}, Data: "after"})
-	run("the update published after the outage arrives, and only it", pollJS(`window.got.join(",") === "after"`), pollJS(neverClosed))
+	page.run("the update published after the outage arrives, and only it", waitJS(`window.got.join(",") === "after"`), waitJS(neverClosed))
 }
 
 // An application's session Authorizer that queries PostgreSQL, the
@@ -155,6 +162,7 @@ func TestBrowser_EventSourceSurvivesRedisOutage(t *testing.T) {
 // is unavailable"), keeps retrying, and once PostgreSQL is back gets its
 // stream and the private update published for its user.
 func TestBrowser_EventSourceSurvivesSessionDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.Start(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pg.DSN)
@@ -190,25 +198,21 @@ func TestBrowser_EventSourceSurvivesSessionDatabaseOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := outageBrowser(t, ln, hub, hub, "app_session=s1; Path=/; HttpOnly; SameSite=Lax")
+	page := outageBrowser(t, ln, hub, hub, "app_session=s1; Path=/; HttpOnly; SameSite=Lax")
 	const topic = "https://example.com/users/alice/inbox"
 
 	pg.Stop()
-	run("subscribe during the outage", script(`window.subscribe(`+jsString(hub.Path()+"?match="+url.QueryEscape(topic))+`)`))
+	page.run("subscribe during the outage", script(`window.subscribe(`+jsString(hub.Path()+"?match="+url.QueryEscape(topic))+`)`))
 	waitDeferred(t, hub, 2)
-	run("the EventSource is alive", pollJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
+	page.run("the EventSource is alive", waitJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
 
 	pg.Start()
-	deadline := time.Now().Add(30 * time.Second)
-	for hub.Stats().Streams != 1 { // the Authorizer refuses before a stream is opened
-		if time.Now().After(deadline) {
-			state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({readyState: window.es?.readyState, states: window.states})`))
-			t.Fatalf("no stream opened once PostgreSQL was back: %+v, %s", hub.Metrics(), state)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The Authorizer refuses before a stream is opened.
+	if !testwait.Within(testwait.Deadline, func() bool { return hub.Stats().Streams == 1 }) {
+		t.Fatalf("no stream opened once PostgreSQL was back: %+v, %s", hub.Metrics(), page.state())
 	}
 	if _, err := hub.Publish(ctx, mercure.Update{Topics: []string{topic}, Data: "for alice", Private: true}); err != nil {
 		t.Fatal(err)
 	}
-	run("the private update arrives", pollJS(`window.got.join(",") === "for alice"`), pollJS(neverClosed))
+	page.run("the private update arrives", waitJS(`window.got.join(",") === "for alice"`), waitJS(neverClosed))
 }

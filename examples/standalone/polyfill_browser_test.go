@@ -8,14 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/skips"
 )
 
 //go:embed testdata/event-source-polyfill/eventsource.min.js
@@ -40,7 +38,8 @@ es.onmessage = (e) => { window.got.push(e.data); };
 // the update published meanwhile (held back until it is, so that only a
 // replay can deliver it).
 func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
-	exe := chromiumPath(t)
+	t.Parallel()
+	b := startBrowser(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -78,16 +77,10 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	cl := &cuttingListener{Listener: ln} // streams taken over from net/http are cut too
 	srv.Listener = cl
 	srv.Start()
-	defer srv.Close()
-	defer s.hub.Shutdown(context.Background()) // first: it ends the streams that srv.Close waits for
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { s.hub.Shutdown(context.Background()) }) // before: it ends the streams that srv.Close waits for
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
-	defer cancel()
+	ctx := b.newContext(t, 60*time.Second) // closed before the hub shuts down
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -104,9 +97,9 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	}
 
 	token := legacySubscriberToken(symfonySecret)
-	run("open the page", chromedp.Navigate(srv.URL+"/#"+url.QueryEscape(token)), pollJS(`window.opened === 1`))
+	run("open the page", chromedp.Navigate(srv.URL+"/#"+url.QueryEscape(token)), waitJS(`window.opened === 1`))
 	first := publish("https://example.com/books/1", "first")
-	run("the first update arrives", pollJS(`window.got.includes("first")`))
+	run("the first update arrives", waitJS(`window.got.includes("first")`))
 
 	cl.cut()
 	var q url.Values
@@ -120,25 +113,5 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	}
 	publish("https://example.com/books/2", "while away")
 	close(release)
-	run("the update published during the cut arrives, once", pollJS(`window.got.join(",") === "first,while away"`))
-}
-
-// chromiumPath finds a Chromium the test can drive, or skips the test.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	skips.Skip(t, wantChromium)
-	return ""
-}
-
-// pollJS waits until a JavaScript condition holds on the page.
-func pollJS(cond string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(15*time.Second))(ctx, t)
-		return chromedp.Void{}, err
-	}
+	run("the update published during the cut arrives, once", waitJS(`window.got.join(",") === "first,while away"`))
 }

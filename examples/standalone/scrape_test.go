@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // A real Prometheus scrapes the standalone's -metrics-addr, and its HTTP
@@ -121,11 +122,9 @@ scrape_configs:
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for q, v := range want {
-		for got := query(q); got != v; got = query(q) {
-			if time.Now().After(deadline) {
-				t.Fatalf("Prometheus: %s = %q, want %q", q, got, v)
-			}
-			time.Sleep(200 * time.Millisecond)
+		var got string
+		if !testwait.Within(time.Until(deadline), func() bool { got = query(q); return got == v }) {
+			t.Fatalf("Prometheus: %s = %q, want %q", q, got, v)
 		}
 	}
 }

@@ -18,7 +18,9 @@ var (
 )
 
 // TestMain says, once the tests ran, how many skipped for want of each
-// of these.
+// of these, and closes the Chromium the browser tests shared.
 func TestMain(m *testing.M) {
-	os.Exit(skips.Report("examples/standalone", m).Run())
+	code := skips.Report("examples/standalone", m).Run()
+	closeBrowser()
+	os.Exit(code)
 }

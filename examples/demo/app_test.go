@@ -32,6 +32,13 @@ func startApp(t *testing.T) (*app, *httptest.Server) {
 // the loopback listener (127.0.0.1 or localhost).
 func startAppAt(t *testing.T, host string) (*app, *httptest.Server) {
 	t.Helper()
+	return startAppWith(t, host, nil)
+}
+
+// startAppWith is startAppAt with the app's handler wrapped by wrap, if
+// not nil.
+func startAppWith(t *testing.T, host string, wrap func(http.Handler) http.Handler) (*app, *httptest.Server) {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	cl := &cuttingListener{Listener: srv.Listener}
 	srv.Listener = cl
@@ -41,6 +48,9 @@ func startAppAt(t *testing.T, host string) (*app, *httptest.Server) {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = a
+	if wrap != nil {
+		srv.Config.Handler = wrap(a)
+	}
 	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/skips"
 )
 
@@ -26,6 +28,50 @@ func chromium(t *testing.T) string {
 	}
 	skips.Skip(t, wantChromium) // .ci/run installs it: CI always runs this test
 	return ""
+}
+
+// shared is the one Chromium of the package's browser tests: started by
+// the first of them (a start costs seconds, more than these tests take
+// otherwise), closed by TestMain. Each test opens its pages in browser
+// contexts of its own (incognito: no cookie, cache or storage shared), so
+// tests sharing it stay independent, and may run in parallel.
+var shared struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// newContext opens, in the package's Chromium (started by the first
+// call), a browser context of t's own with one page, closed when t ends;
+// it fails t's steps after timeout. It skips t when there is no Chromium.
+func newContext(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
+	exe := chromium(t)
+	shared.once.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-quic", true), chromedp.WindowSize(1100, 700))
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(alloc)
+		shared.ctx, shared.cancel = ctx, func() { cancel(); cancelAlloc() }
+		shared.err = chromedp.Do(ctx)
+	})
+	if shared.err != nil {
+		t.Fatalf("starting Chromium: %v", shared.err)
+	}
+	ctx, cancel := context.WithTimeout(shared.ctx, timeout)
+	t.Cleanup(cancel)
+	ctx, cancelContext := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelContext)
+	return ctx
+}
+
+// closeBrowser closes the package's Chromium, if a test started it.
+func closeBrowser() {
+	if shared.cancel != nil {
+		shared.cancel()
+	}
 }
 
 type step = chromedp.Action[chromedp.Void]
@@ -52,27 +98,31 @@ func jsString(s string) string {
 // only its user; presence shows both; a stream cut by the server resumes
 // without losing an update.
 func TestBrowser(t *testing.T) {
-	exe := chromium(t)
+	t.Parallel()
+	// The pages' reconnections (an EventSource's requests that carry
+	// Last-Event-ID) wait until back is closed: what is published
+	// meanwhile reaches them only by their resume.
+	back := make(chan struct{})
+	var comeBack sync.Once
+	holdReconnections := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Last-Event-ID") != "" {
+				select {
+				case <-back:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 	// The app's origin is http://localhost:PORT. The hub authorizes the
 	// streams with the app's session cookie (no hub cookie).
-	a, srv := startAppAt(t, "localhost")
+	a, srv := startAppWith(t, "localhost", holdReconnections)
+	t.Cleanup(func() { comeBack.Do(func() { close(back) }) }) // before the server closes
 	base := a.origin
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.WindowSize(1100, 700))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting Chromium: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(browser, 90*time.Second)
-	defer cancel()
-	alice, cancelAlice := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
-	defer cancelAlice()
-	bob, cancelBob := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
-	defer cancelBob()
+	alice := newContext(t, 90*time.Second)
+	bob := newContext(t, 90*time.Second)
 
 	run := func(who context.Context, what string, steps ...step) {
 		t.Helper()
@@ -102,10 +152,19 @@ func TestBrowser(t *testing.T) {
 	run(bob, "bob gets the private notification", contains("#notifications", "Buy milk"))
 	// Alice's next update arrives after the notification was published: by
 	// then she would have had it, had it leaked.
+	// An update the pages ignore (a kind they do not know) sets their
+	// EventSources' reconnection time to 100 ms, so that the reconnections
+	// below do not wait the default 3 s; the marker task that follows it
+	// on the same topic shows that they read it.
+	retry := 100 * time.Millisecond
+	if _, err := a.hub.Publish(context.Background(), mercure.Update{Topics: []string{a.boardTopic()}, Data: `{"kind":"pace"}`, Retry: &retry}); err != nil {
+		t.Fatal(err)
+	}
 	run(alice, "alice adds a marker task",
 		chromedp.SendKeys(chromedp.CSS(`#add input[name=title]`), "Marker"),
 		chromedp.Click(chromedp.CSS(`#add button`)),
 		contains("#tasks", "Marker"))
+	run(bob, "bob sees the marker task", contains("#tasks", "Marker"))
 	aliceNotes, err := chromedp.Run(alice, chromedp.Text(chromedp.CSS("#notifications")))
 	if err != nil {
 		t.Fatal(err)
@@ -116,11 +175,13 @@ func TestBrowser(t *testing.T) {
 	run(alice, "presence shows both users", contains("#online", "alice"), contains("#online", "bob"))
 
 	// The server cuts every stream; an update published while bob is away
-	// reaches him when EventSource reconnects with Last-Event-ID.
+	// (his reconnection held until it is) reaches him when EventSource
+	// reconnects with Last-Event-ID.
 	cutConnections(srv)
 	run(bob, "bob's page shows that it is reconnecting", contains("#status", "reconnecting"))
 	cookies := login(t, srv, "carol")
 	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"While you were away"}}, cookies, http.StatusCreated)
+	comeBack.Do(func() { close(back) })
 	run(bob, "bob catches up after reconnecting", contains("#tasks", "While you were away"), contains("#status", "live"))
 
 	// A script notifies bob with an access token: tokens work beside

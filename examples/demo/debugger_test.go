@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"testing"
@@ -15,17 +14,9 @@ import (
 // stream: the debugger shows the board's updates, who is online with
 // their payloads, and the hub's activity, with no token to paste.
 func TestBrowser_Debugger(t *testing.T) {
-	exe := chromium(t)
+	t.Parallel()
 	a, srv := startAppAt(t, "localhost")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.WindowSize(1100, 700))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
-	defer cancel()
+	ctx := newContext(t, 60*time.Second)
 	run := func(what string, steps ...step) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {

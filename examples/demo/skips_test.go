@@ -11,7 +11,9 @@ import (
 var wantChromium = skips.Want{What: "Chromium", How: "install it (Debian package chromium)"}
 
 // TestMain says, once the tests ran, how many skipped for want of
-// Chromium.
+// Chromium, and closes the Chromium the browser tests shared.
 func TestMain(m *testing.M) {
-	os.Exit(skips.Report("examples/demo", m).Run())
+	code := skips.Report("examples/demo", m).Run()
+	closeBrowser()
+	os.Exit(code)
 }

@@ -542,6 +542,7 @@ func health(t *testing.T, base, path string) (int, string) {
 // an instance that works; the public address says nothing of it (issue
 // 24: it answered with the store's error, its address included).
 func TestStandalone_Readyz(t *testing.T) {
+	t.Parallel()
 	redisSrv := redistest.Start(t, false)
 	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + redisSrv.Addr + "/0", "-metrics-addr", "127.0.0.1:0"},
 		slog.New(slog.DiscardHandler))

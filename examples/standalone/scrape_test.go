@@ -25,6 +25,7 @@ import (
 // (Debian's package); .ci/run installs it and sets
 // MERCURE_TEST_PROMETHEUS=1, which makes its absence a failure.
 func TestPrometheusScrapesTheStandalone(t *testing.T) {
+	t.Parallel()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("MERCURE_TEST_PROMETHEUS") != "" {

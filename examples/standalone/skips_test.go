@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"testing"
 
@@ -19,7 +20,19 @@ var (
 
 // TestMain says, once the tests ran, how many skipped for want of each
 // of these, and closes the Chromium the browser tests shared.
+//
+// The parallel tests (the browser tests, Prometheus, Redis outages)
+// spend their time waiting, for Chromium, for reconnections and for
+// other processes, rather than computing: unless -parallel says
+// otherwise, up to 8 of them run at once, not GOMAXPROCS (2 on a
+// 2-core machine, which ran them two by two).
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", "8")
+	}
 	code := skips.Report("examples/standalone", m).Run()
 	closeBrowser()
 	os.Exit(code)

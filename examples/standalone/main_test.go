@@ -314,25 +314,19 @@ func TestStandalone_BoltStore(t *testing.T) {
 }
 
 func TestStandalone_BadStore(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []string{"mongo://x", "bolt:"} {
 		if _, err := configure([]string{"-store", spec}, slog.New(slog.DiscardHandler)); err == nil {
 			t.Fatalf("unknown store %q accepted", spec)
 		}
 	}
-	// Nothing listens on port 1: the hub fails at start-up, not later.
-	start := time.Now()
+	// Nothing listens on port 1: the hub fails at start-up (configure
+	// returns the error), not at its first publish.
 	if _, err := configure([]string{"-store", "redis://127.0.0.1:1/0"}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("unreachable Redis accepted")
 	}
-	if d := time.Since(start); d > 6*time.Second {
-		t.Fatalf("unreachable Redis failed after %v", d)
-	}
-	start = time.Now()
 	if _, err := configure([]string{"-store", "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable"}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("unreachable PostgreSQL accepted")
-	}
-	if d := time.Since(start); d > 6*time.Second {
-		t.Fatalf("unreachable PostgreSQL failed after %v", d)
 	}
 	if _, err := configure([]string{"-store", "postgres://postgres@127.0.0.1:1/postgres?prefix=Bad-Name"}, slog.New(slog.DiscardHandler)); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("invalid table prefix: %v, want ErrInvalidOption", err)

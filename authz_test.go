@@ -159,7 +159,7 @@ func subToken(t testing.TB, details ...map[string]any) string {
 // pairs; a non-empty body is sent as a form.
 func (th *testHub) request(method, rawQuery, body string, header ...string) (int, string, http.Header) {
 	th.t.Helper()
-	return do(th.t, th.newRequest(context.Background(), method, rawQuery, body, header...))
+	return doWith(th.t, th.httpClient(), th.newRequest(context.Background(), method, rawQuery, body, header...))
 }
 
 // publishMarker publishes a public update through the Go API and returns

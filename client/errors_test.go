@@ -65,8 +65,10 @@ func TestSubscribe_Refusals(t *testing.T) {
 	signer, trust := newSigner(t)
 	th := startHub(t, trust)
 	sub := client.Subscription{Matchers: []client.Matcher{client.Exact("https://example.com/a")}}
-	expired := mustToken(t, signer, mercure.Grant{Subject: "s", TTL: time.Nanosecond})
-	time.Sleep(time.Millisecond)
+	// A token of the hub's issuer signed with a key the hub does not
+	// trust: invalid whatever the time.
+	foreignSigner, _ := newSigner(t)
+	foreign := mustToken(t, foreignSigner, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}})
 
 	for _, tc := range []struct {
 		name      string
@@ -77,7 +79,7 @@ func TestSubscribe_Refusals(t *testing.T) {
 		challenge string // OAuth error code; "-" for no challenge
 	}{
 		{"no token", fastClient(), sub, client.ErrUnauthorized, 401, ""},
-		{"invalid token", &client.Client{Token: client.StaticToken(expired)}, sub, client.ErrUnauthorized, 401, "invalid_token"},
+		{"invalid token", &client.Client{Token: client.StaticToken(foreign)}, sub, client.ErrUnauthorized, 401, "invalid_token"},
 		{"garbage token", &client.Client{Token: client.StaticToken("not.a.jwt")}, sub, client.ErrUnauthorized, 401, "invalid_token"},
 		{"unsupported matcher type", &client.Client{Token: client.StaticToken(mustToken(t, signer, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}}))},
 			client.Subscription{Matchers: []client.Matcher{{Type: "regex", Value: ".*"}}}, client.ErrBadRequest, 400, "-"},

@@ -402,12 +402,14 @@ func skipPosition(t testing.TB, r *bufio.Reader) string {
 // publishUntilCut publishes updates of data on topic until th has no more
 // than open streams: the others stall (their clients do not read) and are
 // cut, by the write timeout say. It publishes the next update once the
-// queues are empty, the socket buffers having taken the last one, and
-// waits on the hub, never for a fixed time. It returns the updates' ids.
+// last one is dispatched and the queues are empty again (the socket
+// buffers took it), and otherwise waits, on the hub, never for a fixed
+// time. It returns the updates' ids.
 func publishUntilCut(t testing.TB, th *testHub, topic, data string, open int) []string {
 	t.Helper()
 	var ids []string
 	for i := 0; th.Stats().Streams > open; i++ {
+		dispatched := th.Stats().Dispatched
 		id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{topic}, Data: data, ID: fmt.Sprintf("urn:stall:%d", i)})
 		if err != nil {
 			t.Fatal(err)
@@ -415,7 +417,7 @@ func publishUntilCut(t testing.TB, th *testHub, topic, data string, open int) []
 		ids = append(ids, id)
 		testwait.For(t, "the update written, or the stalled streams cut", func() bool {
 			st := th.Stats()
-			return st.Streams <= open || st.QueuedBytes == 0
+			return st.Streams <= open || st.Dispatched > dispatched && st.QueuedBytes == 0
 		})
 	}
 	return ids

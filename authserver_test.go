@@ -13,18 +13,23 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/memnet"
 )
 
 // fakeAS is an authorization server: RFC 8414 metadata and a JWK Set,
-// served over TLS on a loopback address.
+// served over TLS on a loopback address (newFakeAS) or over in-memory
+// connections inside a testing/synctest bubble (newBubbleAS).
 type fakeAS struct {
-	srv *httptest.Server
-	id  string // issuer identifier: srv.URL + "/tenant1"
+	srv    *httptest.Server // nil for a bubble's AS
+	url    string           // the server's base URL
+	client *http.Client     // reaches the server
+	id     string           // issuer identifier: url + "/tenant1"
 
 	mu       sync.Mutex
 	keys     map[string]*ecdsa.PrivateKey // kid → key, published in the JWK Set
@@ -40,6 +45,40 @@ type fakeAS struct {
 func newFakeAS(t *testing.T) *fakeAS {
 	t.Helper()
 	as := &fakeAS{keys: map[string]*ecdsa.PrivateKey{}}
+	as.srv = httptest.NewTLSServer(as.handler())
+	t.Cleanup(as.srv.Close)
+	as.url, as.client = as.srv.URL, as.srv.Client()
+	as.id = as.url + "/tenant1"
+	return as
+}
+
+// newBubbleAS is newFakeAS for tests in a testing/synctest bubble, so that
+// the hub's refresh limit passes on the bubble's clock: the AS is served
+// over in-memory connections, at https://as.test. Call it inside the
+// bubble; hubs must trust it with WithPrivateNetworkFetches.
+//
+// Its client's Transport is not an *http.Transport, which the hub then
+// uses as it is (with WithPrivateNetworkFetches; it would replace an
+// *http.Transport's dialer with a real one). That Transport takes the
+// in-memory connection for an established TLS one: the URLs are https,
+// as the hub requires of an authorization server, but the bytes are
+// plain HTTP. TLS is not what the tests using it check; newFakeAS's is real.
+func newBubbleAS(t *testing.T) *fakeAS {
+	t.Helper()
+	as := &fakeAS{keys: map[string]*ecdsa.PrivateKey{}, url: "https://as.test"}
+	srv := memnet.Serve(t, as.handler(), nil)
+	tr := srv.Client.Transport.(*http.Transport)
+	tr.DialTLSContext = tr.DialContext
+	as.client = &http.Client{Transport: opaqueTransport{tr}}
+	as.id = as.url + "/tenant1"
+	return as
+}
+
+// opaqueTransport hides the type of its RoundTripper from the hub.
+type opaqueTransport struct{ http.RoundTripper }
+
+// handler serves the metadata and the JWK Set.
+func (as *fakeAS) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/.well-known/oauth-authorization-server/tenant1", func(w http.ResponseWriter, r *http.Request) {
 		as.metaHits.Add(1)
@@ -54,7 +93,7 @@ func newFakeAS(t *testing.T) *fakeAS {
 			iss = as.id
 		}
 		if jwks == "" {
-			jwks = as.srv.URL + "/tenant1/jwks"
+			jwks = as.url + "/tenant1/jwks"
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"issuer": iss, "jwks_uri": jwks})
@@ -82,10 +121,7 @@ func newFakeAS(t *testing.T) *fakeAS {
 		w.Header().Set("Cache-Control", "max-age=3600")
 		json.NewEncoder(w).Encode(set)
 	})
-	as.srv = httptest.NewTLSServer(mux)
-	t.Cleanup(as.srv.Close)
-	as.id = as.srv.URL + "/tenant1"
-	return as
+	return mux
 }
 
 // setKeys replaces the published keys.
@@ -115,7 +151,7 @@ func (as *fakeAS) token(t *testing.T, key *ecdsa.PrivateKey, kid string) string 
 func (as *fakeAS) options(refresh time.Duration, extra ...mercure.Option) []mercure.Option {
 	return append([]mercure.Option{
 		mercure.WithIssuer(mercure.Issuer{ID: as.id, AuthorizationServer: true}),
-		mercure.WithHTTPClient(as.srv.Client()),
+		mercure.WithHTTPClient(as.client),
 		mercure.WithKeyRefreshLimit(refresh),
 	}, extra...)
 }
@@ -169,93 +205,101 @@ func TestAUTH21_AuthorizationServerTokens(t *testing.T) {
 	}
 }
 
+// TestAUTH21_KeyRotation runs in a synctest bubble: the refresh limit
+// passes on the bubble's clock, only when the test sleeps, so every check
+// of what happens within the limit runs, however slow the machine.
 func TestAUTH21_KeyRotation(t *testing.T) {
-	const limit = time.Second
-	as := newFakeAS(t)
-	k1, k2 := newECKey(), newECKey()
-	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
-	start := time.Now()
-	th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const limit = time.Second
+		as := newBubbleAS(t)
+		k1, k2 := newECKey(), newECKey()
+		as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+		th := startBubbleHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
 
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
-		t.Fatalf("k1: status = %d, want 200", got)
-	}
-	hits := as.jwksHits.Load()
+		if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+			t.Fatalf("k1: status = %d, want 200", got)
+		}
+		hits := as.jwksHits.Load()
 
-	// The AS rotates k2 in. Right after the last fetch, the unknown kid
-	// does not trigger a refresh.
-	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1, "k2": k2})
-	got := publishStatus(th, as.token(t, k2, "k2"))
-	if time.Since(start) < limit { // else the machine is too slow to tell
-		if got != http.StatusUnauthorized {
+		// The AS rotates k2 in. Right after the last fetch, the unknown
+		// kid does not trigger a refresh.
+		as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1, "k2": k2})
+		if got := publishStatus(th, as.token(t, k2, "k2")); got != http.StatusUnauthorized {
 			t.Fatalf("k2 before the refresh limit: status = %d, want 401", got)
 		}
 		if n := as.jwksHits.Load(); n != hits {
 			t.Fatalf("JWK Set fetched %d more times within the refresh limit", n-hits)
 		}
-	}
 
-	// Once the limit has passed, concurrent tokens with the new kid make
-	// one fetch, and all of them are then accepted.
-	time.Sleep(limit + 50*time.Millisecond)
-	hits = as.jwksHits.Load()
-	var wg sync.WaitGroup
-	statuses := make([]int, 8)
-	for i := range statuses {
-		wg.Go(func() { statuses[i] = publishStatus(th, as.token(t, k2, "k2")) })
-	}
-	wg.Wait()
-	for i, s := range statuses {
-		if s != http.StatusOK {
-			t.Errorf("k2 token %d after the refresh: status = %d, want 200", i, s)
+		// Once the limit has passed, concurrent tokens with the new kid
+		// make one fetch, and all of them are then accepted.
+		time.Sleep(limit)
+		hits = as.jwksHits.Load()
+		var wg sync.WaitGroup
+		statuses := make([]int, 8)
+		for i := range statuses {
+			wg.Go(func() { statuses[i] = publishStatus(th, as.token(t, k2, "k2")) })
 		}
-	}
-	if n := as.jwksHits.Load() - hits; n != 1 {
-		t.Errorf("JWK Set fetched %d times for the new kid, want 1", n)
-	}
-	// The old key still works while the set has it.
-	if got := subscribeStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
-		t.Errorf("k1 after rotation: status = %d, want 200", got)
-	}
+		wg.Wait()
+		for i, s := range statuses {
+			if s != http.StatusOK {
+				t.Errorf("k2 token %d after the refresh: status = %d, want 200", i, s)
+			}
+		}
+		if n := as.jwksHits.Load() - hits; n != 1 {
+			t.Errorf("JWK Set fetched %d times for the new kid, want 1", n)
+		}
+		// The old key still works while the set has it.
+		if got := subscribeStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+			t.Errorf("k1 after rotation: status = %d, want 200", got)
+		}
 
-	// The AS drops k1: once refreshed, its tokens are refused.
-	as.setKeys(map[string]*ecdsa.PrivateKey{"k2": k2})
-	time.Sleep(limit + 50*time.Millisecond)
-	if got := publishStatus(th, as.token(t, k2, "k3")); got != http.StatusUnauthorized { // unknown kid: refresh
-		t.Errorf("unknown kid k3: status = %d, want 401", got)
-	}
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
-		t.Errorf("k1 after removal: status = %d, want 401", got)
-	}
-	if got := publishStatus(th, as.token(t, k2, "k2")); got != http.StatusOK {
-		t.Errorf("k2 after removal of k1: status = %d, want 200", got)
-	}
+		// The AS drops k1: once refreshed, its tokens are refused.
+		as.setKeys(map[string]*ecdsa.PrivateKey{"k2": k2})
+		time.Sleep(limit)
+		if got := publishStatus(th, as.token(t, k2, "k3")); got != http.StatusUnauthorized { // unknown kid: refresh
+			t.Errorf("unknown kid k3: status = %d, want 401", got)
+		}
+		if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusUnauthorized {
+			t.Errorf("k1 after removal: status = %d, want 401", got)
+		}
+		if got := publishStatus(th, as.token(t, k2, "k2")); got != http.StatusOK {
+			t.Errorf("k2 after removal of k1: status = %d, want 200", got)
+		}
+	})
 }
 
+// TestAUTH21_FailedRefreshKeepsLastGoodSet runs in a synctest bubble (see
+// TestAUTH21_KeyRotation).
 func TestAUTH21_FailedRefreshKeepsLastGoodSet(t *testing.T) {
 	t.Parallel()
-	const limit = 100 * time.Millisecond
-	as := newFakeAS(t)
-	k1 := newECKey()
-	as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
-	th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
-		t.Fatalf("k1: status = %d, want 200", got)
-	}
-	as.update(func(as *fakeAS) { as.failJWKS = true })
-	time.Sleep(limit + 50*time.Millisecond)
-	hits := as.jwksHits.Load()
-	if got := publishStatus(th, as.token(t, k1, "k2")); got != http.StatusUnauthorized {
-		t.Errorf("unknown kid: status = %d, want 401", got)
-	}
-	if as.jwksHits.Load() == hits {
-		t.Error("unknown kid did not trigger a refresh")
-	}
-	if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
-		t.Errorf("k1 after a failed refresh: status = %d, want 200", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 100 * time.Millisecond
+		as := newBubbleAS(t)
+		k1 := newECKey()
+		as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+		th := startBubbleHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
+		if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+			t.Fatalf("k1: status = %d, want 200", got)
+		}
+		as.update(func(as *fakeAS) { as.failJWKS = true })
+		time.Sleep(limit)
+		hits := as.jwksHits.Load()
+		if got := publishStatus(th, as.token(t, k1, "k2")); got != http.StatusUnauthorized {
+			t.Errorf("unknown kid: status = %d, want 401", got)
+		}
+		if as.jwksHits.Load() == hits {
+			t.Error("unknown kid did not trigger a refresh")
+		}
+		if got := publishStatus(th, as.token(t, k1, "k1")); got != http.StatusOK {
+			t.Errorf("k1 after a failed refresh: status = %d, want 200", got)
+		}
+	})
 }
 
+// TestAUTH21_FirstFetchFailsThenRecovers runs in a synctest bubble (see
+// TestAUTH21_KeyRotation).
 func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
 	t.Parallel()
 	const limit = 200 * time.Millisecond
@@ -267,37 +311,40 @@ func TestAUTH21_FirstFetchFailsThenRecovers(t *testing.T) {
 		{"jwks", func(as *fakeAS, on bool) { as.failJWKS = on }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			as := newFakeAS(t)
-			k1 := newECKey()
-			as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
-			as.update(func(as *fakeAS) { c.fail(as, true) })
-			th := startHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
-			tok := as.token(t, k1, "k1")
-			// The hub cannot verify any token of the issuer yet: its
-			// fault, not the token's, and it passes. 503 with
-			// Retry-After, and to an EventSource a stream that retries
-			// (an EventSource gives up for good on any status but 200).
-			status, body, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/books/1", "data", "x"), "Authorization", "Bearer "+tok)
-			if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(body, "not available yet") {
-				t.Fatalf("while the AS fails: publish status = %d, Retry-After %q, body %q; want 503 saying the keys are not available yet", status, hdr.Get("Retry-After"), body)
-			}
-			if got := subscribeStatus(th, tok); got != http.StatusServiceUnavailable {
-				t.Fatalf("while the AS fails: subscribe status = %d, want 503", got)
-			}
-			res, err := http.DefaultClient.Do(th.newRequest(context.Background(), http.MethodGet, "match=https://example.com/books/1", "", "Authorization", "Bearer "+tok, "Accept", "text/event-stream"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := io.ReadAll(res.Body) // the retry stream ends by itself
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK || !strings.Contains(string(raw), "retry:") || !strings.Contains(string(raw), "503") {
-				t.Fatalf("while the AS fails: an EventSource's subscribe got %d %q, want 200 with a retry field", res.StatusCode, raw)
-			}
-			as.update(func(as *fakeAS) { c.fail(as, false) })
-			time.Sleep(limit + 50*time.Millisecond)
-			if got := publishStatus(th, tok); got != http.StatusOK {
-				t.Fatalf("after recovery: status = %d, want 200", got)
-			}
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				as := newBubbleAS(t)
+				k1 := newECKey()
+				as.setKeys(map[string]*ecdsa.PrivateKey{"k1": k1})
+				as.update(func(as *fakeAS) { c.fail(as, true) })
+				th := startBubbleHub(t, nil, as.options(limit, mercure.WithPrivateNetworkFetches())...)
+				tok := as.token(t, k1, "k1")
+				// The hub cannot verify any token of the issuer yet: its
+				// fault, not the token's, and it passes. 503 with
+				// Retry-After, and to an EventSource a stream that retries
+				// (an EventSource gives up for good on any status but 200).
+				status, body, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/books/1", "data", "x"), "Authorization", "Bearer "+tok)
+				if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(body, "not available yet") {
+					t.Fatalf("while the AS fails: publish status = %d, Retry-After %q, body %q; want 503 saying the keys are not available yet", status, hdr.Get("Retry-After"), body)
+				}
+				if got := subscribeStatus(th, tok); got != http.StatusServiceUnavailable {
+					t.Fatalf("while the AS fails: subscribe status = %d, want 503", got)
+				}
+				res, err := th.httpClient().Do(th.newRequest(context.Background(), http.MethodGet, "match=https://example.com/books/1", "", "Authorization", "Bearer "+tok, "Accept", "text/event-stream"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw, _ := io.ReadAll(res.Body) // the retry stream ends by itself
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK || !strings.Contains(string(raw), "retry:") || !strings.Contains(string(raw), "503") {
+					t.Fatalf("while the AS fails: an EventSource's subscribe got %d %q, want 200 with a retry field", res.StatusCode, raw)
+				}
+				as.update(func(as *fakeAS) { c.fail(as, false) })
+				time.Sleep(limit)
+				if got := publishStatus(th, tok); got != http.StatusOK {
+					t.Fatalf("after recovery: status = %d, want 200", got)
+				}
+			})
 		})
 	}
 }

@@ -3,6 +3,7 @@ package mercure_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/memnet"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Test names and comments cite requirement IDs (TestAUTH37_…: AUTH-37),
@@ -395,4 +397,28 @@ func skipPosition(t testing.TB, r *bufio.Reader) string {
 		t.Fatalf("the position block goes on with %q, %v; want its end", blank, err)
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(line, "id: "), "\n")
+}
+
+// publishUntilCut publishes updates of data on topic until th has no more
+// than open streams: the others stall (their clients do not read) and are
+// cut, by the write timeout say. It publishes the next update once the
+// last one is dispatched and the queues are empty again (the socket
+// buffers took it), and otherwise waits, on the hub, never for a fixed
+// time. It returns the updates' ids.
+func publishUntilCut(t testing.TB, th *testHub, topic, data string, open int) []string {
+	t.Helper()
+	var ids []string
+	for i := 0; th.Stats().Streams > open; i++ {
+		dispatched := th.Stats().Dispatched
+		id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{topic}, Data: data, ID: fmt.Sprintf("urn:stall:%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		testwait.For(t, "the update written, or the stalled streams cut", func() bool {
+			st := th.Stats()
+			return st.Streams <= open || st.Dispatched > dispatched && st.QueuedBytes == 0
+		})
+	}
+	return ids
 }

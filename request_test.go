@@ -17,11 +17,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mercurekit/mercure"
@@ -154,102 +154,98 @@ func TestSEC6_BodyTimeoutFreesHungRequests(t *testing.T) {
 // in time lives on well past it, over HTTP/1.1 and HTTP/2, while a QUERY
 // whose body does not come gets 408. Over HTTP/2 only that stream is
 // reset: the connection goes on carrying the client's other requests.
+// The test runs in a synctest bubble, over in-memory connections (HTTP/2
+// without TLS), so the timeout passes on the bubble's clock.
 func TestSEC6_BodyTimeoutSparesStreams(t *testing.T) {
 	t.Parallel()
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HTTP/2=%v", h2), func(t *testing.T) {
-			h, err := mercure.New(testHubURL, mercure.WithLimits(mercure.Limits{BodyTimeout: bodyTimeout}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewUnstartedServer(h)
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := h.Shutdown(ctx); err != nil {
-					t.Errorf("Shutdown: %v", err)
-				}
-				srv.Close()
-			})
-			client := srv.Client()
-			var reused []bool
-			trace := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-				GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) },
-			})
-			query := func(body io.Reader) *http.Request {
-				req, err := http.NewRequestWithContext(trace, "QUERY", srv.URL+h.Path(), body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				return req
-			}
-
-			// A stream whose body came in time.
-			res, err := client.Do(query(strings.NewReader("match=urn%3Aq")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			if res.StatusCode != http.StatusOK || (h2 && res.ProtoMajor != 2) {
-				t.Fatalf("QUERY: %s %d", res.Proto, res.StatusCode)
-			}
-			lines := make(chan string, 16)
-			go func() {
-				defer close(lines)
-				sc := bufio.NewScanner(res.Body)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-			}()
-
-			// A QUERY whose body never ends.
-			ctx, cancel := context.WithTimeout(trace, 30*time.Second) // fail, do not hang, without a timeout
-			defer cancel()
-			hung, err := client.Do(query(newEndlessBody(ctx, "match=urn%3Ahung")).WithContext(ctx))
-			if err != nil {
-				t.Fatal(err)
-			}
-			hung.Body.Close()
-			if hung.StatusCode != http.StatusRequestTimeout {
-				t.Fatalf("QUERY with a body that never ends: %d, want 408", hung.StatusCode)
-			}
-
-			time.Sleep(3 * bodyTimeout) // the stream's body deadline, had it been kept, is long past
-			id, err := h.Publish(context.Background(), mercure.Update{Topics: []string{"urn:q"}, Data: "late"})
-			if err != nil {
-				t.Fatal(err)
-			}
-		wait:
-			for {
-				select {
-				case l, ok := <-lines:
-					if !ok {
-						t.Fatal("the stream ended")
-					}
-					if l == "id: "+id {
-						break wait
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("no event on the stream")
-				}
-			}
-			if h2 {
-				// The connection that carried the 408 carries the next request.
-				if _, err := client.Do(query(strings.NewReader("match=urn%3Aq2"))); err != nil {
-					t.Fatal(err)
-				}
-				if len(reused) != 3 || !reused[1] || !reused[2] {
-					t.Fatalf("connection reused per request: %v; want the HTTP/2 connection kept after the 408", reused)
-				}
-			}
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { testBodyTimeoutSparesStreams(t, h2) })
 		})
+	}
+}
+
+func testBodyTimeoutSparesStreams(t *testing.T, h2 bool) {
+	var protocols http.Protocols
+	if h2 {
+		protocols.SetUnencryptedHTTP2(true)
+	} else {
+		protocols.SetHTTP1(true)
+	}
+	th := startBubbleHub(t, func(srv *http.Server) { srv.Protocols = &protocols }, mercure.WithLimits(mercure.Limits{BodyTimeout: bodyTimeout}))
+	client := th.httpClient()
+	client.Transport.(*http.Transport).Protocols = &protocols
+	var reused []bool
+	trace := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) },
+	})
+	query := func(body io.Reader) *http.Request {
+		req, err := http.NewRequestWithContext(trace, "QUERY", th.endpoint(), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return req
+	}
+
+	// A stream whose body came in time.
+	res, err := client.Do(query(strings.NewReader("match=urn%3Aq")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || (h2 && res.ProtoMajor != 2) {
+		t.Fatalf("QUERY: %s %d", res.Proto, res.StatusCode)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+
+	// A QUERY whose body never ends.
+	ctx, cancel := context.WithTimeout(trace, 30*time.Second) // fail, do not hang, without a timeout
+	defer cancel()
+	hung, err := client.Do(query(newEndlessBody(ctx, "match=urn%3Ahung")).WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung.Body.Close()
+	if hung.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("QUERY with a body that never ends: %d, want 408", hung.StatusCode)
+	}
+
+	time.Sleep(3 * bodyTimeout) // on the bubble's clock: the stream's body deadline, had it been kept, is long past
+	id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"urn:q"}, Data: "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+wait:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if l == "id: "+id {
+				break wait
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event on the stream")
+		}
+	}
+	if h2 {
+		// The connection that carried the 408 carries the next request.
+		if _, err := client.Do(query(strings.NewReader("match=urn%3Aq2"))); err != nil {
+			t.Fatal(err)
+		}
+		if len(reused) != 3 || !reused[1] || !reused[2] {
+			t.Fatalf("connection reused per request: %v; want the HTTP/2 connection kept after the 408", reused)
+		}
 	}
 }
 

@@ -3,8 +3,6 @@
 package mercure_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,19 +33,7 @@ func TestREC_CutBeforeFirstEventResumesExactly(t *testing.T) {
 		position := strings.TrimSuffix(strings.TrimPrefix(pos, "id: "), "\n\n")
 		// Large updates, which the reader never takes: it is cut while
 		// the first one is still on its way.
-		data := strings.Repeat("y", 256<<10)
-		var ids []string
-		for i := 0; th.Stats().Streams > 0; i++ {
-			if i == 200 {
-				t.Fatal("the stalled stream is still open")
-			}
-			id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data, ID: fmt.Sprintf("urn:u:%d", i)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-			time.Sleep(10 * time.Millisecond)
-		}
+		ids := publishUntilCut(t, th, "x", strings.Repeat("y", 256<<10), 0)
 		ids = append(ids, th.mustPost(form("topic", "x", "data", "while away")))
 
 		s := th.subscribe("match=x", "Last-Event-ID", position)

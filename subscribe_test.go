@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mercurekit/mercure"
@@ -814,17 +815,23 @@ func TestSUB17_KeepAliveComment(t *testing.T) {
 	}
 }
 
+// The server's WriteTimeout is a deadline on the connection (net.Pipe
+// keeps deadlines too): the test runs in a synctest bubble, over memnet,
+// so that it passes on the bubble's clock.
 func TestSUB17_ServerWriteTimeoutDoesNotCutStreams(t *testing.T) {
 	t.Parallel()
-	th := startHub(t, func(srv *http.Server) { srv.WriteTimeout = 200 * time.Millisecond },
-		mercure.WithInsecurePublishing())
+	synctest.Test(t, func(t *testing.T) {
+		const writeTimeout = 200 * time.Millisecond
+		th := startBubbleHub(t, func(srv *http.Server) { srv.WriteTimeout = writeTimeout },
+			mercure.WithInsecurePublishing())
 
-	s := th.subscribe("match=urn%3Aw")
-	time.Sleep(600 * time.Millisecond) // three times the server's WriteTimeout
-	id := th.mustPost("topic=urn%3Aw&data=late")
-	if ev := s.next(t); ev.ID != id || ev.Data != "late" {
-		t.Fatalf("got %+v, want the update %s published after the server's WriteTimeout", ev, id)
-	}
+		s := th.subscribe("match=urn%3Aw")
+		time.Sleep(3 * writeTimeout) // on the bubble's clock
+		id := th.mustPost("topic=urn%3Aw&data=late")
+		if ev := s.next(t); ev.ID != id || ev.Data != "late" {
+			t.Fatalf("got %+v, want the update %s published after the server's WriteTimeout", ev, id)
+		}
+	})
 }
 
 func TestSUB11_DuplicateMatchersLeaveCleanly(t *testing.T) {

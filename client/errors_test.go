@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -65,8 +66,10 @@ func TestSubscribe_Refusals(t *testing.T) {
 	signer, trust := newSigner(t)
 	th := startHub(t, trust)
 	sub := client.Subscription{Matchers: []client.Matcher{client.Exact("https://example.com/a")}}
-	expired := mustToken(t, signer, mercure.Grant{Subject: "s", TTL: time.Nanosecond})
-	time.Sleep(time.Millisecond)
+	// A token of the hub's issuer signed with a key the hub does not
+	// trust: invalid whatever the time.
+	foreignSigner, _ := newSigner(t)
+	foreign := mustToken(t, foreignSigner, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}})
 
 	for _, tc := range []struct {
 		name      string
@@ -77,7 +80,7 @@ func TestSubscribe_Refusals(t *testing.T) {
 		challenge string // OAuth error code; "-" for no challenge
 	}{
 		{"no token", fastClient(), sub, client.ErrUnauthorized, 401, ""},
-		{"invalid token", &client.Client{Token: client.StaticToken(expired)}, sub, client.ErrUnauthorized, 401, "invalid_token"},
+		{"invalid token", &client.Client{Token: client.StaticToken(foreign)}, sub, client.ErrUnauthorized, 401, "invalid_token"},
 		{"garbage token", &client.Client{Token: client.StaticToken("not.a.jwt")}, sub, client.ErrUnauthorized, 401, "invalid_token"},
 		{"unsupported matcher type", &client.Client{Token: client.StaticToken(mustToken(t, signer, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}}))},
 			client.Subscription{Matchers: []client.Matcher{{Type: "regex", Value: ".*"}}}, client.ErrBadRequest, 400, "-"},
@@ -162,37 +165,44 @@ func TestSubscribe_StatusHandling(t *testing.T) {
 
 // The token source is consulted at every connection: a subscriber whose
 // short-lived token the hub enforces (AUTH-37 closes the stream at exp)
-// renews it and misses nothing.
+// renews it and misses nothing. The test runs in a synctest bubble: the
+// tokens expire on the bubble's clock, and its 3 s cost no real time.
 func TestSubscribe_TokenRenewal(t *testing.T) {
-	signer, trust := newSigner(t)
-	th := startHub(t, trust, mercure.WithHistory(1000))
-	var minted atomic.Int64
-	c := fastClient()
-	c.Token = func(ctx context.Context) (string, error) {
-		minted.Add(1)
-		return signer.Token(mercure.Grant{Subject: "worker", TTL: 1500 * time.Millisecond, Subscribe: []mercure.Match{{Pattern: "*"}}})
-	}
-	topic := []string{"https://example.com/jobs"}
-	ctx := testContext(t, 20*time.Second)
-	go func() {
-		for i := range 40 {
-			if _, err := th.Publish(ctx, mercure.Update{Topics: topic, ID: "j" + strconv.Itoa(i), Private: i%2 == 0}); err != nil {
-				return
+	synctest.Test(t, func(t *testing.T) {
+		signer, trust := newSigner(t)
+		th, hc := startBubbleHub(t, trust, mercure.WithHistory(1000))
+		var minted atomic.Int64
+		c := fastClient()
+		c.HTTPClient = hc
+		c.Token = func(ctx context.Context) (string, error) {
+			minted.Add(1)
+			return signer.Token(mercure.Grant{Subject: "worker", TTL: 1500 * time.Millisecond, Subscribe: []mercure.Match{{Pattern: "*"}}})
+		}
+		topic := []string{"https://example.com/jobs"}
+		ctx := testContext(t, 20*time.Second)
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			for i := range 40 {
+				if _, err := th.Publish(ctx, mercure.Update{Topics: topic, ID: "j" + strconv.Itoa(i), Private: i%2 == 0}); err != nil {
+					return
+				}
+				time.Sleep(75 * time.Millisecond) // on the bubble's clock: 3 s of publishing
 			}
-			time.Sleep(75 * time.Millisecond)
+		}()
+		got := collect(t, c.Subscribe(ctx, th.endpoint(), client.Subscription{
+			Matchers: []client.Matcher{client.Exact(topic[0])}, LastEventID: client.Earliest,
+		}), func(evs []client.Event) bool { return len(evs) == 40 })
+		for i, ev := range got {
+			if ev.ID != "j"+strconv.Itoa(i) {
+				t.Fatalf("event %d: %q", i, ev.ID)
+			}
 		}
-	}()
-	got := collect(t, c.Subscribe(ctx, th.endpoint(), client.Subscription{
-		Matchers: []client.Matcher{client.Exact(topic[0])}, LastEventID: client.Earliest,
-	}), func(evs []client.Event) bool { return len(evs) == 40 })
-	for i, ev := range got {
-		if ev.ID != "j"+strconv.Itoa(i) {
-			t.Fatalf("event %d: %q", i, ev.ID)
+		if minted.Load() < 3 {
+			t.Fatalf("minted %d tokens over 3 s of tokens living at most 1.5 s (exp is in whole seconds)", minted.Load())
 		}
-	}
-	if minted.Load() < 3 {
-		t.Fatalf("minted %d tokens over 3 s of tokens living at most 1.5 s (exp is in whole seconds)", minted.Load())
-	}
+		<-published
+	})
 }
 
 // Publish sends every field and returns the hub's id; refusals are typed.

@@ -1,9 +1,13 @@
 package client_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/memnet"
 )
 
@@ -13,4 +17,31 @@ import (
 func startMemServer(t *testing.T, handler http.Handler) *memnet.Server {
 	t.Helper()
 	return memnet.Serve(t, handler, nil)
+}
+
+// startBubbleHub is startHub for tests in a testing/synctest bubble: the
+// hub is served over in-memory connections, so that its timers (token
+// expiry, keep-alives) run on the bubble's clock, and its streams are
+// written by their handlers' goroutines (WithGoroutineStreams: a detached
+// stream's connection poller waits in the kernel, out of the bubble's
+// sight). It returns the hub and the HTTP client that reaches it; call
+// it inside the bubble.
+func startBubbleHub(t *testing.T, opts ...mercure.Option) (*testHub, *http.Client) {
+	t.Helper()
+	h, err := mercure.New(testHubURL, append(opts, mercure.WithInsecurePublishing(), mercure.WithGoroutineStreams())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	srv := memnet.Serve(t, mux, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		srv.Close()
+	})
+	return &testHub{Hub: h, srv: &httptest.Server{URL: "http://hub.test"}}, srv.Client
 }

@@ -2,12 +2,14 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,6 +209,20 @@ func TestSubscribe_ResumeAcrossHubRestart(t *testing.T) {
 	c.OnConnect = func(client.Connection) { connects.Add(1); lastConnect.Store(time.Now().UnixNano()) }
 	topic := []string{"https://example.com/feed"}
 	var restartedAt time.Time
+	// The hub restarts once the client has been refused by the stopped
+	// one: OnRetry runs in the iteration, on the test's goroutine.
+	down := false
+	c.OnRetry = func(err error, _ time.Duration) {
+		if !down || !errors.Is(err, syscall.ECONNREFUSED) {
+			return
+		}
+		down = false
+		r.start()
+		restartedAt = time.Now()
+		for i := 50; i < 100; i++ {
+			publish(t, r.hub, mercure.Update{Topics: topic, ID: "e" + strconv.Itoa(i)})
+		}
+	}
 	publish(t, r.hub, mercure.Update{Topics: topic, ID: "e0"})
 	next := 0
 	for ev, err := range c.Subscribe(ctx, "http://"+r.addr+r.hub.Path(), client.Subscription{
@@ -226,12 +242,7 @@ func TestSubscribe_ResumeAcrossHubRestart(t *testing.T) {
 			}
 		case 50:
 			r.stop()
-			time.Sleep(300 * time.Millisecond) // the client retries meanwhile
-			r.start()
-			restartedAt = time.Now()
-			for i := 50; i < 100; i++ {
-				publish(t, r.hub, mercure.Update{Topics: topic, ID: "e" + strconv.Itoa(i)})
-			}
+			down = true
 		}
 		if next == 100 {
 			break

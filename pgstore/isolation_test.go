@@ -124,6 +124,8 @@ func TestStrictDefaultIsolation(t *testing.T) {
 			if t.Failed() {
 				return
 			}
+			// Every publish and transaction has returned: the marker,
+			// appended through the store listened to, follows them all.
 			live := f.settle(t, publishes+txs)
 			replayed := replayAll(t, stores[0], mercure.Earliest)
 			sameOrder(t, "replay and feed", replayed, live)

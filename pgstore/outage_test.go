@@ -94,6 +94,8 @@ func TestPublishTxAfterRestart(t *testing.T) {
 	testwait.For(t, "a transaction to commit", func() bool {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return publishTx(s, tx, upd("in-tx")) }) == nil
 	})
+	// The marker follows in-tx, committed: "before" passed again after
+	// the restart, or in-tx twice, would come before it.
 	if got := ids(f.settle(t, 2)); strings.Join(got, " ") != "before in-tx" {
 		t.Fatalf("feed: %q", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,21 +21,28 @@ import (
 	"github.com/mercurekit/mercure/storetest"
 )
 
-// feed records what a store's feed passes to a listener.
+// feed records what a store's feed passes to a listener. It keeps the
+// markers that settle appends apart from the events under test.
 type feed struct {
+	s      mercure.Store // the store listened to, to which settle appends
 	mu     sync.Mutex
-	evs    []*mercure.Event
+	evs    []*mercure.Event // the events passed, markers left out
+	marks  map[string]int   // marker id → how many events the feed had passed before it
 	gaps   int
 	status chan error
 }
 
 func listen(t testing.TB, s mercure.Store) *feed {
-	f := &feed{status: make(chan error, 100)}
+	f := &feed{s: s, marks: make(map[string]int), status: make(chan error, 100)}
 	t.Cleanup(s.Listen(mercure.Listener{
 		Event: func(e *mercure.Event) {
 			f.mu.Lock()
-			f.evs = append(f.evs, e)
-			f.mu.Unlock()
+			defer f.mu.Unlock()
+			if !isMarker(e.ID) {
+				f.evs = append(f.evs, e)
+			} else if _, ok := f.marks[e.ID]; !ok {
+				f.marks[e.ID] = len(f.evs)
+			}
 		},
 		Status: func(err error) { f.status <- err },
 		Gap: func() {
@@ -68,16 +76,47 @@ func (f *feed) wait(t testing.TB, n int) []*mercure.Event {
 	return evs
 }
 
-// settle checks that the feed passes nothing more than n events for a
-// while (a rolled-back update, say, is never delivered).
+// markerPrefix starts the ids of the events that settle appends.
+const markerPrefix = "urn:settle-marker:"
+
+var markerN atomic.Int64
+
+func isMarker(id string) bool { return strings.HasPrefix(id, markerPrefix) }
+
+// settle checks that the feed passes exactly n events, no more (a
+// rolled-back update, say, is never delivered; nothing is delivered
+// twice), and returns them. Rather than watch the feed for a while, it
+// appends a marker through the feed's store and waits for it: the marker
+// is numbered after every update committed before it (the append
+// function stamps the committed rows still without a seq before its own
+// batch), and a feed, of this store or of another on the same tables,
+// passes events in seq order, each seq once, reading after the last it
+// passed. So whatever of the updates under test the feed will ever pass
+// has come before the marker, and those the marker finds missing, or
+// extra, are so for good. Every caller has committed (or rolled back) the
+// updates under test before it settles: a transaction still open is
+// numbered after the marker, and is the next settle's. Markers are left
+// out of the feed's events and of replayAll.
 func (f *feed) settle(t testing.TB, n int) []*mercure.Event {
 	t.Helper()
-	f.wait(t, n)
-	time.Sleep(300 * time.Millisecond)
-	if evs := f.events(); len(evs) != n {
-		t.Fatalf("feed passed %q, want only %d events", ids(evs), n)
+	id := fmt.Sprint(markerPrefix, markerN.Add(1))
+	e := storetest.NewEvent(id)
+	// Sent again, the same event is taken for a retry (a store just back
+	// from an outage may fail the first append on a stale connection).
+	testwait.For(t, "the marker to be appended", func() bool { return f.s.Append(context.Background(), e) == nil })
+	var before int
+	testwait.For(t, "the marker to be passed", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var ok bool
+		before, ok = f.marks[id]
+		return ok
+	})
+	evs := f.events()[:before]
+	if before != n {
+		t.Fatalf("feed passed %q before the marker, want %d events", ids(evs), n)
 	}
-	return f.events()
+	return evs
 }
 
 func (f *feed) wantStatus(t testing.TB, down bool, within time.Duration) {
@@ -114,6 +153,7 @@ func sameOrder(t testing.TB, what string, got, want []*mercure.Event) {
 	}
 }
 
+// replayAll returns the events s replays after cursor, markers left out.
 func replayAll(t testing.TB, s mercure.Store, cursor string) []*mercure.Event {
 	t.Helper()
 	b, err := s.Replay(context.Background(), cursor)
@@ -125,7 +165,9 @@ func replayAll(t testing.TB, s mercure.Store, cursor string) []*mercure.Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs = append(evs, e)
+		if !isMarker(e.ID) {
+			evs = append(evs, e)
+		}
 	}
 	return evs
 }
@@ -173,6 +215,8 @@ func TestTxHeldOpenAcrossCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, b, "a3")
+	// Each feed's marker is numbered after a3 and before held, still
+	// open: held, if passed early, would come before it.
 	for _, f := range []*feed{fa, fb} {
 		if got := ids(f.settle(t, 3)); strings.Join(got, " ") != "a1 t2 a3" {
 			t.Fatalf("before the held transaction commits: %q", got)
@@ -185,6 +229,8 @@ func TestTxHeldOpenAcrossCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, a, "a4")
+	// Both stores number on the same tables: a marker appended through
+	// either follows held and a4 in both feeds.
 	live := fa.settle(t, 5)
 	if got := ids(live); strings.Join(got, " ") != "a1 t2 a3 held a4" {
 		t.Fatalf("live after the commit: %q", got)
@@ -367,6 +413,8 @@ func TestTxInterleavings(t *testing.T) {
 		return
 	}
 	n := len(committed)
+	// Every transaction has ended: a marker appended through either store
+	// is numbered after every committed update, in both feeds.
 	live := fa.settle(t, n)
 	sameOrder(t, "feed of store B", fb.settle(t, n), live)
 	sameOrder(t, "replay", replayAll(t, a, mercure.Earliest), live)

@@ -23,12 +23,13 @@ import (
 
 // feed records what a store's feed passes to a listener.
 type feed struct {
+	s      mercure.Store // the store listened to, to which wantEvents appends
 	events chan string
 	status chan error
 }
 
 func listen(t *testing.T, s mercure.Store) *feed {
-	f := &feed{events: make(chan string, 1000), status: make(chan error, 100)}
+	f := &feed{s: s, events: make(chan string, 1000), status: make(chan error, 100)}
 	t.Cleanup(s.Listen(mercure.Listener{
 		Event:  func(e *mercure.Event) { f.events <- e.ID },
 		Status: func(err error) { f.status <- err },
@@ -48,22 +49,29 @@ func (f *feed) wantStatus(t *testing.T, down bool, within time.Duration) {
 	}
 }
 
+var markerN atomic.Int64
+
+// wantEvents checks that the feed passes ids, and nothing else: it
+// appends a marker through the feed's store and wants it right after
+// them. The feed passes the stream's entries in order, each once, and
+// the marker is added after every event appended before wantEvents: an
+// extra event (one recorded or passed twice) would come before it. The
+// marker is in the stream after that, for replays too.
 func (f *feed) wantEvents(t *testing.T, ids ...string) {
 	t.Helper()
-	for _, want := range ids {
+	marker := fmt.Sprint("urn:marker:", markerN.Add(1))
+	if err := f.s.Append(context.Background(), storetest.NewEvent(marker)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(ids, marker) {
 		select {
 		case id := <-f.events:
 			if id != want {
 				t.Fatalf("feed passed %s, want %s", id, want)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Deadline):
 			t.Fatalf("feed did not pass %s", want)
 		}
-	}
-	select {
-	case id := <-f.events:
-		t.Fatalf("feed passed an extra event %s", id)
-	case <-time.After(100 * time.Millisecond):
 	}
 }
 
@@ -138,13 +146,13 @@ func TestAppendRetryIsIdempotent(t *testing.T) {
 			t.Fatalf("the client sent the script %d times: no retry to test", n)
 		}
 	}
-	f.wantEvents(t, "e0", "e1", "e0")
 	if n, err := admin.XLen(ctx, key).Result(); err != nil || n != 3 {
 		t.Fatalf("stream length %d (%v), want 3", n, err)
 	}
 	if b, ids := storetest.ReplayIDs(t, s, "e0"); b.Cursor != "e0" || strings.Join(ids, " ") != "e1 e0" {
 		t.Fatalf("replay after e0 (REC-7: its oldest occurrence): %q", ids)
 	}
+	f.wantEvents(t, "e0", "e1", "e0")
 }
 
 // TestLatestID checks that a store, and a hub started on it, know the
@@ -228,6 +236,8 @@ func TestHungRedis(t *testing.T) {
 	srv := redistest.Start(t, false)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
+	reads := &readHook{}
+	rdb.AddHook(reads)
 	s := open(t, rdb, "mercure", redisstore.WithTimeout(300*time.Millisecond))
 	f := listen(t, s)
 	srv.Pause()
@@ -248,7 +258,10 @@ func TestHungRedis(t *testing.T) {
 	f.wantEvents(t, "y")
 
 	srv.Pause()
-	time.Sleep(50 * time.Millisecond) // the feed is in a read
+	// The feed is in a read, which the paused server will not answer:
+	// the one under way when it paused (unless its reply had left just
+	// before, a matter of microseconds in its 200 ms block), or the next.
+	testwait.For(t, "the feed to be in a read", func() bool { return reads.inFlight.Load() > 0 })
 	start = time.Now()
 	s.Close()
 	if d := time.Since(start); d > 3*time.Second {
@@ -256,13 +269,46 @@ func TestHungRedis(t *testing.T) {
 	}
 }
 
-// slowUnlisten is a store whose listener cancellation takes a while, to
-// widen the window in which the feed reports a gap during Hub.Shutdown.
-type slowUnlisten struct{ *redisstore.Store }
+// readHook counts the XREADs in flight on a client: the feed's reads.
+type readHook struct{ inFlight atomic.Int64 }
 
-func (s slowUnlisten) Listen(l mercure.Listener) func() {
+func (h *readHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *readHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "xread" {
+			return next(ctx, cmd)
+		}
+		h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
+		return next(ctx, cmd)
+	}
+}
+func (h *readHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// gatedUnlisten is a store whose listener cancellation, once called
+// (unlistening is closed), waits for release; and which closes gapped
+// once its feed has passed a gap to the hub. A test holds Hub.Shutdown in
+// the cancellation while the feed reports a gap.
+type gatedUnlisten struct {
+	*redisstore.Store
+	unlistening, gapped, release chan struct{}
+	gapOnce, unlistenOnce        sync.Once
+}
+
+func (s *gatedUnlisten) Listen(l mercure.Listener) func() {
+	gap := l.Gap
+	l.Gap = func() {
+		gap()
+		s.gapOnce.Do(func() { close(s.gapped) })
+	}
 	cancel := s.Store.Listen(l)
-	return func() { time.Sleep(300 * time.Millisecond); cancel() }
+	return func() {
+		s.unlistenOnce.Do(func() { close(s.unlistening) })
+		<-s.release
+		cancel()
+	}
 }
 
 // TestGapDuringShutdown: a gap reported while the hub shuts down must
@@ -274,7 +320,8 @@ func TestGapDuringShutdown(t *testing.T) {
 	a, b := open(t, rdb, key), open(t, rdb, key)
 	defer a.Close()
 	defer b.Close()
-	h, err := mercure.New(hubURL, mercure.WithStore(slowUnlisten{a}), mercure.WithLogger(slog.New(slog.DiscardHandler)))
+	gated := &gatedUnlisten{Store: a, unlistening: make(chan struct{}), gapped: make(chan struct{}), release: make(chan struct{})}
+	h, err := mercure.New(hubURL, mercure.WithStore(gated), mercure.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,15 +334,27 @@ func TestGapDuringShutdown(t *testing.T) {
 		defer cancel()
 		done <- h.Shutdown(ctx)
 	}()
-	time.Sleep(50 * time.Millisecond) // Shutdown is cancelling the listener
+	select {
+	case <-gated.unlistening:
+	case <-time.After(testwait.Deadline):
+		t.Fatal("Hub.Shutdown did not cancel its listener")
+	}
+	// Shutdown is held in the cancellation: the feed reports a gap (the
+	// counter skips 5 numbers), which must reach the hub meanwhile.
 	if err := rdb.IncrBy(ctx, key+":n", 5).Err(); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, b, "after-gap", 1)
 	select {
+	case <-gated.gapped:
+	case <-time.After(testwait.Deadline):
+		t.Fatal("the feed's gap report deadlocked with Hub.Shutdown")
+	}
+	close(gated.release)
+	select {
 	case <-done:
-	case <-time.After(8 * time.Second):
-		t.Fatal("Hub.Shutdown deadlocked with the feed's gap report")
+	case <-time.After(testwait.Deadline):
+		t.Fatal("Hub.Shutdown did not return")
 	}
 }
 
@@ -314,14 +373,18 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 	b := open(t, admin, key)
 	defer b.Close()
 	var got atomic.Int64
-	hold := make(chan struct{})
+	held, hold := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	defer a.Listen(mercure.Listener{Event: func(*mercure.Event) {
-		once.Do(func() { <-hold }) // the feed falls behind
+		once.Do(func() { close(held); <-hold }) // the feed falls behind
 		got.Add(1)
 	}})()
 	appendN(t, b, "first", 1)
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-held:
+	case <-time.After(testwait.Deadline):
+		t.Fatal("the feed did not pass the first event")
+	}
 	data := strings.Repeat("x", 256<<10)
 	const n = 200 // 50 MiB: 2.5 s through the link, five times the deadline
 	for i := range n {
@@ -352,16 +415,25 @@ func TestBusyRedisIsNotAnOutage(t *testing.T) {
 	s := open(t, rdb, "mercure")
 	defer s.Close()
 	f := listen(t, s)
-	time.Sleep(100 * time.Millisecond)
+	if err := s.Append(context.Background(), storetest.NewEvent("before")); err != nil {
+		t.Fatal(err)
+	}
+	f.wantEvents(t, "before") // the feed reads
 	const busy = `local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2]
 while true do local t = redis.call('TIME') if t[1] * 1000000 + t[2] - s > 1500000 then break end end
 return 1`
 	if err := srv.Client().Eval(context.Background(), busy, nil).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// A feed that took the busy Redis for an outage reported it before it
+	// passed the next event (it reports, backs off, reconnects, reads).
+	if err := s.Append(context.Background(), storetest.NewEvent("after")); err != nil {
+		t.Fatal(err)
+	}
+	f.wantEvents(t, "after")
 	select {
 	case err := <-f.status:
 		t.Fatalf("feed reported %v for a Redis busy 1.5 s", err)
-	case <-time.After(500 * time.Millisecond):
+	default:
 	}
 }

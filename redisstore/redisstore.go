@@ -117,6 +117,9 @@ type config struct {
 	timeout time.Duration
 	subTTL  time.Duration
 	window  time.Duration
+	// presenceBackoff is the subscriptions writer's first wait after a
+	// failed write, minBackoff; tests lengthen it (export_test.go).
+	presenceBackoff time.Duration
 }
 
 // DefaultMaxLen is about how many entries a store keeps unless
@@ -378,7 +381,8 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	if client == nil || stream == "" {
 		return nil, fmt.Errorf("%w: redisstore.New needs a client and a stream key", mercure.ErrInvalidOption)
 	}
-	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL, window: mercure.DefaultRetryWindow}
+	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL, window: mercure.DefaultRetryWindow,
+		presenceBackoff: minBackoff}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil redisstore.Option", mercure.ErrInvalidOption)

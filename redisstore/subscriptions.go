@@ -193,7 +193,7 @@ func (p *presence) writer() {
 	ttl := p.s.cfg.subTTL
 	refresh := time.NewTicker(ttl / 3)
 	defer refresh.Stop()
-	backoff := minBackoff
+	backoff := p.s.cfg.presenceBackoff
 	for {
 		select {
 		case <-p.wake:
@@ -220,7 +220,7 @@ func (p *presence) writer() {
 			}
 			continue
 		}
-		backoff = minBackoff
+		backoff = p.s.cfg.presenceBackoff
 	}
 }
 

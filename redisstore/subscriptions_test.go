@@ -133,13 +133,15 @@ func TestSharedSubscriptionsWithdrawn(t *testing.T) {
 
 // TestSharedSubscriptionsRewrittenAfterLoss: Redis restarts empty and the
 // first write after it adds a subscription: the store notices that the
-// others were lost with the hash and writes them again.
+// others were lost with the hash and writes them again. The TTL is long,
+// so that no refresh (which notices the loss as well) runs meanwhile, and
+// the write must go through at its first attempt (a failed one rewrites
+// everything anyway): the rewrite is that write's.
 func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, false)
-	const ttl = 900 * time.Millisecond
-	mk := func() *redisstore.Store {
-		s := open(t, srv.Client(), "m", redisstore.WithSubscriptionTTL(ttl), redisstore.WithTimeout(time.Second))
+	mk := func(rdb *redis.Client) *redisstore.Store {
+		s := open(t, rdb, "m", redisstore.WithSubscriptionTTL(time.Minute), redisstore.WithTimeout(time.Second))
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
@@ -156,7 +158,8 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 		return out
 	}
 	ctx := context.Background()
-	a, b := mk(), mk()
+	rdbA := srv.Client()
+	a, b := mk(rdbA), mk(srv.Client())
 	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "old", Active: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +167,11 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 		t.Fatalf("B lists %q once A's update returned, want [old]", got)
 	}
 	srv.Restart()
-	testwait.For(t, "Redis to answer", func() bool { return ids(b) != nil })
-	for a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "new", Active: true}}) != nil {
-		time.Sleep(10 * time.Millisecond) // the first attempt may meet a closed connection
+	// A's client has left its connections to the killed server: the
+	// ping that succeeds is on a new one, which the write takes next.
+	testwait.For(t, "Redis to answer A's client", func() bool { return rdbA.Ping(ctx).Err() == nil })
+	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "new", Active: true}}); err != nil {
+		t.Fatalf("the first write after the restart: %v", err)
 	}
 	testwait.For(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
 }
@@ -264,7 +269,20 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	}
 	second := make(chan error, 1)
 	go func() { second <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", false)}) }()
-	time.Sleep(50 * time.Millisecond)
+	// The removal is recorded (a store lists its own subscriptions from
+	// memory, where the change is made) while the first write is held.
+	testwait.For(t, "the removal of A to be recorded", func() bool {
+		subs, err := a.Subscriptions(ctx)
+		if err != nil {
+			return false
+		}
+		for _, s := range subs {
+			if s.ID == "A" {
+				return false
+			}
+		}
+		return len(subs) == 2
+	})
 	close(g.release)
 	if err := errors.Join(<-first, <-second); err != nil {
 		t.Fatal(err)
@@ -283,25 +301,42 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	})
 }
 
-// TestSubscribeRightAfterRecovery: after an outage long enough for the
-// subscriptions writer to back off for seconds, a new stream does not
-// wait for that backoff once Redis is back.
+// TestSubscribeRightAfterRecovery: after an outage made the
+// subscriptions writer back off, a new stream's subscription does not
+// wait for that backoff once Redis is back: its change cuts the wait
+// short, and the store rewrites its whole set. The writer's first backoff
+// is made an hour long (the default is 50 ms, doubling up to 1 s): were
+// it not cut short, the other store would not list the subscriptions
+// within testwait.Deadline.
 func TestSubscribeRightAfterRecovery(t *testing.T) {
 	srv := redistest.Start(t, false)
-	in := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(100*time.Millisecond))
+	in := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(100*time.Millisecond),
+		redisstore.WithPresenceBackoff(time.Hour))
+	other := open(t, srv.Client(), "mercure")
+	t.Cleanup(func() { other.Close() })
 	ctx := context.Background()
 	if err := in.store.UpdateSubscriptions(ctx, []mercure.Subscription{active("X", true)}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Kill()
+	// The write fails and the writer starts its wait: a change made from
+	// now on wakes it (the wake is kept if it comes before the wait).
 	if err := in.store.UpdateSubscriptions(ctx, []mercure.Subscription{active("Y", true)}); err == nil {
 		t.Fatal("UpdateSubscriptions succeeded with Redis down")
 	}
-	time.Sleep(7 * time.Second) // the writer backs off for 5 s
 	srv.Start()
-	start := time.Now()
 	subscribe(t, in, "")
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("the stream started after %v though Redis was back", d)
-	}
+	testwait.For(t, "the other store to list X, Y and the new stream's subscription", func() bool {
+		subs, err := other.Subscriptions(ctx)
+		if err != nil {
+			return false
+		}
+		var ids []string
+		var stream bool
+		for _, s := range subs {
+			ids = append(ids, s.ID)
+			stream = stream || s.Match == topic
+		}
+		return stream && len(ids) == 3 && slices.Contains(ids, "X") && slices.Contains(ids, "Y")
+	})
 }

@@ -97,27 +97,26 @@ func newClusterHub(t *testing.T, name string, s mercure.Store, opts ...mercure.O
 }
 
 // publish publishes u on topic until the hub acknowledges it, sending it
-// again with the same id after a failure (a retry is recorded once),
-// for at most 30 s.
+// again with the same id after a failure of the store (a retry is
+// recorded once), for testwait.Deadline at most. It may run on a
+// goroutine of its own: it fails t with t.Errorf.
 func (c *clusterHub) publish(t *testing.T, topic string, u mercure.Update) {
 	t.Helper()
 	u.Topics = []string{topic}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var err error
+	acked := testwait.Within(testwait.Deadline, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		id, err := c.hub.Publish(ctx, u)
-		cancel()
-		if err == nil {
-			if id != u.ID {
-				t.Errorf("Publish(%q) returned id %q", u.ID, id)
-			}
-			return
+		defer cancel()
+		var id string
+		id, err = c.hub.Publish(ctx, u)
+		if err == nil && id != u.ID {
+			t.Errorf("Publish(%q) returned id %q", u.ID, id)
 		}
-		if !errors.Is(err, mercure.ErrStore) && !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
-			t.Errorf("Publish(%q) on hub %s: %v", u.ID, c.name, err)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		// Stop at success, and at an error that is not the store's.
+		return err == nil || !errors.Is(err, mercure.ErrStore) && !errors.Is(err, context.DeadlineExceeded)
+	})
+	if !acked || err != nil {
+		t.Errorf("Publish(%q) on hub %s: %v", u.ID, c.name, err)
 	}
 }
 
@@ -250,14 +249,17 @@ func (f *follower) waitPosition(t *testing.T) string {
 // reached waits until every follower's last id is id.
 func reached(t *testing.T, id string, fs ...*follower) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, f := range fs {
-		for f.lastID() != id {
-			if time.Now().After(deadline) {
-				t.Fatalf("a stream did not get %q within 30 s: last %q, %d connections", id, f.lastID(), len(f.rec.Conns()))
+	var late *follower
+	if !testwait.Within(testwait.Deadline, func() bool {
+		for _, f := range fs {
+			if f.lastID() != id {
+				late = f
+				return false
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
+		return true
+	}) {
+		t.Fatalf("a stream did not get %q within %v: last %q, %d connections", id, testwait.Deadline, late.lastID(), len(late.rec.Conns()))
 	}
 }
 
@@ -477,7 +479,7 @@ func testTraffic(t *testing.T, open func(t *testing.T) mercure.Store) {
 			for i := range perHub {
 				h.publish(t, topic, mercure.Update{ID: fmt.Sprintf("%s/%s%d", topic, h.name, i), Data: data})
 				published.Add(1)
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // pacing: the traffic spans the churn below
 			}
 		})
 	}
@@ -511,7 +513,7 @@ func testTraffic(t *testing.T, open func(t *testing.T) mercure.Store) {
 			fs = append(fs, f)
 		}
 		churn++
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // pacing of the churn, not a wait
 	}
 	wg.Wait()
 	held.hold(false)
@@ -578,7 +580,7 @@ func testClusterRestart(t *testing.T, srv *OutageServer) {
 			for i := range perHub {
 				h.publish(t, topic, mercure.Update{ID: fmt.Sprintf("%s/%s%d", topic, h.name, i), Data: "x"})
 				published.Add(1)
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // pacing: the traffic spans the restart
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Env names the variable holding the DSN of the shared test server.
@@ -134,21 +135,18 @@ func (s *Server) Start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !testwait.Within(testwait.Deadline, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c, err := pgx.Connect(ctx, s.DSN)
-		if err == nil {
-			c.Close(ctx)
-			cancel()
-			return
+		defer cancel()
+		var c *pgx.Conn
+		if c, err = pgx.Connect(ctx, s.DSN); err != nil {
+			return false
 		}
-		cancel()
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-			s.t.Fatalf("postgres on port %d did not start: %v\n%s", s.Port, err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
+		c.Close(ctx)
+		return true
+	}) {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
+		s.t.Fatalf("postgres on port %d did not start: %v\n%s", s.Port, err, log)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Server is a redis-server process of a test's own.
@@ -71,19 +72,15 @@ func (s *Server) Start() {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var err error
+	if !testwait.Within(testwait.Deadline, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on %s did not start: %v\n%s", s.Addr, err, log)
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer cancel()
+		err = rdb.Ping(ctx).Err()
+		return err == nil
+	}) {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		s.t.Fatalf("redis-server on %s did not start: %v\n%s", s.Addr, err, log)
 	}
 }
 

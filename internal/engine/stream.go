@@ -310,7 +310,9 @@ func (s *Stream) cutLocked() {
 	}
 	switch {
 	case s.conns != nil:
-		_ = s.conns.conn.SetWriteDeadline(time.Now())
+		if s.conns.conn != nil { // else no write ever blocks
+			_ = s.conns.conn.SetWriteDeadline(time.Now())
+		}
 	case s.h != nil && s.h.rc != nil:
 		_ = s.h.rc.SetWriteDeadline(time.Now())
 	}
@@ -434,6 +436,9 @@ func (s *Stream) extendDeadline(d time.Time) error {
 	}
 	s.deadline = d.UnixNano()
 	if s.conns != nil {
+		if s.conns.conn == nil {
+			return nil // no write on the descriptor ever blocks
+		}
 		return s.conns.conn.SetWriteDeadline(d)
 	}
 	if err := s.h.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {

@@ -131,7 +131,7 @@ func (h *Hub) addOwner(s *subscriber) {
 	o := &h.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s.owner, s.ownerSeq = k, o.seq.Load()
+	s.owner = &owned{sel: k, seq: o.seq.Load()}
 	for _, key := range k.keys() {
 		m := o.streams[key]
 		if m == nil {
@@ -144,13 +144,13 @@ func (h *Hub) addOwner(s *subscriber) {
 
 // removeOwner takes s, which ended, out of the index.
 func (h *Hub) removeOwner(s *subscriber) {
-	if s.owner == (streamSelector{}) {
+	if s.owner == nil {
 		return
 	}
 	o := &h.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, key := range s.owner.keys() {
+	for _, key := range s.owner.sel.keys() {
 		if m := o.streams[key]; m != nil {
 			delete(m, s)
 			if len(m) == 0 {
@@ -183,7 +183,7 @@ func (h *Hub) endOwned(sel streamSelector, before uint64) {
 	o := &h.owners
 	o.mu.Lock()
 	for s := range o.streams[key] {
-		if s.ownerSeq < before && (sel.Session == "" || s.owner.Session == sel.Session) {
+		if s.owner.seq < before && (sel.Session == "" || s.owner.sel.Session == sel.Session) {
 			ending = append(ending, s)
 		}
 	}

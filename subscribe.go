@@ -128,10 +128,9 @@ type subscriber struct {
 	principal *principal
 	matchers  []matcher
 	client    string // connection-limit key
-	// id is the connection's random id and subscriptions its active
-	// subscriptions, with WithSubscriptions (ACT); started is closed once
-	// their start is announced (nil: not announced).
-	id            string
+	// subscriptions are its active subscriptions, with WithSubscriptions
+	// (ACT); started is closed once their start is announced (nil: not
+	// announced).
 	subscriptions []*Subscription
 	started       <-chan struct{}
 	// interned is whether the principal's subscribe grants are counted
@@ -140,10 +139,17 @@ type subscriber struct {
 	// group is, for a stream that the Authorizer authorized, the streams
 	// re-checked with it (under the hub's rechecker lock).
 	group *sessionGroup
-	// owner is the stream's hashed subject and session, and ownerSeq the
-	// feed's position as it was indexed by them (see Hub.EndStreams).
-	owner    streamSelector
-	ownerSeq uint64
+	// owner is, for a stream with a subject or a session, where it is
+	// indexed for Hub.EndStreams (nil for the others: most idle streams
+	// pay one pointer).
+	owner *owned
+}
+
+// owned is how a stream is indexed for Hub.EndStreams: its hashed
+// subject and session, and the feed's position as it was indexed.
+type owned struct {
+	sel streamSelector
+	seq uint64
 }
 
 // ReadsPrivate reports whether the stream may receive ev, for dispatch.

@@ -82,16 +82,16 @@ func (h *Hub) subscriptionsStarted(s *subscriber) {
 	if !h.cfg.subscriptions {
 		return
 	}
-	s.id = "urn:uuid:" + uuid.NewString()
+	id := "urn:uuid:" + uuid.NewString()
 	s.subscriptions = make([]*Subscription, len(s.matchers))
 	for i, m := range s.matchers {
 		doc := &Subscription{
 			// ACT-5: both parts are expanded once, the raw matcher never decoded.
-			ID:         h.path + "/subscriptions/" + m.typ + "/" + uritemplate.Escape(m.value) + "/" + uritemplate.Escape(s.id),
+			ID:         h.path + "/subscriptions/" + m.typ + "/" + uritemplate.Escape(m.value) + "/" + uritemplate.Escape(id),
 			Type:       "subscription",
 			MatchType:  m.typ, // ACT-4: the canonical type, exact for a bare match
 			Match:      m.value,
-			Subscriber: s.id,
+			Subscriber: id,
 			Active:     true,
 		}
 		if p := s.principal; p != nil {

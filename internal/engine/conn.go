@@ -42,7 +42,12 @@ type conns struct {
 // touches it, but for inFlight and what the write on a goroutine of its
 // own hands back.
 type connState struct {
-	conn   net.Conn
+	conn net.Conn // nil once the engine holds fd instead
+	// fd is the socket's own descriptor once the engine let go of conn
+	// (Linux, watched by the poller), -1 before or otherwise: an idle
+	// stream then holds no net.Conn, its addresses and its runtime poll
+	// state, about 600 bytes. Its writer alone uses and closes it.
+	fd     int
 	id     uint64
 	shard  uint32
 	poller *poller // that watches conn; nil when a reader does
@@ -148,7 +153,7 @@ func (e *Engine) detach(s *Stream) bool {
 		e.warnHijack("hijacking failed: " + err.Error())
 		return false
 	}
-	c := &connState{conn: conn, sock: socketOf(conn), shard: e.writers.assign()}
+	c := &connState{conn: conn, sock: socketOf(conn), fd: -1, shard: e.writers.assign()}
 	s.mu.Lock()
 	s.h = nil // valid while the handler runs only
 	s.conns = c
@@ -183,9 +188,16 @@ func (e *Engine) detach(s *Stream) bool {
 	}
 	cs.mu.Unlock()
 
+	if p != nil && c.sock != nil {
+		s.ownSocket()
+	}
 	if p == nil || p.add(c) != nil {
 		if p != nil && cs.warnedPoll.CompareAndSwap(false, true) {
 			e.log.Warn("mercure: a connection cannot be watched (no file descriptor?); its stream keeps a goroutine reading it")
+		}
+		if c.conn == nil && !s.restoreConn() {
+			s.endDetached(EndWriteError)
+			return true
 		}
 		e.read(s)
 	} else {
@@ -342,14 +354,14 @@ func (sc *scratch) chunk(s *Stream, p plan) [][]byte {
 // timeout.
 func (s *Stream) send(iov [][]byte, p plan) error {
 	c := s.conns
-	if c.sock == nil {
+	if c.sock == nil && c.fd < 0 {
 		c.out = &unfinished{pending: append([][]byte(nil), iov...), plan: p}
 		c.out.pending[0] = append([]byte(nil), iov[0]...) // the scratch's size line
 		c.offloaded = true
 		s.offload()
 		return nil
 	}
-	n, err := writevNow(c.sock, iov)
+	n, err := c.writev(iov)
 	if err != nil {
 		return err
 	}
@@ -378,6 +390,48 @@ func (s *Stream) send(iov [][]byte, p plan) error {
 	return nil
 }
 
+// writev writes as much of iov as the socket takes without blocking:
+// see writevNow.
+func (c *connState) writev(iov [][]byte) (int, error) {
+	if c.conn == nil {
+		return writevFD(c.fd, iov)
+	}
+	return writevNow(c.sock, iov)
+}
+
+// ownSocket lets go of the connection of s, keeping its socket's
+// descriptor (a duplicate) instead, when it can: the writes never block,
+// and the poller, not a deadline, says when to write again, so that the
+// net.Conn has nothing left to do but to cost memory.
+func (s *Stream) ownSocket() {
+	c := s.conns
+	fd, err := dupSocket(c.sock)
+	if err != nil {
+		return // keep the net.Conn: nothing lost but its memory
+	}
+	conn := c.conn
+	s.mu.Lock() // cut reads c.conn
+	c.conn, c.sock, c.fd = nil, nil, fd
+	s.mu.Unlock()
+	conn.Close() // the duplicate keeps the socket open
+}
+
+// restoreConn gives a stream whose descriptor the poller cannot watch a
+// net.Conn again, for a goroutine to read (see Engine.read). It reports
+// false when that failed: the descriptor is then closed.
+func (s *Stream) restoreConn() bool {
+	c := s.conns
+	conn, err := connOf(c.fd)
+	closeFD(c.fd)
+	s.mu.Lock()
+	c.fd = -1
+	if err == nil {
+		c.conn, c.sock = conn, socketOf(conn)
+	}
+	s.mu.Unlock()
+	return err == nil
+}
+
 // skip returns what is left of iov once n bytes of it are written.
 func skip(iov [][]byte, n int) [][]byte {
 	for len(iov) > 0 && n >= len(iov[0]) {
@@ -395,7 +449,7 @@ func skip(iov [][]byte, n int) [][]byte {
 func (s *Stream) flushPending() error {
 	c := s.conns
 	u := c.out
-	n, err := writevNow(c.sock, u.pending)
+	n, err := c.writev(u.pending)
 	if err != nil {
 		return err
 	}
@@ -524,7 +578,9 @@ func (s *Stream) endDetached(why EndReason) {
 	if c.poller != nil {
 		c.poller.remove(c) // before Close: its descriptor may be reused
 	}
-	if t, ok := c.conn.(*tls.Conn); ok {
+	if c.conn == nil {
+		closeFD(c.fd)
+	} else if t, ok := c.conn.(*tls.Conn); ok {
 		// Not t.Close: its close_notify alert could wait for a peer that
 		// stopped reading, for seconds, on a writer. A write on its
 		// goroutine fails at once.

@@ -53,7 +53,11 @@ func (s *Stream) step(now time.Time) (p plan) {
 			s.mu.Unlock()
 			return plan{} // the events go out when the delay ends
 		}
-		if wait := s.lastEvents.Add(delay).Sub(now); wait > 0 && len(s.queue) > 0 {
+		var last time.Time
+		if s.timers != nil {
+			last = s.timers.lastEvents
+		}
+		if wait := last.Add(delay).Sub(now); wait > 0 && len(s.queue) > 0 {
 			s.delayArmed = true
 			s.mu.Unlock()
 			s.armDelay(wait)
@@ -106,8 +110,8 @@ func (s *Stream) done(p plan, all bool, now time.Time) {
 	if wrote || p.comment || p.farewell != nil {
 		s.lastWrite.Store(now.UnixNano())
 	}
-	if wrote {
-		s.lastEvents = now
+	if wrote && s.e.cfg.WriteDelay > 0 {
+		s.timersFor().lastEvents = now
 	}
 	clear(p.events) // an idle stream pins no event
 	s.spare = p.events[:0]

@@ -360,8 +360,8 @@ func (e *Engine) register(s *Stream, ms []Matcher) error {
 	// Events recorded until now are not live for s, though the dispatcher
 	// may not have handed them out yet: a stream gets what is published
 	// after it opens, and what it asks for from history.
-	s.start = e.Last()
-	s.lastSeq = s.start.Seq
+	s.h.start = e.Last()
+	s.lastSeq = s.h.start.Seq
 	perPrefix, perTopic, total := e.cfg.Limits.MaxPatternsPerPrefix, e.cfg.Limits.MaxPatternsPerTopic, e.cfg.Limits.MaxTotalPatternSize
 	who := ""
 	if s.anonymous && e.cfg.Limits.AnonymousShare {

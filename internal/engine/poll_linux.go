@@ -3,7 +3,10 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -125,10 +128,6 @@ func (p *poller) watch(c *connState, out bool) error {
 }
 
 func (p *poller) ctl(c *connState, op int, out bool) error {
-	rc, err := rawConn(c.conn)
-	if err != nil {
-		return err
-	}
 	ev := unix.EpollEvent{
 		Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
 		Fd:     int32(uint32(c.id)),
@@ -142,6 +141,13 @@ func (p *poller) ctl(c *connState, op int, out bool) error {
 	if p.dead {
 		return errPollerDead
 	}
+	if c.conn == nil {
+		return unix.EpollCtl(p.epfd, op, c.fd, &ev)
+	}
+	rc, err := rawConn(c.conn)
+	if err != nil {
+		return err
+	}
 	var ctlErr error
 	if err := rc.Control(func(fd uintptr) {
 		ctlErr = unix.EpollCtl(p.epfd, op, int(fd), &ev)
@@ -153,13 +159,17 @@ func (p *poller) ctl(c *connState, op int, out bool) error {
 
 // remove stops watching the connection of c; the caller closes it after.
 func (p *poller) remove(c *connState) {
-	rc, err := rawConn(c.conn)
-	if err != nil {
-		return
-	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.dead {
+		return
+	}
+	if c.conn == nil {
+		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+		return
+	}
+	rc, err := rawConn(c.conn)
+	if err != nil {
 		return
 	}
 	_ = rc.Control(func(fd uintptr) {
@@ -178,3 +188,31 @@ func (p *poller) stop() {
 	binary.NativeEndian.PutUint64(one[:], 1)
 	_, _ = unix.Write(p.evfd, one[:])
 }
+
+// dupSocket returns a duplicate of the descriptor of rc, close-on-exec
+// and, as it shares the open file, non-blocking like rc's.
+func dupSocket(rc syscall.RawConn) (int, error) {
+	fd := -1
+	var dupErr error
+	if err := rc.Control(func(s uintptr) {
+		fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	return fd, dupErr
+}
+
+// connOf returns a net.Conn on a duplicate of fd of its own: the caller
+// still closes fd.
+func connOf(fd int) (net.Conn, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "")
+	defer f.Close() // FileConn duplicates it again
+	return net.FileConn(f)
+}
+
+// closeFD closes a descriptor the engine owns.
+func closeFD(fd int) { _ = unix.Close(fd) }

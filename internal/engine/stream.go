@@ -77,6 +77,9 @@ type Stream struct {
 	// writer is then the shared pool, not its own goroutine.
 	detached atomic.Bool
 	sched    atomic.Uint32 // see writers.go
+	// delaySample counts the events written, to sample their delay (the
+	// writer alone touches it).
+	delaySample uint32
 	// writing is when the goroutine writer's current write began (unix
 	// nanoseconds), 0 between writes: a stalled write shows (see shed).
 	writing atomic.Int64
@@ -89,6 +92,11 @@ type Stream struct {
 	// take what it was sent: events then only queue, and its writer runs
 	// when the connection can take more.
 	blocked bool
+	// The small fields share a word (an idle stream's size counts).
+	delayArmed bool      // events wait for the write delay
+	anonymous  bool      // see StreamConfig
+	expiryWhy  EndReason // why the stream ends at its expiry (see armExpiry)
+	counted    bool      // the stream's end is in the counters (the writer alone touches it)
 	// queue holds the events waiting to be written, queueBytes their
 	// size; inflight holds the events the writer took and has not fully
 	// written yet, inflightBytes their size. The limits count both.
@@ -97,7 +105,6 @@ type Stream struct {
 	inflight      []*Event
 	inflightBytes int
 	farewell      []byte // ending: written last (a drain's retry field)
-	delayArmed    bool   // events wait for the write delay
 	// h is what the stream's handler holds; nil once detached.
 	h *handler
 	// deadline is the write deadline set last, by the writer, in unix
@@ -109,22 +116,13 @@ type Stream struct {
 	conns *connState
 
 	entries   []*index.Entry[*Stream]
-	client    string // connection-limit key
-	anonymous bool   // see StreamConfig
-	// expiry is when the stream must end at the latest (zero for never),
-	// and expiryWhy why.
-	expiry    time.Time
-	expiryWhy EndReason
+	client    string       // connection-limit key
 	minSeq    uint64       // events up to here were replayed
-	start     Position     // the last event recorded when the stream registered
 	lastWrite atomic.Int64 // unix nanoseconds of the last bytes written, for keep-alives
 
 	// The writer alone touches these.
-	counted     bool // the stream's end is in the counters
-	spare       []*Event
-	lastEvents  time.Time     // when events were last written: the write delay counts from it
-	timers      *streamTimers // lazily: most streams need none
-	delaySample uint32
+	spare  []*Event
+	timers *streamTimers // lazily: most streams need none
 }
 
 // handler is what a stream holds while its handler runs: a detached
@@ -133,11 +131,17 @@ type handler struct {
 	rc     *http.ResponseController // nil once the stream is finished
 	w      http.ResponseWriter      // nil once the stream is finished
 	wakeCh chan struct{}            // the goroutine writer's
+	start  Position                 // see Stream.Start
 }
 
-// streamTimers are the timers a stream arms only when it needs them.
+// streamTimers are the timers a stream arms only when it needs them, and
+// the times they count from.
 type streamTimers struct {
 	expiry, delay, stall, retry *time.Timer
+	// expiryAt is when the stream must end at the latest (zero for
+	// never); lastEvents when events were last written, with a write
+	// delay, which counts from it.
+	expiryAt, lastEvents time.Time
 }
 
 func (t *streamTimers) stop() {
@@ -171,9 +175,11 @@ func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, cfg StreamCo
 		owner:     owner,
 		client:    cfg.Client,
 		anonymous: cfg.Anonymous,
-		expiry:    cfg.Expiry,
 		expiryWhy: cfg.ExpiryWhy,
 		h:         &handler{w: w, rc: http.NewResponseController(w), wakeCh: make(chan struct{}, 1)},
+	}
+	if !cfg.Expiry.IsZero() {
+		s.timersFor().expiryAt = cfg.Expiry
 	}
 	s.lastWrite.Store(time.Now().UnixNano())
 	// SUB-17: the host server's WriteTimeout would cut the stream; each
@@ -310,7 +316,9 @@ func (s *Stream) cutLocked() {
 	}
 	switch {
 	case s.conns != nil:
-		_ = s.conns.conn.SetWriteDeadline(time.Now())
+		if s.conns.conn != nil { // else no write ever blocks
+			_ = s.conns.conn.SetWriteDeadline(time.Now())
+		}
 	case s.h != nil && s.h.rc != nil:
 		_ = s.h.rc.SetWriteDeadline(time.Now())
 	}
@@ -340,8 +348,8 @@ func (s *Stream) Ending() bool {
 }
 
 // Start is the position of the last event recorded when s registered:
-// the events after it are live for s.
-func (s *Stream) Start() Position { return s.start }
+// the events after it are live for s. Its handler asks, before Serve.
+func (s *Stream) Start() Position { return s.h.start }
 
 // SetEnd records why s ends, unless that is known already: the hub's
 // reasons for a stream that ends before it is served (a replay that
@@ -434,6 +442,9 @@ func (s *Stream) extendDeadline(d time.Time) error {
 	}
 	s.deadline = d.UnixNano()
 	if s.conns != nil {
+		if s.conns.conn == nil {
+			return nil // no write on the descriptor ever blocks
+		}
 		return s.conns.conn.SetWriteDeadline(d)
 	}
 	if err := s.h.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
@@ -445,15 +456,16 @@ func (s *Stream) extendDeadline(d time.Time) error {
 // armExpiry arms the timer that ends s at its expiry (AUTH-37: a stream
 // ends no later than its token, and no later than the maximum lifetime).
 func (s *Stream) armExpiry() {
-	if s.expiry.IsZero() {
+	t := s.timers
+	if t == nil || t.expiryAt.IsZero() {
 		return
 	}
-	t := s.timersFor()
-	t.expiry = time.AfterFunc(time.Until(s.expiry), func() { s.signal(flagExpired) })
+	t.expiry = time.AfterFunc(time.Until(t.expiryAt), func() { s.signal(flagExpired) })
 }
 
 // timersFor returns the stream's timers, allocating them on first use.
-// Only its writer calls it (and Serve, before the writer starts).
+// Only its writer calls it (and NewStream and Serve, before the writer
+// starts).
 func (s *Stream) timersFor() *streamTimers {
 	if s.timers == nil {
 		s.timers = new(streamTimers)

@@ -15,3 +15,7 @@ func socketOf(net.Conn) syscall.RawConn { return nil }
 func writevNow(syscall.RawConn, [][]byte) (int, error) {
 	return 0, errors.New("no non-blocking writes on this system")
 }
+
+func writevFD(int, [][]byte) (int, error) {
+	return 0, errors.New("no non-blocking writes on this system")
+}

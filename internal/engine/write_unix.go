@@ -48,6 +48,14 @@ func writevNow(rc syscall.RawConn, iov [][]byte) (int, error) {
 	return n, err
 }
 
+// writevFD is writevNow on a descriptor the engine owns (see
+// Stream.ownSocket), non-blocking like every socket of the net package.
+func writevFD(fd int, iov [][]byte) (int, error) {
+	w := nbWrite{iov: iov}
+	w.write(uintptr(fd))
+	return w.n, w.err
+}
+
 // iovMax is the most slices one writev takes (IOV_MAX on Linux).
 const iovMax = 1024
 

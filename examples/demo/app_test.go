@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/netcut"
 )
 
 // testRecheck is how often the hub re-checks sessions in the tests: often,
@@ -40,7 +40,7 @@ func startAppAt(t *testing.T, host string) (*app, *httptest.Server) {
 func startAppWith(t *testing.T, host string, wrap func(http.Handler) http.Handler) (*app, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
-	cl := &cuttingListener{Listener: srv.Listener}
+	cl := &netcut.Listener{Listener: srv.Listener}
 	srv.Listener = cl
 	listeners.Store(srv, cl)
 	a, err := newApp(strings.Replace("http://"+srv.Listener.Addr().String(), "127.0.0.1", host, 1), testRecheck)
@@ -484,41 +484,14 @@ func TestScriptPublishesWithToken(t *testing.T) {
 }
 
 // listeners are the cutting listeners of the servers startAppAt started.
-var listeners sync.Map // *httptest.Server → *cuttingListener
+var listeners sync.Map // *httptest.Server → *netcut.Listener
 
 // cutConnections closes every connection of srv, the streams the hub took
 // over from net/http included (srv.CloseClientConnections does not see
 // those).
 func cutConnections(srv *httptest.Server) {
 	if cl, ok := listeners.Load(srv); ok {
-		cl.(*cuttingListener).cut()
+		cl.(*netcut.Listener).Cut()
 	}
 	srv.CloseClientConnections()
-}
-
-// cuttingListener keeps the connections it accepted, so that a test can
-// cut them all.
-type cuttingListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (l *cuttingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-func (l *cuttingListener) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/netcut"
 	"github.com/mercurekit/mercure/internal/skips"
 )
 
@@ -87,38 +88,10 @@ func jsString(s string) string {
 type debuggerServer struct {
 	*server
 	base string // http://127.0.0.1:PORT
-	ln   *cuttingListener
+	ln   *netcut.Listener
 
 	mu   sync.Mutex
 	uris []string
-}
-
-// cuttingListener keeps the connections it accepted, so that a test can
-// cut them all, the streams taken over from net/http included.
-type cuttingListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (l *cuttingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-// cut closes every connection accepted so far.
-func (l *cuttingListener) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
 }
 
 func startDebuggerServer(t *testing.T, args ...string) *debuggerServer {
@@ -132,7 +105,7 @@ func startDebuggerServer(t *testing.T, args ...string) *debuggerServer {
 		ln.Close()
 		t.Fatal(err)
 	}
-	d := &debuggerServer{server: s, base: "http://" + ln.Addr().String(), ln: &cuttingListener{Listener: ln}}
+	d := &debuggerServer{server: s, base: "http://" + ln.Addr().String(), ln: &netcut.Listener{Listener: ln}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		d.uris = append(d.uris, r.RequestURI)
@@ -386,7 +359,7 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 	// The connections cut: the page says so, and resumes after the last
 	// event it got, with the retry the form's update set.
 	last := admin.eval(`document.querySelector("#events li.event").dataset.id`)
-	d.ln.cut()
+	d.ln.Cut()
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:while-cut"}, "data": {"while cut"}})
 	admin.run("sees the stream break and resume",
 		contains("#events", "reconnecting in 250 ms with cursor "+last),

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/netcut"
 )
 
 //go:embed testdata/event-source-polyfill/eventsource.min.js
@@ -74,7 +75,7 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	})
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Listener.Close()
-	cl := &cuttingListener{Listener: ln} // streams taken over from net/http are cut too
+	cl := &netcut.Listener{Listener: ln} // streams taken over from net/http are cut too
 	srv.Listener = cl
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -101,7 +102,7 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	first := publish("https://example.com/books/1", "first")
 	run("the first update arrives", waitJS(`window.got.includes("first")`))
 
-	cl.cut()
+	cl.Cut()
 	var q url.Values
 	select {
 	case q = <-resumed:

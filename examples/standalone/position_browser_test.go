@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/netcut"
 )
 
 // positionPage subscribes with the browser's own EventSource.
@@ -100,10 +101,9 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 			// no id and fires no event: the reconnection follows within
 			// 50 ms, not Chromium's default 3 s.
 			c := <-streamConn
-			if _, err := c.Write([]byte(chunk(retryField) + "0\r\n\r\n")); err != nil { // then the last chunk
+			if err := netcut.End(c, []byte(chunk(retryField)+"0\r\n\r\n")); err != nil { // then the last chunk
 				t.Fatal(err)
 			}
-			c.Close()
 			var lastEventID string
 			select {
 			case lastEventID = <-resumed:

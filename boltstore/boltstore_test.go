@@ -24,12 +24,14 @@ func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store 
 }
 
 func TestSuite(t *testing.T) {
+	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"))
 	})
 }
 
 func TestSuiteWithRetention(t *testing.T) {
+	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
 	})

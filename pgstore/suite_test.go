@@ -9,6 +9,7 @@ import (
 )
 
 func TestSuite(t *testing.T) {
+	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		pool, prefix := db(t)
 		return open(t, pool, prefix)

@@ -51,6 +51,7 @@ func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstor
 }
 
 func TestSuite(t *testing.T) {
+	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(0)) // no limit
@@ -60,6 +61,7 @@ func TestSuite(t *testing.T) {
 // TestSuiteWithMaxLen runs the suite with the default retention,
 // DefaultMaxLen: a store must have a bound unless told otherwise.
 func TestSuiteWithMaxLen(t *testing.T) {
+	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		s := open(t, rdb, key)

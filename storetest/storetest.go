@@ -21,6 +21,10 @@ import (
 // a few thousand events; when the store implements io.Closer, Run closes
 // it when the subtest ends. A store that drops old events should pass
 // [RunRetention] too, and a store on the network [RunOutage].
+//
+// Run measures the process's live heap (a replay's pages are bounded by
+// bytes): call it from a test that is not parallel, so that no other test
+// of the package allocates meanwhile.
 func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	fresh := func(t *testing.T) mercure.Store {
 		t.Helper()

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"flag"
 	"os"
 	"testing"
 
 	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // What some of these tests need beside Redis and PostgreSQL (see
@@ -27,12 +27,7 @@ var (
 // otherwise, up to 8 of them run at once, not GOMAXPROCS (2 on a
 // 2-core machine, which ran them two by two).
 func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		flag.Set("test.parallel", "8")
-	}
+	testwait.Parallel(8) // the browser tests wait on Chromium, not on a CPU
 	code := skips.Report("examples/standalone", m).Run()
 	closeBrowser()
 	os.Exit(code)

@@ -10,6 +10,8 @@
 package testwait
 
 import (
+	"flag"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -42,4 +44,20 @@ func Within(d time.Duration, cond func() bool) bool {
 		time.Sleep(pause)
 	}
 	return true
+}
+
+// Parallel lets n parallel tests of the package run at once, unless the
+// command line says otherwise (-parallel): for packages whose tests
+// mostly wait on other processes (servers restarting, a browser), which
+// the default, GOMAXPROCS, would run a couple at a time on a small
+// machine. Call it from TestMain, before m.Run.
+func Parallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }

@@ -33,3 +33,11 @@ func WithDetachedStreams() Option {
 		return nil
 	}
 }
+
+// WithdrawingSubscriptions counts the ended subscriptions whose end the
+// hub has yet to share with its SubscriptionStore.
+func (h *Hub) WithdrawingSubscriptions() int {
+	h.subscriptions.mu.Lock()
+	defer h.subscriptions.mu.Unlock()
+	return len(h.subscriptions.withdrawing)
+}

@@ -277,12 +277,22 @@ type sharedSubsStore struct {
 	active  map[string]mercure.Subscription
 	others  []mercure.Subscription
 	err     error
+	// gate, when not nil, holds each UpdateSubscriptions call until it
+	// receives from it: the store shares changes late.
+	gate chan struct{}
 	// misordered lists the subscriptions whose event came before the
 	// listing changed.
 	misordered []string
 }
 
-func (s *sharedSubsStore) UpdateSubscriptions(_ context.Context, subs []mercure.Subscription) error {
+func (s *sharedSubsStore) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscription) error {
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.updates = append(s.updates, slices.Clone(subs))
@@ -487,6 +497,72 @@ func TestSubscriptionStore(t *testing.T) {
 	status, body, hdr := get(base)
 	if status != http.StatusServiceUnavailable || hdr.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("collection with a failing store: %d %q %s", status, hdr.Get("Content-Type"), body)
+	}
+}
+
+// ACT-2 with a SubscriptionStore that shares changes late: the hub lists
+// its own stream's subscriptions from the stream's first byte, before the
+// store has them, and stops listing them when the stream ends, before the
+// store has the end; the other instances' come from the store all along.
+func TestSubscriptionStore_OwnListedAtOnce(t *testing.T) {
+	t.Parallel()
+	other := mercure.Subscription{
+		ID:   "/.well-known/mercure/subscriptions/exact/x/urn%3Auuid%3A00000000-0000-4000-8000-000000000000",
+		Type: "subscription", MatchType: "exact", Match: "x", Subscriber: "urn:uuid:00000000-0000-4000-8000-000000000000", Active: true,
+	}
+	store := &sharedSubsStore{
+		MemoryStore: newMemoryStore(t, 100),
+		active:      make(map[string]mercure.Subscription),
+		others:      []mercure.Subscription{other},
+		gate:        make(chan struct{}),
+	}
+	th := startMountedHub(t, mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions(), mercure.WithStore(store))
+	h := th.Hub
+	list := func() []string {
+		t.Helper()
+		subs, err := h.Subscriptions(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return subIDs(subs)
+	}
+	storeHas := func(id string) bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		_, ok := store.active[id]
+		return ok
+	}
+
+	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1"))
+	ids := list()
+	if len(ids) != 2 || ids[0] == other.ID && ids[1] == other.ID {
+		t.Fatalf("right after the stream opened, the hub lists %q, want its own subscription and the other instance's", ids)
+	}
+	mine := ids[0]
+	if mine == other.ID {
+		mine = ids[1]
+	}
+	if storeHas(mine) {
+		t.Fatal("the store has the subscription before its gate opened")
+	}
+	store.gate <- struct{}{} // the start reaches the store
+	testwait.For(t, "the store to have the start", func() bool { return storeHas(mine) })
+	if got := list(); !slices.Equal(got, ids) {
+		t.Fatalf("once shared, the hub lists %q, want %q (each once)", got, ids)
+	}
+
+	s.close()
+	testwait.For(t, "the hub to stop listing the ended stream's subscription", func() bool {
+		return slices.Equal(list(), []string{other.ID})
+	})
+	if !storeHas(mine) {
+		t.Fatal("the store lost the subscription before its end was shared")
+	}
+	store.gate <- struct{}{} // the end reaches the store
+	testwait.For(t, "the store to have the end", func() bool { return !storeHas(mine) })
+	testwait.For(t, "the hub to forget the shared end", func() bool { return h.WithdrawingSubscriptions() == 0 })
+	if got := list(); !slices.Equal(got, []string{other.ID}) {
+		t.Fatalf("after the end was shared, the hub lists %q", got)
 	}
 }
 

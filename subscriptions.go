@@ -43,6 +43,9 @@ type Subscription struct {
 type subscriptionRegistry struct {
 	mu     sync.Mutex
 	active map[*Subscription]struct{}
+	// withdrawing holds the ids of ended subscriptions that a
+	// [SubscriptionStore] may still list: their end is not shared yet.
+	withdrawing map[string]struct{}
 }
 
 // Subscriptions returns the hub's active subscriptions, sorted by id. With
@@ -57,9 +60,27 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: listing subscriptions: %w", ErrStore, err)
 		}
-		// A copy, never nil: sorting must not touch the store's slice, and
-		// the API's collection is an array (ACT-16).
-		out := append(make([]Subscription, 0, len(list)), list...)
+		// The hub's own streams are listed from memory, as without a
+		// store: from their first byte to their last, although sharing
+		// their start and end with the store runs behind them. The store
+		// adds the other hubs'. A copy, never nil: sorting must not touch
+		// the store's slice, and the API's collection is an array (ACT-16).
+		r := &h.subscriptions
+		r.mu.Lock()
+		out := make([]Subscription, 0, len(r.active)+len(list))
+		own := make(map[string]struct{}, len(r.active))
+		for s := range r.active {
+			out = append(out, *s)
+			own[s.ID] = struct{}{}
+		}
+		for _, s := range list {
+			_, mine := own[s.ID]
+			_, ended := r.withdrawing[s.ID]
+			if !mine && !ended {
+				out = append(out, s)
+			}
+		}
+		r.mu.Unlock()
 		slices.SortFunc(out, func(a, b Subscription) int { return strings.Compare(a.ID, b.ID) })
 		return out, nil
 	}
@@ -126,13 +147,24 @@ func (h *Hub) announceStarted(s *subscriber) <-chan struct{} {
 }
 
 // subscriptionsRemoved removes a stream's subscriptions from those the
-// hub lists.
+// hub lists. When their start was shared with a [SubscriptionStore], the
+// hub stops listing them at once all the same, until announceEnded has
+// shared their end.
 func (h *Hub) subscriptionsRemoved(s *subscriber) {
-	h.subscriptions.mu.Lock()
+	_, shared := h.store.(SubscriptionStore)
+	shared = shared && s.started != nil
+	r := &h.subscriptions
+	r.mu.Lock()
 	for _, doc := range s.subscriptions {
-		delete(h.subscriptions.active, doc)
+		delete(r.active, doc)
+		if shared {
+			if r.withdrawing == nil {
+				r.withdrawing = make(map[string]struct{})
+			}
+			r.withdrawing[doc.ID] = struct{}{}
+		}
 	}
-	h.subscriptions.mu.Unlock()
+	r.mu.Unlock()
 }
 
 // announceEnded announces the end of a stream's subscriptions, also when
@@ -162,10 +194,20 @@ func (h *Hub) announce(docs []*Subscription, active bool) {
 			subs[i] = *doc
 			subs[i].Active = active
 		}
-		if err := ss.UpdateSubscriptions(ctx, subs); err != nil {
+		err := ss.UpdateSubscriptions(ctx, subs)
+		if err != nil {
 			h.presence.failed(ctx, h.log, slog.LevelWarn, "mercure: the store fails to share subscriptions; other instances list them late", err)
 		} else {
 			h.presence.recovered(ctx, h.log, "mercure: the store shares subscriptions again")
+		}
+		if !active {
+			// The store has the end, or keeps it to apply later (its
+			// contract): it is the store's to list from now on.
+			h.subscriptions.mu.Lock()
+			for _, doc := range docs {
+				delete(h.subscriptions.withdrawing, doc.ID)
+			}
+			h.subscriptions.mu.Unlock()
 		}
 	}
 	for _, doc := range docs {

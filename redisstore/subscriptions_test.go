@@ -51,7 +51,15 @@ func own(t *testing.T, in *instance) []string {
 func waitSubscribers(t *testing.T, in *instance, what string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
-	testwait.For(t, what, func() bool { return slices.Equal(subscribers(in), want) })
+	if !testwait.Within(testwait.Deadline, func() bool { return slices.Equal(subscribers(in), want) }) {
+		// What the hub lists, whole, tells a store that lost a write from
+		// a stream that ended.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		subs, err := in.hub.Subscriptions(ctx)
+		t.Fatalf("timed out after %v waiting for %s: want %q, the hub lists %+v (error %v), its stats %+v",
+			testwait.Deadline, what, want, subs, err, in.hub.Stats())
+	}
 }
 
 // TestSharedSubscriptions checks that the subscriptions API of any
@@ -97,7 +105,11 @@ func TestSharedSubscriptions(t *testing.T) {
 		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
 	})
 	srv.Restart()
-	waitSubscribers(t, a, "A to list B's subscriber after the restart", subB...)
+	if !testwait.Within(testwait.Deadline, func() bool { return slices.Equal(subscribers(a), subB) }) {
+		subs, err := a.hub.Subscriptions(context.Background())
+		t.Fatalf("after the restart, A lists %+v (error %v), not B's %q; B's own: %q, its stats %+v",
+			subs, err, subB, own(t, b), b.hub.Stats())
+	}
 
 	// Instance B dies: its client is gone, its stream still open. A stops
 	// listing its subscriber once the TTL has passed.

@@ -41,22 +41,35 @@ func startHub(t testing.TB, opts ...mercure.Option) *testHub {
 // startSecureHub is startHub without insecure publishing.
 func startSecureHub(t testing.TB, opts ...mercure.Option) *testHub {
 	t.Helper()
+	var srv *httptest.Server
+	h := serveHub(t, opts, func(hd http.Handler) (close func()) {
+		srv = httptest.NewServer(hd)
+		return srv.Close
+	})
+	return &testHub{Hub: h, srv: srv}
+}
+
+// serveHub builds a hub with opts, mounted with Hub.Mount, and serves it
+// with serve until the test ends, when it shuts the hub down, then closes
+// the server with what serve returned.
+func serveHub(t testing.TB, opts []mercure.Option, serve func(http.Handler) (close func())) *mercure.Hub {
+	t.Helper()
 	h, err := mercure.New(testHubURL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	h.Mount(mux)
-	srv := httptest.NewServer(mux)
+	closeServer := serve(mux)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-		srv.Close()
+		closeServer()
 	})
-	return &testHub{Hub: h, srv: srv}
+	return h
 }
 
 // fastClient reconnects after a millisecond: tests force many reconnections.

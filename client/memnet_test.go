@@ -1,11 +1,9 @@
 package client_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/memnet"
@@ -28,20 +26,10 @@ func startMemServer(t *testing.T, handler http.Handler) *memnet.Server {
 // it inside the bubble.
 func startBubbleHub(t *testing.T, opts ...mercure.Option) (*testHub, *http.Client) {
 	t.Helper()
-	h, err := mercure.New(testHubURL, append(opts, mercure.WithInsecurePublishing(), mercure.WithGoroutineStreams())...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	h.Mount(mux)
-	srv := memnet.Serve(t, mux, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		srv.Close()
+	var srv *memnet.Server
+	h := serveHub(t, append(opts, mercure.WithInsecurePublishing(), mercure.WithGoroutineStreams()), func(hd http.Handler) (close func()) {
+		srv = memnet.Serve(t, hd, nil)
+		return srv.Close
 	})
 	return &testHub{Hub: h, srv: &httptest.Server{URL: "http://hub.test"}}, srv.Client
 }

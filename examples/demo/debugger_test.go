@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/mercurekit/mercure/examples/internal/browsertest"
 )
 
 // The board links to the hub's debugger, subscribed to what the board
@@ -16,8 +17,8 @@ import (
 func TestBrowser_Debugger(t *testing.T) {
 	t.Parallel()
 	a, srv := startAppAt(t, "localhost")
-	ctx := newContext(t, 60*time.Second)
-	run := func(what string, steps ...step) {
+	ctx := chrome.Context(t, 60*time.Second)
+	run := func(what string, steps ...browsertest.Step) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -26,17 +27,17 @@ func TestBrowser_Debugger(t *testing.T) {
 	run("alice logs in",
 		chromedp.Navigate(a.origin+"/"),
 		chromedp.Click(chromedp.CSS(`button[data-user="alice"]`)),
-		contains("#status", "live"))
+		browsertest.Contains("#status", "live"))
 	link, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("debugger").href`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	run("alice opens the debugger from the board's link",
 		chromedp.Navigate(link),
-		contains("#sub-status", "connected"),
-		contains("#subscribers", `"user": "alice"`),
-		waitJS(`document.querySelector('[data-series="published"]') !== null`))
+		browsertest.Contains("#sub-status", "connected"),
+		browsertest.Contains("#subscribers", `"user": "alice"`),
+		browsertest.WaitJS(`document.querySelector('[data-series="published"]') !== null`))
 	cookies := login(t, srv, "bob")
 	do(t, http.MethodPost, srv.URL+"/tasks", url.Values{"title": {"Seen in the debugger"}}, cookies, http.StatusCreated).Body.Close()
-	run("the debugger shows the board's update", contains("#events", "Seen in the debugger"))
+	run("the debugger shows the board's update", browsertest.Contains("#events", "Seen in the debugger"))
 }

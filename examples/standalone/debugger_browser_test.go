@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,8 +20,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/examples/internal/browsertest"
 	"github.com/mercurekit/mercure/internal/netcut"
-	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // The debugger, driven in Chromium as a developer would: subscribe from a
@@ -30,57 +29,6 @@ import (
 // form, watch who is connected and the hub's activity; a second viewer
 // without grants sees no private update and no one's payload. Both stream
 // modes, tokens and the playground.
-
-// chromium finds a Chromium the test can drive, or skips the test.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	skips.Skip(t, wantChromium) // .ci/run installs it: CI always runs this test
-	return ""
-}
-
-type step = chromedp.Action[chromedp.Void]
-
-// waitJS polls a JavaScript condition on the page, every 20 ms: polling
-// on every animation frame (chromedp's default) has Chromium draw frames
-// all along, which cost a third of the CPU time of these tests.
-func waitJS(cond string) step {
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, t)
-		if err != nil {
-			err = fmt.Errorf("waiting for %s: %w", cond, err)
-		}
-		return chromedp.Void{}, err
-	}
-}
-
-// contains waits until the element matching sel shows text.
-func contains(sel, text string) step {
-	return waitJS(`(document.querySelector(` + jsString(sel) + `)?.innerText || "").includes(` + jsString(text) + `)`)
-}
-
-// script runs JavaScript statements on the page.
-func script(js string) step {
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[bool](`(() => {`+js+`; return true })()`)(ctx, t)
-		return chromedp.Void{}, err
-	}
-}
-
-// setValue sets a field as a user typing in it would, change event
-// included.
-func setValue(id, value string) step {
-	return script(`const e = document.getElementById(` + jsString(id) + `); e.value = ` + jsString(value) +
-		`; e.dispatchEvent(new Event("input")); e.dispatchEvent(new Event("change"))`)
-}
-
-func jsString(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
-}
 
 // debuggerServer is the standalone on a real port of 127.0.0.1, so that
 // the browser reaches it at its hub URL's origin, and the paths of the
@@ -153,61 +101,20 @@ func (d *debuggerServer) publish(t *testing.T, tok string, form url.Values) {
 	}
 }
 
+// chrome is the package's Chromium, closed by TestMain.
+var chrome = &browsertest.Browser{Width: 1280, Height: 900}
+
 // browser is the package's Chromium; each user gets a context of its
 // own (own cookies) from newUser, each page that needs no console
-// watching one from newContext.
-type browser struct {
-	ctx context.Context
-}
+// watching one from Context.
+type browser struct{ *browsertest.Browser }
 
-// shared is the one Chromium of the package's browser tests: started by
-// the first of them (a start costs seconds, more than most of these tests
-// take), closed by TestMain. Each test opens its pages in browser contexts
-// of its own (incognito: no cookie, cache or storage shared), which it
-// closes when it ends, so tests sharing it stay independent, and may run
-// in parallel.
-var shared struct {
-	once   sync.Once
-	ctx    context.Context
-	cancel context.CancelFunc
-	err    error
-}
-
-// startBrowser returns the package's Chromium, starting it if it is the
-// first call, or skips t when there is none.
+// startBrowser returns the package's Chromium, starting it if no test did
+// yet, or skips t when there is none.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	exe := chromium(t)
-	shared.once.Do(func() {
-		opts := append(chromedp.DefaultExecAllocatorOptions[:],
-			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-			chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900))
-		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-		ctx, cancel := chromedp.NewContext(alloc)
-		shared.ctx, shared.cancel = ctx, func() { cancel(); cancelAlloc() }
-		shared.err = chromedp.Do(ctx)
-	})
-	if shared.err != nil {
-		t.Fatalf("starting Chromium: %v", shared.err)
-	}
-	return &browser{ctx: shared.ctx}
-}
-
-// closeBrowser closes the package's Chromium, if a test started it.
-func closeBrowser() {
-	if shared.cancel != nil {
-		shared.cancel()
-	}
-}
-
-// newContext opens a browser context of t's own, with one page, closed
-// when t ends; it fails t's steps after timeout.
-func (b *browser) newContext(t *testing.T, timeout time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(b.ctx, timeout)
-	t.Cleanup(cancel)
-	ctx, cancelContext := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancelContext)
-	return ctx
+	chrome.Start(t)
+	return &browser{chrome}
 }
 
 // user is one browser context, whose console is watched for exceptions
@@ -222,7 +129,7 @@ type user struct {
 }
 
 func (b *browser) newUser(t *testing.T, name string) *user {
-	ctx := b.newContext(t, 2*time.Minute)
+	ctx := b.Context(t, 2*time.Minute)
 	u := &user{t: t, name: name, ctx: ctx}
 	msgs := chromedp.Console(ctx)
 	go func() {
@@ -248,7 +155,7 @@ func (b *browser) newUser(t *testing.T, name string) *user {
 	return u
 }
 
-func (u *user) run(what string, steps ...step) {
+func (u *user) run(what string, steps ...browsertest.Step) {
 	u.t.Helper()
 	if err := chromedp.Do(u.ctx, steps...); err != nil {
 		u.t.Fatalf("%s %s: %v", u.name, what, err)
@@ -311,26 +218,26 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 
 	admin := b.newUser(t, "admin")
 	admin.run("opens a link to the debugger subscribed to a topic",
-		chromedp.Navigate(page), contains("#sub-status", "connected"))
+		chromedp.Navigate(page), browsertest.Contains("#sub-status", "connected"))
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:outside"}, "data": {`{"title":"from outside","n":1}`}})
 	admin.run("sees the update published from outside, its JSON pretty-printed",
-		contains(`#events li[data-id="urn:test:outside"]`, `"title": "from outside"`),
-		contains(`#events li[data-id="urn:test:outside"]`, "topics: "+topic))
+		browsertest.Contains(`#events li[data-id="urn:test:outside"]`, `"title": "from outside"`),
+		browsertest.Contains(`#events li[data-id="urn:test:outside"]`, "topics: "+topic))
 
 	admin.run("subscribes again with a token, which also shows who is connected and the activity",
-		setValue("sub-token", adminSub), setValue("pub-token", adminPub),
-		chromedp.Click(chromedp.CSS("#subscribe")), contains("#sub-status", "connected"),
-		contains("#subscribers", `"user": "admin"`), waitJS(`document.querySelector('[data-series="published"]') !== null`))
+		browsertest.SetValue("sub-token", adminSub), browsertest.SetValue("pub-token", adminPub),
+		chromedp.Click(chromedp.CSS("#subscribe")), browsertest.Contains("#sub-status", "connected"),
+		browsertest.Contains("#subscribers", `"user": "admin"`), browsertest.WaitJS(`document.querySelector('[data-series="published"]') !== null`))
 
 	admin.run("publishes a private update from the form, with every field",
-		setValue("pub-topics", topic+"\n"+otherTopic), setValue("pub-data", `{"from":"the form"}`),
-		chromedp.Click(chromedp.CSS("#pub-private")), setValue("pub-id", "urn:test:form"), setValue("pub-type", "note"),
-		setValue("pub-retry", "250"), chromedp.Click(chromedp.CSS("#publish")),
-		contains("#pub-result", "Published: urn:test:form"))
+		browsertest.SetValue("pub-topics", topic+"\n"+otherTopic), browsertest.SetValue("pub-data", `{"from":"the form"}`),
+		chromedp.Click(chromedp.CSS("#pub-private")), browsertest.SetValue("pub-id", "urn:test:form"), browsertest.SetValue("pub-type", "note"),
+		browsertest.SetValue("pub-retry", "250"), chromedp.Click(chromedp.CSS("#publish")),
+		browsertest.Contains("#pub-result", "Published: urn:test:form"))
 	row := `#events li[data-id="urn:test:form"]`
 	admin.run("sees it arrive with its fields",
-		contains(row, `"from": "the form"`), contains(row, "note"), contains(row, "retry: 250 ms"),
-		contains(row, topic+", "+otherTopic+" (published from this page)"))
+		browsertest.Contains(row, `"from": "the form"`), browsertest.Contains(row, "note"), browsertest.Contains(row, "retry: 250 ms"),
+		browsertest.Contains(row, topic+", "+otherTopic+" (published from this page)"))
 
 	// A second subscriber, from outside, appears in the panel and leaves.
 	bob := mint(mercure.Grant{Subject: "bob", Subscribe: []mercure.Match{{Pattern: otherTopic}}, Payload: map[string]string{"user": "bob"}})
@@ -341,10 +248,10 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("bob subscribes: %v %v", err, res)
 	}
-	admin.run("sees bob's subscription and payload", contains("#subscribers", otherTopic), contains("#subscribers", `"user": "bob"`))
+	admin.run("sees bob's subscription and payload", browsertest.Contains("#subscribers", otherTopic), browsertest.Contains("#subscribers", `"user": "bob"`))
 	leave()
 	res.Body.Close()
-	admin.run("sees bob leave", waitJS(`!document.getElementById("subscribers").innerText.includes(`+jsString(otherTopic)+`)`))
+	admin.run("sees bob leave", browsertest.WaitJS(`!document.getElementById("subscribers").innerText.includes(`+browsertest.JSString(otherTopic)+`)`))
 
 	// A burst of publishes moves the activity chart.
 	before := admin.eval(`document.querySelector('[data-series="published"]').dataset.sum`)
@@ -352,9 +259,9 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 		d.publish(t, adminPub, url.Values{"topic": {"https://example.com/burst"}, "data": {fmt.Sprint(i)}})
 	}
 	admin.run("sees the burst in the activity chart",
-		waitJS(`Number(document.querySelector('[data-series="published"]').dataset.sum) >= `+before+` + 25`),
-		waitJS(`document.querySelector('[data-series="published"] polyline') !== null`),
-		waitJS(`Number(document.querySelector('[data-series="streams"]').dataset.peak) >= 2`))
+		browsertest.WaitJS(`Number(document.querySelector('[data-series="published"]').dataset.sum) >= `+before+` + 25`),
+		browsertest.WaitJS(`document.querySelector('[data-series="published"] polyline') !== null`),
+		browsertest.WaitJS(`Number(document.querySelector('[data-series="streams"]').dataset.peak) >= 2`))
 
 	// The connections cut: the page says so, and resumes after the last
 	// event it got, with the retry the form's update set.
@@ -362,22 +269,22 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 	d.ln.Cut()
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:while-cut"}, "data": {"while cut"}})
 	admin.run("sees the stream break and resume",
-		contains("#events", "reconnecting in 250 ms with cursor "+last),
-		contains("#sub-status", "resumed after "+last+": the hub found it"),
-		contains(`#events li[data-id="urn:test:while-cut"]`, "while cut"))
+		browsertest.Contains("#events", "reconnecting in 250 ms with cursor "+last),
+		browsertest.Contains("#sub-status", "resumed after "+last+": the hub found it"),
+		browsertest.Contains(`#events li[data-id="urn:test:while-cut"]`, "while cut"))
 
 	// A viewer whose token grants another topic only.
 	viewerTok := mint(mercure.Grant{Subject: "viewer", Subscribe: []mercure.Match{{Pattern: "https://example.com/viewer-only"}}})
 	viewer := b.newUser(t, "viewer")
 	viewer.run("subscribes to the same topic with a token that does not grant it",
-		chromedp.Navigate(page), setValue("sub-token", viewerTok), chromedp.Click(chromedp.CSS("#subscribe")),
-		contains("#sub-status", "connected"),
-		contains("#subs-status", "403"), contains("#activity-status", "403"),
-		contains("#activity-status", "/.well-known/mercure/debug/activity"))
+		chromedp.Navigate(page), browsertest.SetValue("sub-token", viewerTok), chromedp.Click(chromedp.CSS("#subscribe")),
+		browsertest.Contains("#sub-status", "connected"),
+		browsertest.Contains("#subs-status", "403"), browsertest.Contains("#activity-status", "403"),
+		browsertest.Contains("#activity-status", "/.well-known/mercure/debug/activity"))
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "private": {"on"}, "id": {"urn:test:secret"}, "data": {"top-secret"}})
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:marker"}, "data": {"public marker"}})
-	viewer.run("gets the public update that followed the private one", contains("#events", "public marker"))
-	admin.run("gets the private update", contains("#events", "top-secret"))
+	viewer.run("gets the public update that followed the private one", browsertest.Contains("#events", "public marker"))
+	admin.run("gets the private update", browsertest.Contains("#events", "top-secret"))
 	if text := viewer.eval(`document.body.innerText`); strings.Contains(text, "top-secret") || strings.Contains(text, `"user"`) {
 		t.Errorf("the viewer sees what its token does not grant:\n%s", text)
 	}
@@ -387,31 +294,31 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 
 	// A resume: the hub found the cursor, or does not know it.
 	viewer.run("resumes after a known id",
-		setValue("last-event-id", "urn:test:secret"), chromedp.Click(chromedp.CSS("#subscribe")),
-		contains("#sub-status", "resumed after urn:test:secret"), contains("#events", "public marker"))
+		browsertest.SetValue("last-event-id", "urn:test:secret"), chromedp.Click(chromedp.CSS("#subscribe")),
+		browsertest.Contains("#sub-status", "resumed after urn:test:secret"), browsertest.Contains("#events", "public marker"))
 	viewer.run("resumes after an unknown id",
-		setValue("last-event-id", "urn:test:unknown"), chromedp.Click(chromedp.CSS("#subscribe")),
-		contains("#sub-status", "does not know the cursor urn:test:unknown"))
+		browsertest.SetValue("last-event-id", "urn:test:unknown"), chromedp.Click(chromedp.CSS("#subscribe")),
+		browsertest.Contains("#sub-status", "does not know the cursor urn:test:unknown"))
 
-	admin.run("pauses the list", chromedp.Click(chromedp.CSS("#pause")), waitJS(`document.getElementById("pause").getAttribute("aria-pressed") === "true"`))
+	admin.run("pauses the list", chromedp.Click(chromedp.CSS("#pause")), browsertest.WaitJS(`document.getElementById("pause").getAttribute("aria-pressed") === "true"`))
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:paused"}, "data": {"held while paused"}})
-	admin.run("holds the event while paused", contains("#pause", "Resume (1 new)"))
+	admin.run("holds the event while paused", browsertest.Contains("#pause", "Resume (1 new)"))
 	if text := admin.eval(`document.getElementById("events").innerText`); strings.Contains(text, "held while paused") {
 		t.Error("an event shows while the list is paused")
 	}
-	admin.run("resumes the list", chromedp.Click(chromedp.CSS("#pause")), contains("#events", "held while paused"))
+	admin.run("resumes the list", chromedp.Click(chromedp.CSS("#pause")), browsertest.Contains("#events", "held while paused"))
 
 	long := `{"items":[` + strings.Repeat(`{"n":1},`, 99) + `{"n":1}]}`
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "id": {"urn:test:long"}, "data": {long}})
-	admin.run("sees long data folded", contains(`#events li[data-id="urn:test:long"] details:not([open]) summary`, "lines)"))
+	admin.run("sees long data folded", browsertest.Contains(`#events li[data-id="urn:test:long"] details:not([open]) summary`, "lines)"))
 	d.publish(t, adminPub, url.Values{"topic": {topic}, "data": {strings.Repeat("0123456789", 50)}}) // one long word
-	admin.run("filters the events", contains("#events", "0123456789"), setValue("filter", "the form"),
-		waitJS(`[...document.querySelectorAll("#events li.event")].filter((li) => !li.hidden).length === 1`),
-		setValue("filter", ""))
+	admin.run("filters the events", browsertest.Contains("#events", "0123456789"), browsertest.SetValue("filter", "the form"),
+		browsertest.WaitJS(`[...document.querySelectorAll("#events li.event")].filter((li) => !li.hidden).length === 1`),
+		browsertest.SetValue("filter", ""))
 	keyboard(t, admin)
 	narrow(t, admin)
 	if screenshot {
-		admin.run("shows the page wide", chromedp.EmulateViewport(1280, 900), script(`document.activeElement.blur()`))
+		admin.run("shows the page wide", chromedp.EmulateViewport(1280, 900), browsertest.Script(`document.activeElement.blur()`))
 		png, err := chromedp.Run(admin.ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
 		if err != nil {
 			t.Fatal(err)
@@ -426,7 +333,7 @@ func testDebuggerTokens(t *testing.T, b *browser, args []string, screenshot bool
 // keyboard tabs through the page: every control is reached.
 func keyboard(t *testing.T, u *user) {
 	t.Helper()
-	u.run("leaves the focus at the top", script(`document.activeElement.blur(); window.scrollTo(0, 0)`))
+	u.run("leaves the focus at the top", browsertest.Script(`document.activeElement.blur(); window.scrollTo(0, 0)`))
 	want := []string{"Matcher", "add-matcher", "last-event-id", "sub-token", "subscribe", "share", "pause", "filter", "clear",
 		"pub-topics", "pub-data", "pub-private", "pub-id", "pub-type", "pub-retry", "pub-token", "publish", "subs-reload", "activity-reload"}
 	var reached []string
@@ -461,12 +368,12 @@ func testDebuggerPlayground(t *testing.T, b *browser, args []string) {
 	dev := b.newUser(t, "developer")
 	dev.run("opens the playground subscribed to a topic",
 		chromedp.Navigate(d.base+mercure.DefaultHubPath+"/debug/?match="+url.QueryEscape(topic)),
-		contains("#playground", "local development only"), contains("#sub-status", "connected"),
-		contains("#subs-status", "Live"))
+		browsertest.Contains("#playground", "local development only"), browsertest.Contains("#sub-status", "connected"),
+		browsertest.Contains("#subs-status", "Live"))
 	dev.run("publishes a private update from the form with the playground's token",
-		setValue("pub-topics", topic), setValue("pub-data", "hello playground"), chromedp.Click(chromedp.CSS("#pub-private")),
-		chromedp.Click(chromedp.CSS("#publish")), contains("#pub-result", "Published: "),
-		contains("#events", "hello playground"), contains("#events", "published from this page"),
-		waitJS(`Number(document.querySelector('[data-series="published"]')?.dataset.sum) >= 1`))
+		browsertest.SetValue("pub-topics", topic), browsertest.SetValue("pub-data", "hello playground"), chromedp.Click(chromedp.CSS("#pub-private")),
+		chromedp.Click(chromedp.CSS("#publish")), browsertest.Contains("#pub-result", "Published: "),
+		browsertest.Contains("#events", "hello playground"), browsertest.Contains("#events", "published from this page"),
+		browsertest.WaitJS(`Number(document.querySelector('[data-series="published"]')?.dataset.sum) >= 1`))
 	d.noTokenInURLs(t)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/examples/internal/browsertest"
 )
 
 // A shared link opens the debugger subscribed as it says (issue 25 item
@@ -45,11 +46,11 @@ func TestDebugger_BrowserSharedLink(t *testing.T) {
 	u := b.newUser(t, "developer")
 	u.run("opens a shared link",
 		chromedp.Navigate(d.base+mercure.DefaultHubPath+"/debug/?"+q.Encode()),
-		contains("#sub-status", "resumed after urn:link:cursor"),
-		contains(`#events li[data-id="urn:link:first"]`, "replayed, first matcher"),
-		contains(`#events li[data-id="urn:link:pattern"]`, "replayed, URL pattern"))
+		browsertest.Contains("#sub-status", "resumed after urn:link:cursor"),
+		browsertest.Contains(`#events li[data-id="urn:link:first"]`, "replayed, first matcher"),
+		browsertest.Contains(`#events li[data-id="urn:link:pattern"]`, "replayed, URL pattern"))
 	publish(second, "urn:link:live", "live, second matcher")
-	u.run("gets a live update of its second match", contains(`#events li[data-id="urn:link:live"]`, "live, second matcher"))
+	u.run("gets a live update of its second match", browsertest.Contains(`#events li[data-id="urn:link:live"]`, "live, second matcher"))
 	text := u.eval(`document.getElementById("events").innerText`)
 	for _, not := range []string{"before the cursor", "at the cursor", "selected by no matcher"} {
 		if strings.Contains(text, not) {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/examples/internal/browsertest"
 	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -65,8 +66,8 @@ func outageBrowser(t *testing.T, ln net.Listener, hub *mercure.Hub, handler http
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { hub.Shutdown(context.Background()) }) // second: it ends the streams srv.Close waits for
 
-	p := &outageTab{t: t, ctx: b.newContext(t, 90*time.Second)} // closed first
-	p.run("open the page", chromedp.Navigate(srv.URL+"/"), waitJS(`typeof window.subscribe === "function"`))
+	p := &outageTab{t: t, ctx: b.Context(t, 90*time.Second)} // closed first
+	p.run("open the page", chromedp.Navigate(srv.URL+"/"), browsertest.WaitJS(`typeof window.subscribe === "function"`))
 	return p
 }
 
@@ -148,13 +149,13 @@ func TestBrowser_EventSourceSurvivesRedisOutage(t *testing.T) {
 	rs.Kill()
 	// A page rendered with the id of what it showed subscribes from there.
 	q := url.Values{"match": {topic}, "last_event_id": {before}}
-	page.run("subscribe during the outage", script(`window.subscribe(`+jsString(s.hub.Path()+"?"+q.Encode())+`)`))
+	page.run("subscribe during the outage", browsertest.Script(`window.subscribe(`+browsertest.JSString(s.hub.Path()+"?"+q.Encode())+`)`))
 	waitDeferred(t, s.hub, 2)
-	page.run("the EventSource is alive", waitJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
+	page.run("the EventSource is alive", browsertest.WaitJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
 
 	rs.Start()
 	publishOnceBack(t, s.hub, mercure.Update{Topics: []string{topic}, Data: "after"})
-	page.run("the update published after the outage arrives, and only it", waitJS(`window.got.join(",") === "after"`), waitJS(neverClosed))
+	page.run("the update published after the outage arrives, and only it", browsertest.WaitJS(`window.got.join(",") === "after"`), browsertest.WaitJS(neverClosed))
 }
 
 // An application's session Authorizer that queries PostgreSQL, the
@@ -202,9 +203,9 @@ func TestBrowser_EventSourceSurvivesSessionDatabaseOutage(t *testing.T) {
 	const topic = "https://example.com/users/alice/inbox"
 
 	pg.Stop()
-	page.run("subscribe during the outage", script(`window.subscribe(`+jsString(hub.Path()+"?match="+url.QueryEscape(topic))+`)`))
+	page.run("subscribe during the outage", browsertest.Script(`window.subscribe(`+browsertest.JSString(hub.Path()+"?match="+url.QueryEscape(topic))+`)`))
 	waitDeferred(t, hub, 2)
-	page.run("the EventSource is alive", waitJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
+	page.run("the EventSource is alive", browsertest.WaitJS(neverClosed+` && window.states.length >= 4 && window.got.length === 0`))
 
 	pg.Start()
 	// The Authorizer refuses before a stream is opened.
@@ -214,5 +215,5 @@ func TestBrowser_EventSourceSurvivesSessionDatabaseOutage(t *testing.T) {
 	if _, err := hub.Publish(ctx, mercure.Update{Topics: []string{topic}, Data: "for alice", Private: true}); err != nil {
 		t.Fatal(err)
 	}
-	page.run("the private update arrives", waitJS(`window.got.join(",") === "for alice"`), waitJS(neverClosed))
+	page.run("the private update arrives", browsertest.WaitJS(`window.got.join(",") === "for alice"`), browsertest.WaitJS(neverClosed))
 }

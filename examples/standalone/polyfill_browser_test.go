@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/examples/internal/browsertest"
 	"github.com/mercurekit/mercure/internal/netcut"
 )
 
@@ -81,7 +82,7 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { s.hub.Shutdown(context.Background()) }) // before: it ends the streams that srv.Close waits for
 
-	ctx := b.newContext(t, 60*time.Second) // closed before the hub shuts down
+	ctx := b.Context(t, 60*time.Second) // closed before the hub shuts down
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -98,9 +99,9 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	}
 
 	token := legacySubscriberToken(symfonySecret)
-	run("open the page", chromedp.Navigate(srv.URL+"/#"+url.QueryEscape(token)), waitJS(`window.opened === 1`))
+	run("open the page", chromedp.Navigate(srv.URL+"/#"+url.QueryEscape(token)), browsertest.WaitJS(`window.opened === 1`))
 	first := publish("https://example.com/books/1", "first")
-	run("the first update arrives", waitJS(`window.got.includes("first")`))
+	run("the first update arrives", browsertest.WaitJS(`window.got.includes("first")`))
 
 	cl.Cut()
 	var q url.Values
@@ -114,5 +115,5 @@ func TestBrowser_EventSourcePolyfillResumes(t *testing.T) {
 	}
 	publish("https://example.com/books/2", "while away")
 	close(release)
-	run("the update published during the cut arrives, once", waitJS(`window.got.join(",") === "first,while away"`))
+	run("the update published during the cut arrives, once", browsertest.WaitJS(`window.got.join(",") === "first,while away"`))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/examples/internal/browsertest"
 	"github.com/mercurekit/mercure/internal/netcut"
 )
 
@@ -93,7 +94,7 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 			defer releaseOnce() // before all: a held reconnection would hold front.Close
 
 			u := b.newUser(t, mode.name)
-			u.run("opens the page", chromedp.Navigate(front.URL+"/"), waitJS(`window.opened === 1`))
+			u.run("opens the page", chromedp.Navigate(front.URL+"/"), browsertest.WaitJS(`window.opened === 1`))
 			// Before any update: the page got the stream's position only. The
 			// raw connection, as streams taken over from net/http have no
 			// handler left to end them; nothing else is written on it yet.
@@ -119,7 +120,7 @@ func TestBrowser_PositionBeforeFirstEvent(t *testing.T) {
 			}
 			res.Body.Close()
 			releaseOnce()
-			u.run("gets the update published during the cut, once", waitJS(`window.got.join(",") === "while away"`))
+			u.run("gets the update published during the cut, once", browsertest.WaitJS(`window.got.join(",") === "while away"`))
 		})
 	}
 }

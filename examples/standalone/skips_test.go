@@ -9,13 +9,13 @@ import (
 )
 
 // What some of these tests need beside Redis and PostgreSQL (see
-// redistest.Want, pgtest.Want): programs, which .ci/run installs.
+// redistest.Want, pgtest.Want, browsertest.Want): programs, which .ci/run
+// installs.
 var (
 	wantPrometheus = skips.Want{What: "prometheus",
 		How: "install it (Debian package prometheus); MERCURE_TEST_PROMETHEUS=1 makes its absence a failure"}
 	wantPHP = skips.Want{What: "PHP with Symfony's Mercure component",
 		How: "install them (Debian packages php-cli php-symfony-mercure); MERCURE_TEST_PHP=1 makes their absence a failure"}
-	wantChromium = skips.Want{What: "Chromium", How: "install it (Debian package chromium)"}
 )
 
 // TestMain says, once the tests ran, how many skipped for want of each
@@ -29,6 +29,6 @@ var (
 func TestMain(m *testing.M) {
 	testwait.Parallel(8) // the browser tests wait on Chromium, not on a CPU
 	code := skips.Report("examples/standalone", m).Run()
-	closeBrowser()
+	chrome.Close()
 	os.Exit(code)
 }

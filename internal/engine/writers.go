@@ -130,6 +130,13 @@ func (sh *shard) run() {
 			}
 			select {
 			case <-sh.wake:
+				// Whoever woke this writer (a dispatch, on a publisher's
+				// goroutine) handed it the processor's next turn, ahead of
+				// the other goroutines that are ready: under load, the
+				// publishers whose requests have arrived. Let them run
+				// first: their updates join this pass, and each stream
+				// writes them in one call rather than one call each.
+				runtime.Gosched()
 				continue
 			case <-idle.C:
 			}

@@ -23,15 +23,18 @@ import (
 // a machine starved by other work, a healthy reader of this process can
 // go seconds without reading, and a write timeout cuts it as it should
 // (once, with 8 s, a healthy reader was cut so beside two CPU hogs and
-// three other test runs).
+// three other test runs). The stall grace is a quarter of it, 15 s: the
+// publishers wait that long for the stalled streams to be shed, so this
+// test runs beside the others, both engines at once.
 func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("2 000 connections")
 	}
 	if os.Getenv("MERCURE_TEST_GOROUTINE_STREAMS") == "1" {
 		t.Skip("runs both engines itself: once per CI run is enough")
 	}
-	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
+	streamModesParallel(t, func(t *testing.T, opts ...mercure.Option) {
 		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{
 			MaxBodyBytes: 64 << 10, QueueEvents: 1 << 20, QueueBytes: 16 << 20, MaxQueuedBytes: 16 << 20,
 			MaxConnections: 3000,

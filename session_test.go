@@ -306,6 +306,13 @@ func streamModes(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
 	t.Run("detached", func(t *testing.T) { f(t, mercure.WithDetachedStreams()) })
 }
 
+// streamModesParallel is streamModes with the two modes side by side, for
+// tests that spend their time waiting (a stall grace, a timeout).
+func streamModesParallel(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
+	t.Run("goroutine", func(t *testing.T) { t.Parallel(); f(t, mercure.WithGoroutineStreams()) })
+	t.Run("detached", func(t *testing.T) { t.Parallel(); f(t, mercure.WithDetachedStreams()) })
+}
+
 // endsCleanly waits for the end of s, which must be clean: the hub ended it.
 func endsCleanly(t *testing.T, s *subscription) {
 	t.Helper()

@@ -25,8 +25,10 @@ func TestRetention(t *testing.T) {
 }
 
 // TestCluster runs the hub-level contract with hubs on stores of one
-// database, each with its own pool.
+// database, each with its own pool, beside the other tests: its cases
+// check what is delivered, never how fast.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
 	storetest.RunCluster(t, func(t *testing.T) mercure.Store {

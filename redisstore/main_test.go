@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // quiet drops go-redis's own log lines: the outage tests make it log
@@ -16,10 +17,12 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// TestMain also checks that the stores' goroutines (feed reader,
-// subscriptions writer) end with them, and says how many tests skipped
-// for want of a Redis server (MERCURE_TEST_REDIS).
+// TestMain runs up to 4 parallel tests at once; it also checks that the
+// stores' goroutines (feed reader, subscriptions writer) end with them,
+// and says how many tests skipped for want of a Redis server
+// (MERCURE_TEST_REDIS).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
+	testwait.Parallel(4) // the parallel tests wait on servers, not on a CPU
 	goleak.VerifyTestMain(skips.Report("redisstore", m))
 }

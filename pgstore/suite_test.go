@@ -2,17 +2,24 @@ package pgstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
 
+// suiteTimeout bounds each call of the contract suites' stores: they test
+// what a store does, not its per-call bound (the outage suite's), and
+// beside two CPU hogs and other test packages one page of a replay once
+// took more than the default 5 s.
+var suiteTimeout = pgstore.WithTimeout(time.Minute)
+
 func TestSuite(t *testing.T) {
 	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		pool, prefix := db(t)
-		return open(t, pool, prefix)
+		return open(t, pool, prefix, suiteTimeout)
 	})
 }
 
@@ -20,7 +27,7 @@ func TestRetention(t *testing.T) {
 	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
 		pool, prefix := db(t)
-		return open(t, pool, prefix, pgstore.WithMaxEvents(int64(keep)))
+		return open(t, pool, prefix, pgstore.WithMaxEvents(int64(keep)), suiteTimeout)
 	})
 }
 
@@ -32,7 +39,7 @@ func TestCluster(t *testing.T) {
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
 	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
-		return open(t, newPool(t, dsn), prefix)
+		return open(t, newPool(t, dsn), prefix, suiteTimeout)
 	})
 }
 
@@ -42,6 +49,6 @@ func TestEndStreamsAcrossHubs(t *testing.T) {
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
 	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
-		return open(t, newPool(t, dsn), prefix), open(t, newPool(t, dsn), prefix)
+		return open(t, newPool(t, dsn), prefix, suiteTimeout), open(t, newPool(t, dsn), prefix, suiteTimeout)
 	})
 }

@@ -50,11 +50,17 @@ func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstor
 	return s
 }
 
+// suiteTimeout bounds each call of the contract suites' stores: they test
+// what a store does, not its per-call bound (the outage tests'), and
+// beside two CPU hogs and other test packages one call of a suite once
+// took more than the default 5 s (on PostgreSQL).
+var suiteTimeout = redisstore.WithTimeout(time.Minute)
+
 func TestSuite(t *testing.T) {
 	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
-		return open(t, rdb, key, redisstore.WithMaxLen(0)) // no limit
+		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout) // no limit
 	})
 }
 
@@ -64,7 +70,7 @@ func TestSuiteWithMaxLen(t *testing.T) {
 	// Not parallel: the suite measures the live heap (see storetest.Run).
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
-		s := open(t, rdb, key)
+		s := open(t, rdb, key, suiteTimeout)
 		if got := s.MaxLen(); got != redisstore.DefaultMaxLen {
 			t.Fatalf("default retention %d entries, want %d", got, redisstore.DefaultMaxLen)
 		}
@@ -76,7 +82,7 @@ func TestSuiteRetention(t *testing.T) {
 	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
 		rdb, key := client(t)
-		return open(t, rdb, key, redisstore.WithMaxLen(int64(keep)))
+		return open(t, rdb, key, redisstore.WithMaxLen(int64(keep)), suiteTimeout)
 	})
 }
 
@@ -275,7 +281,7 @@ func TestEndStreamsAcrossHubs(t *testing.T) {
 	t.Parallel()
 	rdb, key := client(t)
 	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
-		a, b = open(t, rdb, key), open(t, rdb, key)
+		a, b = open(t, rdb, key, suiteTimeout), open(t, rdb, key, suiteTimeout)
 		t.Cleanup(func() { a.(*redisstore.Store).Close(); b.(*redisstore.Store).Close() })
 		return a, b
 	})
@@ -596,6 +602,6 @@ func TestCluster(t *testing.T) {
 	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
 		rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
 		t.Cleanup(func() { rdb.Close() }) // after the store closes
-		return open(t, rdb, key, redisstore.WithMaxLen(0))
+		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout)
 	})
 }

@@ -604,7 +604,7 @@ func TestRetryWindow(t *testing.T) {
 func TestCluster(t *testing.T) {
 	admin, key := client(t)
 	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
-		rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+		rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() }) // after the store closes
 		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout)
 	})

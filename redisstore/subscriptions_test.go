@@ -105,11 +105,7 @@ func TestSharedSubscriptions(t *testing.T) {
 		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
 	})
 	srv.Restart()
-	if !testwait.Within(testwait.Deadline, func() bool { return slices.Equal(subscribers(a), subB) }) {
-		subs, err := a.hub.Subscriptions(context.Background())
-		t.Fatalf("after the restart, A lists %+v (error %v), not B's %q; B's own: %q, its stats %+v",
-			subs, err, subB, own(t, b), b.hub.Stats())
-	}
+	waitSubscribers(t, a, "A to list B's subscriber after the restart", subB...)
 
 	// Instance B dies: its client is gone, its stream still open. A stops
 	// listing its subscriber once the TTL has passed.

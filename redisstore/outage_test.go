@@ -388,7 +388,7 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 		t.Fatal("the feed did not pass the first event")
 	}
 	data := strings.Repeat("x", 256<<10)
-	const n = 200 // 50 MiB: 2.5 s through the link, five times the deadline
+	const n = 100 // 25 MiB: 1.25 s through the link, twice the feed's deadline of 0.7 s
 	for i := range n {
 		e := storetest.NewEvent(fmt.Sprint("big", i))
 		e.Data = data

@@ -99,20 +99,14 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 	// The restart cases, each with a server of its own, run side by
 	// side (they wait the longest); the others one at a time, so that
 	// the stores' short timeouts are not run out by their neighbours.
-	parallel := func(name string, f func(t *testing.T)) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f(t)
-		})
-	}
-	parallel("CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
-	parallel("HubsAcrossARestart", func(t *testing.T) { testHubsRestart(t, server(t, true)) })
+	runParallel(t, "CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
+	runParallel(t, "HubsAcrossARestart", func(t *testing.T) { testHubsRestart(t, server(t, true)) })
 	t.Run("ResumeOnAnotherHub", func(t *testing.T) { testResume(t, server(t, false)) })
 	t.Run("Partition", func(t *testing.T) { testPartition(t, server(t, false)) })
 	t.Run("GapAfterRetention", func(t *testing.T) { testGapAfterRetention(t, server(t, false), true) })
 	t.Run("GapFromEmptyHistory", func(t *testing.T) { testGapAfterRetention(t, server(t, false), false) })
 	t.Run("LostReply", func(t *testing.T) { testLostReply(t, server(t, false)) })
-	parallel("ClusterThroughARestart", func(t *testing.T) { testClusterRestart(t, server(t, true)) })
+	runParallel(t, "ClusterThroughARestart", func(t *testing.T) { testClusterRestart(t, server(t, true)) })
 }
 
 // journal records what a store's feed passes to a listener: event ids

@@ -28,8 +28,9 @@ const retentionKeep = 1000
 // together (as boltstore does) turns into few commits. keep is 1000, well
 // above the 512 events that the stores of this module read at once, so
 // that a replay of the retained history spans several reads and
-// retention can drop events between two of them. When the store
-// implements io.Closer, RunRetention closes it when the subtest ends.
+// retention can drop events between two of them. The cases run in
+// parallel, so each call of open must return a store of its own. When the
+// store implements io.Closer, RunRetention closes it when the subtest ends.
 //
 // The cases:
 //
@@ -52,10 +53,10 @@ func RunRetention(t *testing.T, open func(t *testing.T, keep int) mercure.Store)
 		t.Helper()
 		return &history{s: closing(t, open(t, retentionKeep)), keep: retentionKeep}
 	}
-	t.Run("ReplayOvertakenEarliest", func(t *testing.T) { testOvertaken(t, fresh(t), false) })
-	t.Run("ReplayOvertakenCursor", func(t *testing.T) { testOvertaken(t, fresh(t), true) })
-	t.Run("ReplayAfterEviction", func(t *testing.T) { testAfterEviction(t, fresh(t)) })
-	t.Run("ListenWhileTrimming", func(t *testing.T) { testListenTrimming(t, fresh(t)) })
+	runParallel(t, "ReplayOvertakenEarliest", func(t *testing.T) { testOvertaken(t, fresh(t), false) })
+	runParallel(t, "ReplayOvertakenCursor", func(t *testing.T) { testOvertaken(t, fresh(t), true) })
+	runParallel(t, "ReplayAfterEviction", func(t *testing.T) { testAfterEviction(t, fresh(t)) })
+	runParallel(t, "ListenWhileTrimming", func(t *testing.T) { testListenTrimming(t, fresh(t)) })
 }
 
 // appenders is how many goroutines append at once.

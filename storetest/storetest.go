@@ -22,42 +22,57 @@ import (
 // it when the subtest ends. A store that drops old events should pass
 // [RunRetention] too, and a store on the network [RunOutage].
 //
-// Run measures the process's live heap (a replay's pages are bounded by
-// bytes): call it from a test that is not parallel, so that no other test
-// of the package allocates meanwhile.
+// The cases run in parallel with each other, so each call of open must
+// return a store of its own (its own key, prefix or file). One case
+// measures the process's live heap (a replay's pages are bounded by
+// bytes): it runs first, alone, while the others wait; call Run from a
+// test that is not parallel, so that no other test of the package
+// allocates meanwhile.
 func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	fresh := func(t *testing.T) mercure.Store {
 		t.Helper()
 		return closing(t, open(t))
 	}
-	t.Run("AppendAssignsIncreasingSeq", func(t *testing.T) { testAppendSeq(t, fresh(t)) })
-	t.Run("RoundTrip", func(t *testing.T) { testRoundTrip(t, fresh(t)) })
-	t.Run("ReplayAfterCursor", func(t *testing.T) { testReplayCursor(t, fresh(t)) })
-	t.Run("ReplayEarliest", func(t *testing.T) { testReplayEarliest(t, fresh(t)) })
-	t.Run("ReplayUnknownCursor", func(t *testing.T) { testReplayUnknown(t, fresh(t)) })
-	t.Run("ReplayDuplicateIDs", func(t *testing.T) { testDuplicates(t, fresh(t)) })
-	t.Run("ReplayHead", func(t *testing.T) { testHead(t, fresh(t)) })
-	t.Run("Listen", func(t *testing.T) { testListen(t, fresh(t)) })
-	t.Run("ConcurrentAppends", func(t *testing.T) { testConcurrent(t, fresh(t)) })
-	t.Run("ReplayLiveSeam", func(t *testing.T) { testSeam(t, fresh(t)) })
-	t.Run("AppendIgnoresCancellation", func(t *testing.T) { testAppendCancelled(t, fresh(t)) })
-	t.Run("RetryRecordedOnce", func(t *testing.T) { testRetry(t, fresh(t)) })
-	t.Run("ConcurrentRetriesRecordedOnce", func(t *testing.T) { testConcurrentRetries(t, fresh(t)) })
+	// Subtests that call t.Parallel wait until this function returns:
+	// the heap case runs before any of them starts.
 	t.Run("ReplayPagesBoundedByBytes", func(t *testing.T) { testReplayPages(t, open) })
+	runParallel(t, "AppendAssignsIncreasingSeq", func(t *testing.T) { testAppendSeq(t, fresh(t)) })
+	runParallel(t, "RoundTrip", func(t *testing.T) { testRoundTrip(t, fresh(t)) })
+	runParallel(t, "ReplayAfterCursor", func(t *testing.T) { testReplayCursor(t, fresh(t)) })
+	runParallel(t, "ReplayEarliest", func(t *testing.T) { testReplayEarliest(t, fresh(t)) })
+	runParallel(t, "ReplayUnknownCursor", func(t *testing.T) { testReplayUnknown(t, fresh(t)) })
+	runParallel(t, "ReplayDuplicateIDs", func(t *testing.T) { testDuplicates(t, fresh(t)) })
+	runParallel(t, "ReplayHead", func(t *testing.T) { testHead(t, fresh(t)) })
+	runParallel(t, "Listen", func(t *testing.T) { testListen(t, fresh(t)) })
+	runParallel(t, "ConcurrentAppends", func(t *testing.T) { testConcurrent(t, fresh(t)) })
+	runParallel(t, "ReplayLiveSeam", func(t *testing.T) { testSeam(t, fresh(t)) })
+	runParallel(t, "AppendIgnoresCancellation", func(t *testing.T) { testAppendCancelled(t, fresh(t)) })
+	runParallel(t, "RetryRecordedOnce", func(t *testing.T) { testRetry(t, fresh(t)) })
+	runParallel(t, "ConcurrentRetriesRecordedOnce", func(t *testing.T) { testConcurrentRetries(t, fresh(t)) })
 	// The optional interfaces, when the store implements them.
-	t.Run("LatestID", func(t *testing.T) {
+	runParallel(t, "LatestID", func(t *testing.T) {
 		s, ok := fresh(t).(mercure.LatestStore)
 		if !ok {
 			t.Skip("not a mercure.LatestStore")
 		}
 		testLatestID(t, s)
 	})
-	t.Run("Subscriptions", func(t *testing.T) {
+	runParallel(t, "Subscriptions", func(t *testing.T) {
 		s, ok := fresh(t).(mercure.SubscriptionStore)
 		if !ok {
 			t.Skip("not a mercure.SubscriptionStore")
 		}
 		testSubscriptions(t, s)
+	})
+}
+
+// runParallel runs f as t's subtest name, in parallel with t's other
+// parallel subtests.
+func runParallel(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		f(t)
 	})
 }
 

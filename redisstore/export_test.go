@@ -18,3 +18,6 @@ func WithPresenceBackoff(d time.Duration) Option {
 		return nil
 	}
 }
+
+// PageBytes is about how many bytes of fields a page of Replay holds.
+const PageBytes = pageBytes

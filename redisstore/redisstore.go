@@ -32,7 +32,10 @@
 // Create the client with ContextTimeoutEnabled: true: go-redis otherwise
 // ignores deadlines on reads and writes, and a Redis that stops answering
 // (paused, or behind a dropped network) holds each call for the client's
-// read timeout and each read of the feed for 10 s. The feed reports the
+// read timeout and each read of the feed for 10 s. go-redis also bounds
+// each read and write by the client's ReadTimeout and WriteTimeout (5 s
+// by default), whichever ends first: a WithTimeout longer than those
+// gives a slow Redis no more time unless they are raised too. The feed reports the
 // outage to its listeners (see [mercure.Listener]) and resumes after the
 // last entry it delivered; if entries were trimmed meanwhile, it tells
 // them of the gap. With a Redis that persists its data (appendonly yes,
@@ -47,7 +50,8 @@
 //
 // Replay reads the stream a page at a time: at most 512 entries and about
 // 1 MiB of their fields (at least one entry), chosen by a script that
-// reads 16 entries at a time, so that neither the hub nor Redis holds more
+// reads at most 16 entries at a time, fewer when they are large, so that
+// neither the hub nor Redis holds, or Redis reads, much more than a page
 // of a history of large events at once.
 //
 // Retention: with [WithMaxLen] n, the append script trims the stream in
@@ -344,30 +348,58 @@ return {last[1][1], first[1][1], cursor, n}
 // pageLua returns, from the entry ARGV[1] on (itself included) up to
 // ARGV[2], at most ARGV[3] entries and, past the first, no more than
 // ARGV[4] bytes of fields, preceded by 1 if it stopped at a bound before
-// ARGV[2], 0 if not. It reads 16 entries at a time, so that Redis too
-// holds little more than the page.
+// ARGV[2], 0 if not. With ARGV[5] = 1, entry ARGV[1] was returned before:
+// if it is still there, it comes first with its id alone, and its fields
+// count neither in the bytes nor as the page's first entry.
+//
+// It reads a few entries at a time (at most 16): as many as the bytes
+// left have room for at the mean size of the entries read so far, and one
+// more to find where the page ends; the next read starts past the last
+// entry read (ms-n+1; Redis 5 has no exclusive ranges). Redis too holds
+// and reads little more than the page: large entries are not read 16
+// times over for the one or two that fit.
 //
 // KEYS: stream.
 const pageLua = `
-local out, size = {0}, 0
+local out, size, taken = {0}, 0, 0 -- taken: entries returned with their fields
 local from, maxn, maxb = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
-local skip = false -- from was added already
+local passed = ARGV[5] == '1'
+local want = 1 -- nothing is known of the entries' size yet
+if passed then want = 2 end
+local skip = false -- from was added already (an id past which no next id is written)
 while true do
-  local want = math.min(16, maxn - (#out - 1))
-  if skip then want = want + 1 end
-  local chunk = redis.call('XRANGE', KEYS[1], from, ARGV[2], 'COUNT', want)
+  local n = want
+  if skip then n = n + 1 end
+  local chunk = redis.call('XRANGE', KEYS[1], from, ARGV[2], 'COUNT', n)
   for i, e in ipairs(chunk) do
     if not (skip and i == 1 and e[1] == from) then
-      local n = 0
-      for j = 2, #e[2], 2 do n = n + #e[2][j] end
-      if #out > 1 and size + n > maxb then out[1] = 1 return out end
-      out[#out + 1] = e
-      size = size + n
+      if passed and #out == 1 and e[1] == ARGV[1] then
+        out[2] = {e[1], {}}
+      else
+        local b = 0
+        for j = 2, #e[2], 2 do b = b + #e[2][j] end
+        if taken > 0 and size + b > maxb then out[1] = 1 return out end
+        out[#out + 1] = e
+        size, taken = size + b, taken + 1
+      end
       if #out - 1 >= maxn then out[1] = 1 return out end
     end
   end
-  if #chunk < want then return out end
-  from, skip = chunk[#chunk][1], true
+  if #chunk < n then return out end
+  local last = chunk[#chunk][1]
+  local ms, seq = string.match(last, '^(%d+)-(%d+)$')
+  if seq and #seq < 15 then -- exact in a Lua number
+    from, skip = ms .. '-' .. string.format('%d', tonumber(seq) + 1), false
+  else
+    from, skip = last, true
+  end
+  want = 16
+  if taken == 0 then
+    want = 1
+  elseif size > 0 then
+    want = math.floor((maxb - size) * taken / size) + 1
+  end
+  want = math.max(1, math.min(want, 16, maxn - (#out - 1)))
 end
 `
 
@@ -584,7 +616,7 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 		yield(nil, fmt.Errorf("redisstore: replay at entry %s: %w", r.pos, mercure.ErrHistoryGap))
 	}
 	for !r.passed || r.pos != r.head {
-		msgs, full, err := r.s.page(r.ctx, r.pos, r.head)
+		msgs, full, err := r.s.page(r.ctx, r.pos, r.head, r.passed)
 		if err != nil {
 			yield(nil, fmt.Errorf("redisstore: replay: %w", err))
 			return
@@ -629,11 +661,12 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 }
 
 // page reads the entries from the one with id from on, up to head: at
-// most replayPage+1 entries and about pageBytes (see pageLua). full tells
-// whether entries up to head may follow.
-func (s *Store) page(ctx context.Context, from, head string) (msgs []redis.XMessage, full bool, err error) {
+// most replayPage+1 entries and about pageBytes (see pageLua). With
+// passed, entry from was yielded already: it comes with its id alone.
+// full tells whether entries up to head may follow.
+func (s *Store) page(ctx context.Context, from, head string, passed bool) (msgs []redis.XMessage, full bool, err error) {
 	res, err := call(s, ctx, func(ctx context.Context) ([]any, error) {
-		return s.pageScript.Run(ctx, s.rdb, []string{s.stream}, from, head, replayPage+1, pageBytes).Slice()
+		return s.pageScript.Run(ctx, s.rdb, []string{s.stream}, from, head, replayPage+1, pageBytes, passed).Slice()
 	})
 	if err != nil {
 		return nil, false, err

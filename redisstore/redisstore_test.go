@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,16 +30,16 @@ var keyN atomic.Int64
 // client returns a client of the server named by MERCURE_TEST_REDIS, or
 // skips the test, and a stream key no other test uses. The keys are
 // deleted when the test ends; nothing else of the server is touched.
-// Like the package documentation says to, the client bounds each call by
-// its context (the store's timeout), not by go-redis's 3 s read timeout,
-// which a test process starved by CPU hogs once ran out on a healthy
-// server.
+// The client has [redistest.Options]: the store's timeout bounds its
+// calls, not go-redis's defaults.
 func client(t *testing.T) (*redis.Client, string) {
 	t.Helper()
 	addr := redistest.Addr(t)
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(redistest.Options(addr))
 	t.Cleanup(func() { rdb.Close() })
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("Redis at %s: %v", addr, err)
 	}
 	key := fmt.Sprintf("mercure-test:%d:%d:%d", os.Getpid(), time.Now().UnixNano(), keyN.Add(1))
@@ -196,6 +198,86 @@ func TestLongReplay(t *testing.T) {
 	}
 }
 
+// TestReplayReadsLittleBeyondThePage watches, through MONITOR on a server
+// of its own, the reads a replay of large entries makes: each page holds
+// two entries (the one it starts from, passed already, comes without its
+// fields and counts for nothing), and Redis reads about what the pages
+// hold and one entry more per page, not 16 entries for each.
+func TestReplayReadsLittleBeyondThePage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, false)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s := open(t, rdb, "mercure", redisstore.WithMaxLen(0))
+	defer s.Close()
+	ctx := context.Background()
+	const events = 16
+	for i := range events {
+		e := storetest.NewEvent(fmt.Sprint("big", i))
+		e.Data = strings.Repeat("x", 400<<10) // two to a page of 1 MiB
+		if err := s.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.ReplayIDs(t, s, mercure.Earliest) // the scripts loaded: one EVALSHA a page
+
+	mon, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
+	r := bufio.NewReader(mon)
+	if _, err := io.WriteString(mon, "MONITOR\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q %v", line, err)
+	}
+	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); len(ids) != events {
+		t.Fatalf("replayed %d events, want %d", len(ids), events)
+	}
+	const marker = "replay-done"
+	if err := rdb.Echo(ctx, marker).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Lines: time [db client] "COMMAND" "arg" …
+	pages, read, calls := 0, 0, 0 // page scripts run; entries XRANGE … COUNT n may have read, in calls
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(line)
+		switch {
+		case strings.Contains(line, `"`+marker+`"`):
+		case len(f) > 3 && strings.EqualFold(f[3], `"EVALSHA"`) && strings.Contains(line, fmt.Sprintf(`"%d"`, redisstore.PageBytes)):
+			pages++
+			continue
+		case len(f) == 9 && strings.EqualFold(f[3], `"XRANGE"`) && strings.EqualFold(f[7], `"COUNT"`):
+			n, err := strconv.Atoi(strings.Trim(f[8], `"`))
+			if err != nil {
+				t.Fatalf("MONITOR line %q: %v", line, err)
+			}
+			read += n
+			calls++
+			continue
+		default:
+			continue
+		}
+		break
+	}
+	// Eight pages of two, or nine; for each, the entry it starts from and
+	// one more to find where it ends; and the replay's start (the first
+	// and last entries).
+	if pages > events/2+1 {
+		t.Errorf("a replay of %d entries of 400 KiB took %d pages of 1 MiB, want at most %d", events, pages, events/2+1)
+	}
+	if limit := events + 2*pages + 2; read > limit {
+		t.Errorf("a replay of %d entries of 400 KiB read up to %d entries in %d XRANGE calls, want at most %d", events, read, calls, limit)
+	}
+	t.Logf("%d pages, %d entries read in %d XRANGE calls", pages, read, calls)
+}
+
 func TestClosed(t *testing.T) {
 	rdb, key := client(t)
 	s := open(t, rdb, key)
@@ -297,7 +379,9 @@ func TestReaderReconnects(t *testing.T) {
 	t.Parallel()
 	admin, key := client(t)
 	name := strings.ReplaceAll(key, ":", "-")
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("MERCURE_TEST_REDIS"), ClientName: name})
+	o := redistest.Options(admin.Options().Addr)
+	o.ClientName = name
+	rdb := redis.NewClient(o)
 	defer rdb.Close()
 	s := open(t, rdb, key)
 	defer s.Close()
@@ -604,7 +688,7 @@ func TestRetryWindow(t *testing.T) {
 func TestCluster(t *testing.T) {
 	admin, key := client(t)
 	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
-		rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, ContextTimeoutEnabled: true})
+		rdb := redis.NewClient(redistest.Options(admin.Options().Addr))
 		t.Cleanup(func() { rdb.Close() }) // after the store closes
 		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout)
 	})

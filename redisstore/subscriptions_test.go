@@ -244,7 +244,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	t.Parallel()
 	admin, key := client(t)
 	t.Cleanup(func() { admin.Del(context.Background(), key+":hubs") })
-	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+	rdb := redis.NewClient(redistest.Options(admin.Options().Addr))
 	g := &gateHook{reached: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(g)
 	const ttl = 600 * time.Millisecond

@@ -19,6 +19,21 @@ import (
 	"github.com/mercurekit/mercure/internal/testwait"
 )
 
+// Patient bounds each dial, read and write of a client of [Options]: far
+// longer than a healthy server takes, even on a machine loaded with CPU
+// hogs and other test packages.
+const Patient = time.Minute
+
+// Options returns the options of a client of addr for tests that do not
+// test timeouts: a call is bounded by its context (ContextTimeoutEnabled,
+// as the stores want) and each dial, read and write by [Patient].
+// go-redis's defaults of 5 s, which apply beside the context's deadline,
+// once failed a round trip to a healthy server beside two CPU hogs.
+func Options(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		DialTimeout: Patient, ReadTimeout: Patient, WriteTimeout: Patient}
+}
+
 // Server is a redis-server process of a test's own.
 type Server struct {
 	// Addr is the server's address, HOST:PORT on loopback.
@@ -109,9 +124,10 @@ func (s *Server) Restart() {
 	s.Start()
 }
 
-// Client returns a client of the server, closed when the test ends.
+// Client returns a client of the server with [Options], closed when the
+// test ends.
 func (s *Server) Client() *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	rdb := redis.NewClient(Options(s.Addr))
 	s.t.Cleanup(func() { rdb.Close() })
 	return rdb
 }

@@ -44,6 +44,54 @@ func BenchmarkReplayHeldHeap(b *testing.B) {
 	}
 }
 
+// BenchmarkReplay replays a history of 64 updates of 1 KiB, 100 KiB and
+// 400 KiB from each store: the time and allocations of reading a backlog
+// page by page (one op is one whole replay).
+func BenchmarkReplay(b *testing.B) {
+	const n = 64
+	for _, kind := range storeKinds {
+		for _, size := range []int{1 << 10, 100 << 10, 400 << 10} {
+			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {
+				var s mercure.Store
+				if kind == "memory" {
+					m, err := mercure.NewMemoryStore(n) // no bound on bytes
+					if err != nil {
+						b.Fatal(err)
+					}
+					s = m
+				} else {
+					s = openStore(b, kind)
+				}
+				data := strings.Repeat("x", size)
+				for i := range n {
+					e := &mercure.Event{Update: mercure.Update{Topics: []string{topic}, ID: fmt.Sprint("r", i), Data: data}, Time: time.Now()}
+					if err := s.Append(context.Background(), e); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.SetBytes(int64(n * size))
+				b.ResetTimer()
+				for range b.N {
+					bl, err := s.Replay(context.Background(), mercure.Earliest)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got := 0
+					for _, err := range bl.Events {
+						if err != nil {
+							b.Fatal(err)
+						}
+						got++
+					}
+					if got != n {
+						b.Fatalf("replayed %d events, want %d", got, n)
+					}
+				}
+			})
+		}
+	}
+}
+
 // memoryHeld replays the default memory store's history of n updates of
 // size bytes, gets the first event, replaces the history, and returns the
 // heap the reader keeps alive.

@@ -153,11 +153,15 @@ func (e *Engine) detach(s *Stream) bool {
 		e.warnHijack("hijacking failed: " + err.Error())
 		return false
 	}
+	// SUB-17: net/http's Hijack clears the server's deadlines today, but
+	// its documentation leaves that to the caller: a ReadTimeout or
+	// WriteTimeout left on the connection would end the stream.
+	_ = conn.SetDeadline(time.Time{})
 	c := &connState{conn: conn, sock: socketOf(conn), fd: -1, shard: e.writers.assign()}
 	s.mu.Lock()
 	s.h = nil // valid while the handler runs only
 	s.conns = c
-	s.deadline = 0 // Hijack cleared it
+	s.deadline = 0
 	s.mu.Unlock()
 	if rw.Reader.Buffered() > 0 {
 		// The client sent more than its request: a pipelined request,

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure/internal/pgtest"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 )
 
@@ -88,10 +89,29 @@ func leftovers(t testing.TB, pool *pgxpool.Pool, prefix string) []string {
 	return names
 }
 
+// openPatiently is open retried until testwait.Deadline: for stores
+// with a short timeout, on a healthy server that a loaded machine may
+// make slower than that.
+func openPatiently(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	var s *pgstore.Store
+	var err error
+	if !testwait.Within(testwait.Deadline, func() bool {
+		s, err = pgstore.New(context.Background(), pool, append([]pgstore.Option{pgstore.WithPrefix(prefix), suiteTimeout}, opts...)...)
+		return err == nil
+	}) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // open returns a store on pool with prefix, closed when the test ends.
+// Its calls are bounded by suiteTimeout unless opts say otherwise: the
+// tests that are about the store's timeout set it themselves.
 func open(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.New(context.Background(), pool, append([]pgstore.Option{pgstore.WithPrefix(prefix)}, opts...)...)
+	s, err := pgstore.New(context.Background(), pool, append([]pgstore.Option{pgstore.WithPrefix(prefix), suiteTimeout}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,9 +62,9 @@ func TestOutageSuite(t *testing.T) {
 					opts = append(opts, pgstore.WithMaxEvents(int64(keep)))
 				}
 				if cut {
-					return open(t, newPool(t, through), prefix, opts...)
+					return openPatiently(t, newPool(t, through), prefix, opts...)
 				}
-				return open(t, newPool(t, dsn), prefix, opts...)
+				return openPatiently(t, newPool(t, dsn), prefix, opts...)
 			},
 			Cut: p.Cut, Mend: p.Mend, LoseReply: p.LoseReply, Timeout: time.Second,
 		}
@@ -87,9 +87,9 @@ func TestPublishTxAfterRestart(t *testing.T) {
 	mustAppend(t, s, "before")
 	f.wait(t, 1)
 	srv.Kill()
-	f.wantStatus(t, true, 10*time.Second)
+	f.wantStatus(t, true, testwait.Deadline)
 	srv.Start()
-	f.wantStatus(t, false, 20*time.Second)
+	f.wantStatus(t, false, testwait.Deadline)
 	ctx := context.Background()
 	testwait.For(t, "a transaction to commit", func() bool {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return publishTx(s, tx, upd("in-tx")) }) == nil

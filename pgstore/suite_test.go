@@ -9,7 +9,7 @@ import (
 	"github.com/mercurekit/mercure/storetest"
 )
 
-// suiteTimeout bounds each call of the contract suites' stores: they test
+// suiteTimeout bounds each call of the tests' stores (see open): they test
 // what a store does, not its per-call bound (the outage suite's), and
 // beside two CPU hogs and other test packages one page of a replay once
 // took more than the default 5 s.

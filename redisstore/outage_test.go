@@ -103,7 +103,7 @@ func TestOutageSuite(t *testing.T) {
 				if keep > 0 {
 					opts = append(opts, redisstore.WithMaxLen(int64(keep)))
 				}
-				return open(t, rdb, key, opts...)
+				return openPatiently(t, rdb, key, opts...)
 			},
 			Cut: p.Cut, Mend: p.Mend, LoseReply: p.LoseReply, Timeout: time.Second,
 		}
@@ -251,7 +251,7 @@ func TestHungRedis(t *testing.T) {
 	}
 	f.wantStatus(t, true, 3*time.Second)
 	srv.Resume()
-	f.wantStatus(t, false, 10*time.Second)
+	f.wantStatus(t, false, testwait.Deadline)
 	if err := s.Append(context.Background(), storetest.NewEvent("y")); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestBusyRedisIsNotAnOutage(t *testing.T) {
 	srv := redistest.Start(t, false)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	s := open(t, rdb, "mercure")
+	s := open(t, rdb, "mercure", redisstore.WithTimeout(redisstore.DefaultTimeout)) // the outage bound tested
 	defer s.Close()
 	f := listen(t, s)
 	if err := s.Append(context.Background(), storetest.NewEvent("before")); err != nil {

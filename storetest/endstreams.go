@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // RunEndStreams checks [mercure.Hub.EndStreams] across two hubs sharing
@@ -47,7 +48,7 @@ func RunEndStreams(t *testing.T, open func(t *testing.T) (a, b mercure.Store)) {
 	}
 	hubA, urlA := newHub(storeA)
 	hubB, urlB := newHub(storeB)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // past every wait below
 	defer cancel()
 	stream := func(base, session string, header ...string) *endStream {
 		t.Helper()
@@ -168,7 +169,7 @@ func openEndStream(ctx context.Context, t *testing.T, u string, header ...string
 // waitFor waits until cond, checked under the lock, holds.
 func (s *endStream) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	timer := time.AfterFunc(20*time.Second, func() {
+	timer := time.AfterFunc(testwait.Deadline, func() {
 		s.mu.Lock()
 		s.done = true // wakes the wait: it fails below
 		s.cond.Broadcast()
@@ -179,7 +180,7 @@ func (s *endStream) waitFor(t *testing.T, what string, cond func() bool) {
 	defer s.mu.Unlock()
 	for !cond() {
 		if s.done {
-			t.Fatalf("%s: the stream ended first (or 20 s passed)", what)
+			t.Fatalf("%s: the stream ended first (or %v passed)", what, testwait.Deadline)
 		}
 		s.cond.Wait()
 	}
@@ -199,7 +200,7 @@ func (s *endStream) waitData(t *testing.T, data string) {
 
 func (s *endStream) waitEnd(t *testing.T, what string) {
 	t.Helper()
-	timer := time.AfterFunc(20*time.Second, s.cancel)
+	timer := time.AfterFunc(testwait.Deadline, s.cancel)
 	defer timer.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,7 +208,7 @@ func (s *endStream) waitEnd(t *testing.T, what string) {
 		s.cond.Wait()
 	}
 	if !timer.Stop() {
-		t.Fatalf("%s: the stream did not end within 20 s", what)
+		t.Fatalf("%s: the stream did not end within %v", what, testwait.Deadline)
 	}
 }
 

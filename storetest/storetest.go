@@ -509,7 +509,7 @@ func testAppendCancelled(t *testing.T, s mercure.Store) {
 			if g != id {
 				t.Fatalf("listener got %q, want %q", g, id)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Deadline):
 			t.Fatalf("listener never got %q", id)
 		}
 	}

@@ -7,10 +7,10 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // An application serves a resource with the hub's own Link headers; the
@@ -29,7 +29,7 @@ func TestDiscover_FromRealLinkHeaders(t *testing.T) {
 	}))
 	defer app.Close()
 
-	ctx := testContext(t, 10*time.Second)
+	ctx := testContext(t, testwait.Deadline)
 	d, err := fastClient().Discover(ctx, app.URL+"/books/1")
 	if err != nil {
 		t.Fatal(err)

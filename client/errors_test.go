@@ -18,6 +18,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // newSigner returns a signer and a hub option trusting it for both roles.
@@ -50,7 +51,7 @@ func mustToken(t testing.TB, s *mercure.Signer, g mercure.Grant) string {
 // firstError subscribes and returns the error the subscription ends with.
 func firstError(t *testing.T, c *client.Client, hubURL string, s client.Subscription) error {
 	t.Helper()
-	for _, err := range c.Subscribe(testContext(t, 10*time.Second), hubURL, s) {
+	for _, err := range c.Subscribe(testContext(t, testwait.Deadline), hubURL, s) {
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func TestSubscribe_StatusHandling(t *testing.T) {
 	var retries []error
 	c := fastClient()
 	c.OnRetry = func(err error, _ time.Duration) { retries = append(retries, err) }
-	for ev, err := range c.Subscribe(testContext(t, 10*time.Second), srv.URL+"/flaky", sub) {
+	for ev, err := range c.Subscribe(testContext(t, testwait.Deadline), srv.URL+"/flaky", sub) {
 		if err != nil || ev.Data != "ok" {
 			t.Fatalf("flaky: %v %+v", err, ev)
 		}
@@ -211,7 +212,7 @@ func TestPublish(t *testing.T) {
 	th := startSecureHub(t, trust, mercure.WithHistory(100))
 	pub := &client.Client{Token: client.StaticToken(mustToken(t, signer, mercure.Grant{Subject: "p", Publish: []mercure.Match{{Pattern: "https://example.com/books/{:id}", Type: mercure.MatchURLPattern}}}))}
 	subscriber := &client.Client{Token: client.StaticToken(mustToken(t, signer, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}}))}
-	ctx := testContext(t, 10*time.Second)
+	ctx := testContext(t, testwait.Deadline)
 
 	id, err := pub.Publish(ctx, th.endpoint(), client.Update{
 		Topics: []string{"https://example.com/books/1", "https://example.com/books/2"},
@@ -318,7 +319,7 @@ func TestSubscribe_CookieJar(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := collect(t, c.Subscribe(testContext(t, 10*time.Second), hubURL, sub), func(evs []client.Event) bool { return len(evs) == 3 })
+	got := collect(t, c.Subscribe(testContext(t, testwait.Deadline), hubURL, sub), func(evs []client.Event) bool { return len(evs) == 3 })
 	for i, ev := range got {
 		if ev.ID != "m"+strconv.Itoa(i) {
 			t.Fatalf("event %d: %q, want m%d", i, ev.ID, i)
@@ -342,7 +343,7 @@ func mustParseURL(t testing.TB, raw string) *url.URL {
 // learns the status and the hub's Retry-After.
 func TestSubscribe_TemporaryRefusalKeepsItsStatus(t *testing.T) {
 	th := startHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 1}))
-	ctx := testContext(t, 10*time.Second)
+	ctx := testContext(t, testwait.Deadline)
 	sub := client.Subscription{Matchers: []client.Matcher{client.Exact("https://example.com/a")}}
 	// The one stream this client address may hold.
 	first, err := http.NewRequestWithContext(ctx, http.MethodGet, th.endpoint()+"?match=urn%3Ax", nil)

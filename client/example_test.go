@@ -33,7 +33,7 @@ func ExampleClient_Subscribe() {
 	hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "urn:ex:1", Data: "checked out"})
 	hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/books/2"}, ID: "urn:ex:2", Type: "returned"})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := &client.Client{}
 	n := 0
@@ -81,7 +81,7 @@ func ExampleClient_Subscribe_resume() {
 		ReconnectDelay: 10 * time.Millisecond,
 		OnRetry:        func(err error, _ time.Duration) { fmt.Println("disconnected") },
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for ev, err := range c.Subscribe(ctx, srv.URL+hub.Path(), client.Subscription{Matchers: []client.Matcher{client.Exact("t")}}) {
 		if err != nil {
@@ -111,7 +111,7 @@ func ExampleClient_Discover() {
 	}))
 	defer app.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := &client.Client{}
 	d, err := c.Discover(ctx, app.URL+"/books/1")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	gosse "github.com/tmaxmax/go-sse"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Evidence for not building on go-sse v0.11.0 (see the package doc). Each
@@ -44,7 +46,7 @@ func TestGoSSE_ConnectionGivesUpOn503(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	c := &gosse.Client{
@@ -83,7 +85,7 @@ func TestGoSSE_ConnectionDropsInitialCursor(t *testing.T) {
 		w.Write([]byte("id: 2\ndata: x\n\n"))
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	req.Header.Set("Last-Event-ID", "cursor-1")

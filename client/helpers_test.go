@@ -15,6 +15,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // testHubURL is the public URL of the hubs under test; clients reach them
@@ -62,7 +63,7 @@ func serveHub(t testing.TB, opts []mercure.Option, serve func(http.Handler) (clo
 	h.Mount(mux)
 	closeServer := serve(mux)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)

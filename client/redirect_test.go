@@ -11,9 +11,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // secretToken is the token the tests watch for on servers that must never
@@ -106,7 +106,7 @@ func namedClient(t *testing.T, hosts map[string]*origin) *http.Client {
 // subscription ends with.
 func firstEvent(t *testing.T, c *client.Client, hubURL string) (client.Event, error) {
 	t.Helper()
-	ctx := testContext(t, 10*time.Second)
+	ctx := testContext(t, testwait.Deadline)
 	for ev, err := range c.Subscribe(ctx, hubURL, client.Subscription{Matchers: []client.Matcher{client.Wildcard()}}) {
 		return ev, err
 	}
@@ -196,7 +196,7 @@ func TestRedirectFromHTTPSToHTTPIsRefused(t *testing.T) {
 	if _, err := firstEvent(t, c, hub.url("/hub")); !errors.Is(err, client.ErrInsecureRedirect) {
 		t.Errorf("Subscribe: %v, want ErrInsecureRedirect", err)
 	}
-	ctx := testContext(t, 10*time.Second)
+	ctx := testContext(t, testwait.Deadline)
 	if _, err := c.Discover(ctx, hub.url("/resource")); !errors.Is(err, client.ErrInsecureRedirect) {
 		t.Errorf("Discover: %v, want ErrInsecureRedirect", err)
 	}
@@ -218,7 +218,7 @@ func TestPublish_RedirectToAnotherOriginDropsTheToken(t *testing.T) {
 	hub, other := newOrigin(t, false), newOrigin(t, false)
 	hub.redirect("/hub", other.url("/publish"))
 	c := &client.Client{Token: client.StaticToken(secretToken)}
-	id, err := c.Publish(testContext(t, 10*time.Second), hub.url("/hub"), client.Update{Topics: []string{"t"}})
+	id, err := c.Publish(testContext(t, testwait.Deadline), hub.url("/hub"), client.Update{Topics: []string{"t"}})
 	if err != nil || id != "urn:published" {
 		t.Fatalf("Publish = %q, %v", id, err)
 	}
@@ -264,7 +264,7 @@ func TestNetHTTP_ForwardsAuthorizationAcrossPortsAndSchemes(t *testing.T) {
 			t.Parallel()
 			hub, other := newOrigin(t, tc.hubTLS), newOrigin(t, false)
 			hub.redirect("/hub", other.url("/stream"))
-			req, err := http.NewRequestWithContext(testContext(t, 10*time.Second), http.MethodGet, hub.url("/hub"), nil)
+			req, err := http.NewRequestWithContext(testContext(t, testwait.Deadline), http.MethodGet, hub.url("/hub"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Events arrive in publication order with every field: id, type, data
@@ -30,7 +31,7 @@ func TestSubscribe_OrderAndFields(t *testing.T) {
 		Data: "a\r\nb\rc\n", Retry: ptr(5 * time.Millisecond),
 	})
 	c := fastClient()
-	got := collect(t, c.Subscribe(testContext(t, 10*time.Second), th.endpoint(), client.Subscription{
+	got := collect(t, c.Subscribe(testContext(t, testwait.Deadline), th.endpoint(), client.Subscription{
 		Matchers:    []client.Matcher{client.Exact("https://example.com/books/1")},
 		LastEventID: client.Earliest,
 	}), func(evs []client.Event) bool { return len(evs) == 51 })
@@ -75,7 +76,7 @@ func TestSubscribe_Matchers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ms := append(tc.matchers, client.Exact("https://example.com/end"))
-			got := collect(t, fastClient().Subscribe(testContext(t, 10*time.Second), th.endpoint(), client.Subscription{
+			got := collect(t, fastClient().Subscribe(testContext(t, testwait.Deadline), th.endpoint(), client.Subscription{
 				Matchers: ms, LastEventID: client.Earliest, Method: tc.method,
 			}), func(evs []client.Event) bool { return evs[len(evs)-1].ID == "end" })
 			var ids []string
@@ -181,7 +182,7 @@ func (r *restartableHub) start() {
 }
 
 func (r *restartableHub) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := r.hub.Shutdown(ctx); err != nil {
 		r.t.Errorf("Shutdown: %v", err)

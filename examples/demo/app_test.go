@@ -16,6 +16,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/netcut"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // testRecheck is how often the hub re-checks sessions in the tests: often,
@@ -193,7 +194,7 @@ func subscribe(t *testing.T, a *app, cookies []*http.Cookie, q url.Values) *stre
 // ended waits until the hub ends the stream, skipping its events.
 func (s *stream) ended(t *testing.T) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Deadline)
 	for {
 		select {
 		case _, ok := <-s.events:
@@ -201,7 +202,7 @@ func (s *stream) ended(t *testing.T) {
 				return
 			}
 		case <-timeout:
-			t.Fatal("the stream did not end within 10s")
+			t.Fatalf("the stream did not end within %v", testwait.Deadline)
 		}
 	}
 }
@@ -215,8 +216,8 @@ func (s *stream) next(t *testing.T) sseEvent {
 			t.Fatal("stream ended")
 		}
 		return e
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event within 5s")
+	case <-time.After(testwait.Deadline):
+		t.Fatalf("no event within %v", testwait.Deadline)
 	}
 	return sseEvent{}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/pgtest"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // TestTransactionalPublish: a task added reaches a subscriber; one the
@@ -88,7 +89,7 @@ func TestTransactionalPublish(t *testing.T) {
 		if !strings.Contains(d, `"title":"write the report"`) {
 			t.Fatalf("first update %s: the rolled-back task's, or another", d)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("no update for the task")
 	}
 	ts, err := a.tasks(ctx)

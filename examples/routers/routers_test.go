@@ -23,6 +23,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/ssetest"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // The root package's routes_test.go checks the same for net/http's
@@ -138,7 +139,7 @@ func TestRouting(t *testing.T) {
 				if got != string(id) {
 					t.Fatalf("stream got %s, want %s", got, id)
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(testwait.Deadline):
 				t.Fatal("no event on the stream")
 			}
 

@@ -503,10 +503,10 @@ func subscribe(t *testing.T, u string) <-chan string {
 	return lines
 }
 
-// want reads lines until it gets line, failing after 5 seconds.
+// want reads lines until it gets line, failing after testwait.Deadline.
 func want(t *testing.T, lines <-chan string, line string) {
 	t.Helper()
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(testwait.Deadline)
 	for {
 		select {
 		case l := <-lines:
@@ -514,7 +514,7 @@ func want(t *testing.T, lines <-chan string, line string) {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("no %q within 5s", line)
+			t.Fatalf("no %q within %v", line, testwait.Deadline)
 		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // By default (and with -low-memory, kept for compatibility) streams are
@@ -52,7 +53,7 @@ func testStreamMode(t *testing.T, args []string, close bool) {
 			t.Fatalf("got %q %v, want %q", line, err, want)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := s.hub.Shutdown(ctx); err != nil {
 		t.Fatal(err)

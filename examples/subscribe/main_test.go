@@ -10,12 +10,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,7 +36,7 @@ func TestRun(t *testing.T) {
 	hub.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/authors/1"}, ID: "a1", Type: "author", Data: "<x>"})
 	hub.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/other"}, ID: "o1"})
 
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testwait.Deadline)
 	defer cancel()
 	r, w := io.Pipe()
 	done := make(chan error, 1)

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Want is what the browser tests skip for want of, for [skips.Report];
@@ -90,13 +91,14 @@ func find() string {
 // Step is one action on a page.
 type Step = chromedp.Action[chromedp.Void]
 
-// WaitJS polls a JavaScript condition on the page every 20 ms, for 20 s
-// at most: polling on every animation frame (chromedp's default) has
-// Chromium draw frames all along, which cost a third of the CPU time of
-// the browser tests.
+// WaitJS polls a JavaScript condition on the page every 20 ms, for
+// testwait.Deadline at most (less than the tests' page contexts allow, so
+// that a failure names the condition): polling on every animation frame
+// (chromedp's default) has Chromium draw frames all along, which cost a
+// third of the CPU time of the browser tests.
 func WaitJS(cond string) Step {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, t)
+		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(testwait.Deadline), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, t)
 		if err != nil {
 			err = fmt.Errorf("waiting for %s: %w", cond, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Access tokens for the authorization tests are minted by hand (ES256,
@@ -529,7 +530,7 @@ func TestAUTH37_TokenWithinLeewayEndsAtOnce(t *testing.T) {
 	}
 	select {
 	case <-s.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("a stream with an expired token stayed open")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // stalledStreams opens n streams of query whose clients read the response
@@ -149,8 +150,9 @@ func TestDetached_StalledClientsAreCut(t *testing.T) {
 	}
 	// Each stalled connection was closed: read to its end.
 	cut := 0
+	deadline := time.Now().Add(testwait.Deadline)
 	for _, rs := range stalled {
-		rs.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		rs.conn.SetReadDeadline(deadline)
 		_, err := io.Copy(io.Discard, rs.br)
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			continue
@@ -174,7 +176,7 @@ func TestDetached_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
 	srv := httptest.NewTLSServer(h) // no HTTP/2
 	th := &testHub{Hub: h, srv: srv, t: t}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)

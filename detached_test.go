@@ -86,7 +86,7 @@ func tryDialStream(th *testHub, query string) (*rawStream, error) {
 
 // chunk reads the next chunk of the body; io.EOF after the last one.
 func (rs *rawStream) chunk() (string, error) {
-	rs.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rs.conn.SetReadDeadline(time.Now().Add(testwait.Deadline))
 	line, err := rs.br.ReadString('\n')
 	if err != nil {
 		return "", err
@@ -224,7 +224,7 @@ func TestDetached_Overflow(t *testing.T) {
 	}
 	testwait.For(t, "the slow stream to end", func() bool { return th.Stats().Streams == 1 })
 	// Its connection is closed, not ended cleanly: drain it to the cut.
-	slow.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	slow.conn.SetReadDeadline(time.Now().Add(testwait.Deadline))
 	if _, err := io.Copy(io.Discard, slow.br); err != nil {
 		t.Fatalf("the slow stream's connection is still open: %v", err)
 	}
@@ -279,7 +279,7 @@ func TestDetached_PipelinedRequest(t *testing.T) {
 	defer conn.Close()
 	req := fmt.Sprintf("GET %s?match=x HTTP/1.1\r\nHost: example.com\r\n\r\n", th.Path())
 	fmt.Fprint(conn, req+req)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(testwait.Deadline))
 	if _, err := io.Copy(io.Discard, conn); err != nil {
 		t.Fatalf("connection not closed: %v", err)
 	}
@@ -306,7 +306,7 @@ func TestDetached_Shutdown(t *testing.T) {
 			t.Fatalf("got %+v", ev)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -485,7 +485,7 @@ func TestDetached_ChurnLeaksNothing(t *testing.T) {
 		}
 	}
 	testwait.For(t, "every stream to be released", func() bool { return th.Stats().Streams == 0 })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func TestDrain_RegisterOnShutdownRecipe(t *testing.T) {
 	hubDone := make(chan struct{})
 	srv.RegisterOnShutdown(func() {
 		defer close(hubDone)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := hub.Shutdown(ctx); err != nil {
 			t.Errorf("hub.Shutdown: %v", err)
@@ -166,7 +166,7 @@ func TestDrain_RegisterOnShutdownRecipe(t *testing.T) {
 	th := &testHub{Hub: hub, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, t: t}
 	subs := []*subscription{th.subscribe("match=urn%3Aa"), th.subscribe("match=urn%3Ab")}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("srv.Shutdown: %v (it waited for the streams)", err)

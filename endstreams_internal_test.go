@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // An EndStreams instruction that the feed delivers ends only the streams
@@ -67,7 +69,7 @@ func TestEndStreams_OnlyStreamsBeforeTheInstruction(t *testing.T) {
 	listen.Event(instruction(at + 1))
 	select {
 	case <-ended:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("an instruction after the stream's opening did not end it")
 	}
 }

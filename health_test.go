@@ -9,9 +9,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Readiness follows the store's feed and shutdown; liveness only shutdown.
@@ -49,7 +49,7 @@ func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
 	}
 	store.status(nil)
 	check("feed back", 200, 200, "ok")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)

@@ -104,7 +104,7 @@ func startHubAt(t testing.TB, hubURL string, setup func(*http.Server), opts ...m
 	}
 	srv.Start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
@@ -327,7 +327,7 @@ func (s *subscription) tryNext(t testing.TB) (sseEvent, bool) {
 		default:
 		}
 		t.Error("stream ended while waiting for an event")
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Error("timed out waiting for an event")
 	}
 	return sseEvent{}, false

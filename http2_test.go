@@ -11,13 +11,16 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // SUB-4: streams work over HTTP/2, the protocol browsers use with TLS:
 // events are flushed one by one and Shutdown ends the streams cleanly.
 func TestSUB4_HTTP2(t *testing.T) {
 	t.Parallel()
-	h, err := mercure.New(testHubURL)
+	// No keep-alive, which would flush an event left in a buffer: each
+	// event must arrive on its own flush.
+	h, err := mercure.New(testHubURL, mercure.WithKeepAlive(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestSUB4_HTTP2(t *testing.T) {
 				return "<end of stream>"
 			}
 			return l
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Deadline):
 			t.Fatal("timed out")
 			return ""
 		}
@@ -76,7 +79,7 @@ func TestSUB4_HTTP2(t *testing.T) {
 		next() // the blank line that ends the event
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)

@@ -250,7 +250,7 @@ func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
 	for range 5 {
 		subs = append(subs, th.subscribe("match=x"))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -258,7 +258,7 @@ func TestShutdown_EndsStreamsAndGoroutines(t *testing.T) {
 	for _, s := range subs {
 		select {
 		case <-s.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Deadline):
 			t.Fatal("a stream is still open after Shutdown")
 		}
 		if s.err != nil {
@@ -287,7 +287,7 @@ func TestShutdown_OneError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -369,7 +369,7 @@ func TestShutdown_CutsStuckWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -415,7 +415,7 @@ func TestShutdown_InterruptsReplay(t *testing.T) {
 	// subscribe returns once the headers are flushed; the replay then
 	// stalls after its first event.
 	s := th.subscribe("match=x&last_event_id=earliest")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
@@ -448,7 +449,7 @@ func subChurn(th *testHub, g, rounds int) error {
 			s.close()
 			return fmt.Errorf("worker %d: publish: status %d: %s", g, status, body)
 		}
-		timeout := time.After(5 * time.Second)
+		timeout := time.After(testwait.Deadline)
 	wait:
 		for {
 			select {

@@ -21,8 +21,11 @@ import (
 // its first event, resumes from it and gets every update published since
 // it connected, in order, none twice. In both stream engines.
 func TestREC_CutBeforeFirstEventResumesExactly(t *testing.T) {
-	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
-		th := newTestHub(t, append(opts, mercure.WithWriteTimeout(200*time.Millisecond),
+	t.Parallel()
+	streamModesParallel(t, func(t *testing.T, opts ...mercure.Option) {
+		// The write timeout applies to the resumed stream too, whose
+		// reader must not be cut if it is descheduled for a while.
+		th := newTestHub(t, append(opts, mercure.WithWriteTimeout(5*time.Second),
 			mercure.WithKeepAlive(time.Hour), bigLimits)...)
 		th.mustPost(form("topic", "x", "data", "before the stream")) // not for it
 		rs := stalledStreams(t, th, "match=x", 1)[0]

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -91,7 +90,7 @@ func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
 // accepted stream is closed at once.
 func openOnce(t *testing.T, th *testHub, header []string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, th.endpoint()+"?match="+url.QueryEscape("https://example.com/a"), nil)
 	if err != nil {

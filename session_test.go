@@ -318,7 +318,7 @@ func endsCleanly(t *testing.T, s *subscription) {
 	t.Helper()
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("the stream did not end")
 	}
 	if s.err != nil {
@@ -470,7 +470,7 @@ func TestAuthorizer_ShutdownDuringRecheck(t *testing.T) {
 		sessions.mu.Unlock()
 		calls := sessions.calls.Load()
 		testwait.For(t, "a re-check under way", func() bool { return sessions.calls.Load() > calls })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 		defer cancel()
 		if err := th.Shutdown(ctx); err != nil {
 			t.Fatalf("Shutdown: %v", err)

@@ -652,7 +652,7 @@ func TestFeedGap(t *testing.T) {
 
 	select {
 	case <-s.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("the stream did not end after the gap")
 	}
 	if s.err != nil {
@@ -697,7 +697,7 @@ func TestFeedGapDrainsQueue(t *testing.T) {
 	store.gap(held[1:]...)
 	select {
 	case <-s.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("the stream did not end after the gap")
 	}
 	var got []string
@@ -742,7 +742,7 @@ func TestReplayGap(t *testing.T) {
 	expectData(t, s, "a")
 	select {
 	case <-s.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Deadline):
 		t.Fatal("the stream did not end after the gap")
 	}
 	mu.Lock()

@@ -114,11 +114,11 @@ func subStatus(th *testHub, method, q, body string, header ...string) int {
 }
 
 // subRawStream opens a GET stream and returns its response once the headers
-// have arrived. The request is abandoned after five seconds, so that a
-// missing event fails the test instead of hanging it.
+// have arrived. The request is abandoned after testwait.Deadline, so that
+// a missing event fails the test instead of hanging it.
 func subRawStream(t *testing.T, th *testHub, q string) *http.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, th.endpoint()+"?"+q, nil)
 	if err != nil {
 		cancel()
@@ -666,10 +666,11 @@ func TestSUB12_PerClientConnectionLimit(t *testing.T) {
 
 func TestSUB14_StreamHeadersBeforeAnyEvent(t *testing.T) {
 	t.Parallel()
-	th := newTestHub(t)
+	// No keep-alive either, whose write would flush the headers.
+	th := newTestHub(t, mercure.WithKeepAlive(time.Hour))
 	for _, method := range []string{http.MethodGet, "QUERY"} {
 		t.Run(method, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, method, th.endpoint()+"?match=urn%3Anothing", nil)
 			if err != nil {
@@ -806,7 +807,7 @@ func TestSUB17_KeepAliveComment(t *testing.T) {
 			if !strings.HasPrefix(c, ":") {
 				t.Fatalf("keep-alive line %q does not start with ':'", c)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(testwait.Deadline):
 			t.Fatal("no keep-alive comment on an idle stream")
 		}
 	}

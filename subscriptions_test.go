@@ -200,7 +200,7 @@ func TestACT_GoAPIAndShutdown(t *testing.T) {
 		t.Errorf("metadata %s", body)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)

@@ -143,7 +143,7 @@ func TestAbortsHappenOutsideEngineLocks(t *testing.T) {
 				testwait.For(t, "the stream to be cut", func() bool { return e.Counters().Overflows.Load() == 1 })
 			}
 			e.Stop()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 			defer cancel()
 			if err := e.Wait(ctx); err != nil {
 				t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Stream is one subscriber's stream.
@@ -78,15 +80,15 @@ func Subscribe(t testing.TB, srv *httptest.Server, path, q, lastEventID string) 
 // Close ends the stream and waits for its reader.
 func (s *Stream) Close() { s.cancel(); <-s.done }
 
-// Collect reads ids until want have been read or none comes for 10 s,
-// then any extra one that comes within 200 ms.
+// Collect reads ids until want have been read or none comes for
+// testwait.Deadline, then any extra one that comes within 200 ms.
 func (s *Stream) Collect(want int) []string {
 	var got []string
 	for len(got) < want {
 		select {
 		case id := <-s.IDs:
 			got = append(got, id)
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Deadline):
 			return got
 		}
 	}

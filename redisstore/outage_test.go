@@ -187,10 +187,11 @@ func TestLatestID(t *testing.T) {
 
 // instance is one app instance: a hub on its own client and store.
 type instance struct {
-	hub   *mercure.Hub
-	store *redisstore.Store
-	rdb   *redis.Client
-	srv   *httptest.Server
+	hub     *mercure.Hub
+	store   *redisstore.Store
+	rdb     *redis.Client
+	srv     *httptest.Server
+	scripts *scriptHook // the client's scripts in flight
 }
 
 const (
@@ -201,6 +202,8 @@ const (
 func newInstance(t *testing.T, addr, key string, opts ...redisstore.Option) *instance {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	scripts := &scriptHook{}
+	rdb.AddHook(scripts)
 	st := open(t, rdb, key, opts...)
 	h, err := mercure.New(hubURL, mercure.WithStore(st),
 		mercure.WithAnonymousSubscribers(), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(),
@@ -208,7 +211,7 @@ func newInstance(t *testing.T, addr, key string, opts ...redisstore.Option) *ins
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{hub: h, store: st, rdb: rdb, srv: httptest.NewServer(h)}
+	in := &instance{hub: h, store: st, rdb: rdb, srv: httptest.NewServer(h), scripts: scripts}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -270,6 +273,24 @@ func TestHungRedis(t *testing.T) {
 }
 
 // readHook counts the XREADs in flight on a client: the feed's reads.
+// scriptHook counts a client's scripts in flight (appends among them).
+type scriptHook struct{ inFlight atomic.Int64 }
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n != "evalsha" && n != "eval" {
+			return next(ctx, cmd)
+		}
+		h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 type readHook struct{ inFlight atomic.Int64 }
 
 func (h *readHook) DialHook(next redis.DialHook) redis.DialHook { return next }

@@ -104,6 +104,13 @@ func TestSharedSubscriptions(t *testing.T) {
 	testwait.For(t, "the subscription events", func() bool {
 		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
 	})
+	// And their appends have returned: the feeds may pass an entry before
+	// its append's reply is read, and go-redis sends again a script whose
+	// reply the restart cut, to the empty server, which records it anew
+	// (as it should: the first was lost).
+	testwait.For(t, "the appends to return", func() bool {
+		return a.scripts.inFlight.Load() == 0 && b.scripts.inFlight.Load() == 0
+	})
 	srv.Restart()
 	waitSubscribers(t, a, "A to list B's subscriber after the restart", subB...)
 

@@ -115,18 +115,31 @@ func TestDrain(t *testing.T) {
 	})
 }
 
-// A drain never outlasts Shutdown's context: it is compressed to fit.
+// A drain never outlasts Shutdown's context: it is compressed to fit,
+// every stream told to retry and ended cleanly before the deadline. With
+// several streams, a drain of an hour left as it is would end the second
+// half an hour in. On the bubble's clock.
 func TestDrain_FitsTheContext(t *testing.T) {
 	t.Parallel()
-	th := newTestHub(t, mercure.WithDrain(time.Hour))
-	s := th.subscribe("match=urn%3Aa")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	if err := th.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	wantDrainRetry(t, s.next(t))
-	<-s.done
+	synctest.Test(t, func(t *testing.T) {
+		th := startBubbleHub(t, nil, mercure.WithDrain(time.Hour))
+		subs := make([]*subscription, 3)
+		for i := range subs {
+			subs[i] = th.subscribe("match=urn%3Aa")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		defer cancel()
+		if err := th.Shutdown(ctx); err != nil {
+			t.Fatalf("Shutdown with a drain of an hour and 4 s to go: %v", err)
+		}
+		for _, s := range subs {
+			wantDrainRetry(t, s.next(t))
+			<-s.done
+			if s.err != nil {
+				t.Fatalf("a drained stream ended with %v, want a clean end", s.err)
+			}
+		}
+	})
 }
 
 func TestWithDrain_RejectsNegative(t *testing.T) {

@@ -101,7 +101,12 @@ type Hub struct {
 
 // Stats is a snapshot of a hub's activity, for metrics and health checks.
 type Stats struct {
-	// Streams is the number of subscriber connections open now.
+	// Streams is the number of subscriber connections open now. A
+	// connection counts from when it takes its slot, a moment before it
+	// receives updates: an update published as the count rises may
+	// precede the stream. [Metrics].StreamsOpened counts a stream once
+	// it receives every update published from then on, before its
+	// response's headers are sent.
 	Streams int
 	// Dispatched counts the updates this hub has dispatched to its
 	// subscribers, including those published through other hubs sharing

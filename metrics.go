@@ -149,7 +149,8 @@ type Histogram struct {
 type Metrics struct {
 	Stats // Streams, Dispatched, Overflows, QueuedBytes, FeedError
 
-	// StreamsOpened counts the subscriber connections opened, and
+	// StreamsOpened counts the subscriber connections opened (each once
+	// it receives every update published from then on), and
 	// StreamsClosed those closed, by reason: [CloseClientGone],
 	// [CloseTokenExpired], [CloseLifetime], [CloseQueueOverflow],
 	// [CloseWriteError], [CloseHistoryGap], [CloseReplayError],

@@ -91,10 +91,11 @@ type stallWriter struct {
 	release  chan struct{}
 	stalled  chan struct{}
 	stallOne sync.Once
+	headed   chan struct{} // closed with the headers: the stream receives updates
 }
 
 func (w *stallWriter) Header() http.Header { return w.hdr }
-func (w *stallWriter) WriteHeader(int)     {}
+func (w *stallWriter) WriteHeader(int)     { close(w.headed) }
 func (w *stallWriter) Flush()              {}
 func (w *stallWriter) Write(b []byte) (int, error) {
 	if strings.Contains(string(b), "data:") {
@@ -397,7 +398,7 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	replayer.close()
 
 	// A subscriber that stops reading falls behind and is cut.
-	w := &stallWriter{hdr: http.Header{}, release: make(chan struct{}), stalled: make(chan struct{})}
+	w := &stallWriter{hdr: http.Header{}, release: make(chan struct{}), stalled: make(chan struct{}), headed: make(chan struct{})}
 	const stallTopic = "urn:stall" // the reader does not get its events
 	req := httptest.NewRequest(http.MethodGet, hubURL+"?match="+url.QueryEscape(stallTopic), nil)
 	served := make(chan struct{})
@@ -405,7 +406,14 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 		defer close(served)
 		e.hub.ServeHTTP(w, req)
 	}()
-	e.eventually(2, "mercure_streams")
+	// Not as soon as mercure_streams says 2: a stream counts a moment
+	// before it receives updates (see mercure.Stats).
+	select {
+	case <-w.headed:
+	case <-time.After(testwait.Deadline):
+		t.Fatal("the stalled stream got no headers")
+	}
+	e.eventually(2, "mercure_streams") // and the replayer's released
 	e.hub.Publish(context.Background(), mercure.Update{Topics: []string{stallTopic}, Data: "d"})
 	select {
 	case <-w.stalled:

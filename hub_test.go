@@ -204,7 +204,10 @@ func TestFanout_SlowSubscriberIsDisconnected(t *testing.T) {
 	t.Parallel()
 	th := newTestHub(t,
 		mercure.WithLimits(mercure.Limits{QueueEvents: 8, MaxConnections: 2}), // 8 × 64 KiB
-		mercure.WithWriteTimeout(time.Second),
+		// Long: the slow stream must be dropped for its queue, not cut by
+		// its write deadline first (under -race, 8 publishes in lockstep
+		// once took more than a 1 s timeout).
+		mercure.WithWriteTimeout(time.Minute),
 	)
 	// The slow client: a raw connection that sends its request and never reads.
 	conn, err := net.Dial("tcp", th.srv.Listener.Addr().String())

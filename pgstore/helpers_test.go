@@ -89,10 +89,12 @@ func leftovers(t testing.TB, pool *pgxpool.Pool, prefix string) []string {
 	return names
 }
 
-// openPatiently is open retried until testwait.Deadline: for stores
-// with a short timeout, on a healthy server that a loaded machine may
-// make slower than that.
-func openPatiently(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgstore.Option) *pgstore.Store {
+// open returns a store on pool with prefix, closed when the test ends.
+// Its calls are bounded by suiteTimeout unless opts say otherwise: the
+// tests that are about the store's timeout set it themselves. Every test
+// opens its stores on a healthy server, so that opening is retried until
+// testwait.Deadline: a short timeout can run out on a loaded machine.
+func open(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
 	var s *pgstore.Store
 	var err error
@@ -100,19 +102,6 @@ func openPatiently(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgst
 		s, err = pgstore.New(context.Background(), pool, append([]pgstore.Option{pgstore.WithPrefix(prefix), suiteTimeout}, opts...)...)
 		return err == nil
 	}) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// open returns a store on pool with prefix, closed when the test ends.
-// Its calls are bounded by suiteTimeout unless opts say otherwise: the
-// tests that are about the store's timeout set it themselves.
-func open(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgstore.Option) *pgstore.Store {
-	t.Helper()
-	s, err := pgstore.New(context.Background(), pool, append([]pgstore.Option{pgstore.WithPrefix(prefix), suiteTimeout}, opts...)...)
-	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })

@@ -26,6 +26,7 @@ import (
 // the network: PostgreSQL killed and restarted (a server of the test's
 // own), and a store's connections cut by a proxy.
 func TestOutageSuite(t *testing.T) {
+	t.Parallel()
 	storetest.RunOutage(t, func(t *testing.T, restartable bool) *storetest.OutageServer {
 		var dsn, prefix string
 		var srv *pgtest.Server
@@ -62,9 +63,9 @@ func TestOutageSuite(t *testing.T) {
 					opts = append(opts, pgstore.WithMaxEvents(int64(keep)))
 				}
 				if cut {
-					return openPatiently(t, newPool(t, through), prefix, opts...)
+					return open(t, newPool(t, through), prefix, opts...)
 				}
-				return openPatiently(t, newPool(t, dsn), prefix, opts...)
+				return open(t, newPool(t, dsn), prefix, opts...)
 			},
 			Cut: p.Cut, Mend: p.Mend, LoseReply: p.LoseReply, Timeout: time.Second,
 		}

@@ -46,6 +46,7 @@ func TestCluster(t *testing.T) {
 // TestEndStreamsAcrossHubs: EndStreams on one hub ends the selected
 // streams of both hubs sharing a database.
 func TestEndStreamsAcrossHubs(t *testing.T) {
+	t.Parallel()
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
 	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {

@@ -17,12 +17,12 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// TestMain runs up to 4 parallel tests at once; it also checks that the
+// TestMain runs up to 8 parallel tests at once; it also checks that the
 // stores' goroutines (feed reader, subscriptions writer) end with them,
 // and says how many tests skipped for want of a Redis server
 // (MERCURE_TEST_REDIS).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	testwait.Parallel(4) // the parallel tests wait on servers, not on a CPU
+	testwait.Parallel(8) // the parallel tests wait on servers, not on a CPU
 	goleak.VerifyTestMain(skips.Report("redisstore", m))
 }

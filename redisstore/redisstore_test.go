@@ -48,10 +48,12 @@ func client(t *testing.T) (*redis.Client, string) {
 	return rdb, key
 }
 
-// openPatiently is open retried until testwait.Deadline: for stores
-// with a short timeout, on a healthy server that a loaded machine may
-// make slower than that.
-func openPatiently(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstore.Option) *redisstore.Store {
+// open returns a store on key. Its calls are bounded by suiteTimeout
+// unless opts say otherwise: the tests that are about the store's timeout
+// set it themselves. Every test opens its stores on a healthy server, so
+// that opening is retried until testwait.Deadline: a short timeout can
+// run out on a loaded machine.
+func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	var s *redisstore.Store
 	var err error
@@ -59,18 +61,6 @@ func openPatiently(t *testing.T, rdb redis.UniversalClient, key string, opts ...
 		s, err = redisstore.New(rdb, key, append([]redisstore.Option{suiteTimeout}, opts...)...)
 		return err == nil
 	}) {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// open returns a store on key. Its calls are bounded by suiteTimeout
-// unless opts say otherwise: the tests that are about the store's timeout
-// set it themselves.
-func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstore.Option) *redisstore.Store {
-	t.Helper()
-	s, err := redisstore.New(rdb, key, append([]redisstore.Option{suiteTimeout}, opts...)...)
-	if err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -299,6 +289,7 @@ func TestReplayReadsLittleBeyondThePage(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	s := open(t, rdb, key, redisstore.WithTimeout(redisstore.DefaultTimeout))
 	start := time.Now()
@@ -706,6 +697,7 @@ func TestRetryWindow(t *testing.T) {
 // TestCluster runs the hub-level contract with hubs on clients of one
 // Redis stream, each with its own connections.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	admin, key := client(t)
 	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
 		rdb := redis.NewClient(redistest.Options(admin.Options().Addr))

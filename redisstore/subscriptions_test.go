@@ -67,6 +67,7 @@ func waitSubscribers(t *testing.T, in *instance, what string, want ...string) {
 // appear and disappear with their streams, they expire when their instance
 // dies without a word, and they come back when Redis restarts empty.
 func TestSharedSubscriptions(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, false)
 	const ttl = time.Second
 	a := newInstance(t, srv.Addr, "mercure", redisstore.WithSubscriptionTTL(ttl), redisstore.WithTimeout(time.Second))
@@ -127,6 +128,7 @@ func TestSharedSubscriptions(t *testing.T) {
 // TestSharedSubscriptionsWithdrawn: a store that closes withdraws its
 // subscriptions at once, without waiting for them to expire.
 func TestSharedSubscriptionsWithdrawn(t *testing.T) {
+	t.Parallel()
 	rdb, key := client(t)
 	a := newInstance(t, rdb.Options().Addr, key, redisstore.WithSubscriptionTTL(time.Minute))
 	b := newInstance(t, rdb.Options().Addr, key)
@@ -195,6 +197,7 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 // returns the write's error instead of waiting for its context; the
 // change is kept and written once Redis is back.
 func TestUpdateSubscriptionsFailsFast(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, false)
 	a := open(t, srv.Client(), "m", redisstore.WithTimeout(time.Second))
 	defer a.Close()
@@ -324,6 +327,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 // it not cut short, the other store would not list the subscriptions
 // within testwait.Deadline.
 func TestSubscribeRightAfterRecovery(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, false)
 	in := newInstance(t, srv.Addr, "mercure", redisstore.WithTimeout(100*time.Millisecond),
 		redisstore.WithPresenceBackoff(time.Hour))

@@ -2,7 +2,9 @@ package index
 
 import (
 	"regexp"
+	"regexp/syntax"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -149,13 +151,18 @@ func newURLMatcher(p *urlpattern.URLPattern) (*urlMatcher, bool) {
 		}
 		c := check{comp: uint8(comp)}
 		// The regular expression of parts is anchored at both ends: the
-		// fixed text it starts and ends with can be compared apart.
+		// fixed text it starts and ends with can be compared apart, unless
+		// a group's own expression looks at what surrounds it (`(\A)`,
+		// `(^x)`, `(\b)` match at the start of the text between, never
+		// after the fixed text before it).
 		i, j := 0, len(parts)
-		for i < j && parts[i].kind == partFixed && parts[i].modifier == modNone {
-			i++
-		}
-		for j > i && parts[j-1].kind == partFixed && parts[j-1].modifier == modNone {
-			j--
+		if !hasAssertion(parts) {
+			for i < j && parts[i].kind == partFixed && parts[i].modifier == modNone {
+				i++
+			}
+			for j > i && parts[j-1].kind == partFixed && parts[j-1].modifier == modNone {
+				j--
+			}
 		}
 		c.pre, c.suf = concat(parts[:i]), concat(parts[j:])
 		if i < j {
@@ -188,6 +195,35 @@ func newURLMatcher(p *urlpattern.URLPattern) (*urlMatcher, bool) {
 	}
 	m.checks = append(lits, res...)
 	return &m, true
+}
+
+// hasAssertion reports whether a regexp group of parts holds an
+// empty-width assertion (text or line boundary, word boundary): what it
+// matches depends on the text around the group, so that the group cannot
+// be matched apart from the fixed text beside it.
+func hasAssertion(parts []part) bool {
+	for _, p := range parts {
+		if p.kind != partRegexp {
+			continue
+		}
+		re, err := syntax.Parse(p.value, syntax.Perl)
+		if err != nil {
+			return true // compiling the whole fails the same way
+		}
+		if asserts(re) {
+			return true
+		}
+	}
+	return false
+}
+
+func asserts(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	}
+	return slices.ContainsFunc(re.Sub, asserts)
 }
 
 // Kinds of part of a parsed pattern string.

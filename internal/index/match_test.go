@@ -54,6 +54,9 @@ var equivalencePatterns = []string{
 	"ftp://example.com/*", "/.well-known/mercure/*", "/*", "*", "?q=1", "#x", "../up/*", "./here/:x",
 	"https://example.com/:a/b/:c/d/*", "https://example.com/{:a}/x", "https://example.com/:a([a-z]{2,8})-:b(\\d{1,4})",
 	"https://example.com/{(\\d+)}+", "https://example.com/(\\d+)+", "https://example.com/(a)?", "https://example.com//:x",
+	// Groups that look at the text around them (fuzzed once): matched
+	// apart from the fixed text beside them, they would match here.
+	"https://example.com(\\A)+", "https://example.com/x(^a)", "https://example.com/a(b$)c", "https://example.com/a(\\Bb)",
 }
 
 var equivalenceTopics = []string{
@@ -77,6 +80,7 @@ var equivalenceTopics = []string{
 	"https://example.com/1/2/3", "https://example.com/a", "https://example.com//1", "https://example.com/\\x", "https://example.com/a/../b",
 	"https://example.com/%2e%2e/b", "https://ex%41mple.com/x", "https://example.com\t/x", "https://example.com/x\n", "not a url ::",
 	"", "https://", "//example.com/x", "https://example.com/x?%zz", "https://xn--caf-dma.com/x", "https://café.com/x",
+	"https://example.com/xa",
 }
 
 // TestMatcherEquivalence checks that Pattern.Test agrees with the

@@ -181,11 +181,7 @@ func upd(id string) mercure.Update {
 // CPU hogs, and a retry of the same event is recorded once.
 func mustAppend(t testing.TB, s mercure.Store, id string) {
 	t.Helper()
-	e := storetest.NewEvent(id)
-	var err error
-	if !testwait.Within(testwait.Deadline, func() bool { err = s.Append(context.Background(), e); return err == nil }) {
-		t.Fatal(err)
-	}
+	storetest.MustAppend(t, s, storetest.NewEvent(id))
 }
 
 // TestTxHeldOpenAcrossCommits holds a transaction open, its update

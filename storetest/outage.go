@@ -98,7 +98,7 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 		return srv
 	}
 	// The cases run side by side: what must succeed on a healthy server
-	// is retried (mustAppend, replayIDs), so that a neighbour that runs
+	// is retried (MustAppend, replayIDs), so that a neighbour that runs
 	// out a store's short timeout only delays it; what must fail is
 	// bounded generously (failsFast).
 	runParallel(t, "CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
@@ -180,11 +180,12 @@ func failsFast(t *testing.T, srv *OutageServer, what string, f func() error) {
 	}
 }
 
-// mustAppend appends e to a store whose server is up, retrying as a
-// publisher would: the stores' short Timeout, which failsFast needs, can
-// run out on a healthy server beside CPU hogs, and a retry of the same
-// event is recorded once (see RetryRecordedOnce in Run).
-func mustAppend(t *testing.T, s mercure.Store, e *mercure.Event) {
+// MustAppend appends e to a store whose server is up, retrying until
+// testwait's deadline as a publisher would, and fails t if it never
+// succeeds: a store's short timeout (which the outage cases need) can run
+// out on a healthy server beside CPU hogs, and a retry of the same event
+// is recorded once (see RetryRecordedOnce in [Run]).
+func MustAppend(t testing.TB, s mercure.Store, e *mercure.Event) {
 	t.Helper()
 	var err error
 	if !testwait.Within(testwait.Deadline, func() bool { err = s.Append(context.Background(), e); return err == nil }) {
@@ -193,7 +194,7 @@ func mustAppend(t *testing.T, s mercure.Store, e *mercure.Event) {
 }
 
 // replayIDs is ReplayIDs from the earliest event on a store whose server
-// is up, retried like mustAppend.
+// is up, retried like MustAppend.
 func replayIDs(t *testing.T, s mercure.Store) []string {
 	t.Helper()
 	var ids []string
@@ -222,7 +223,7 @@ func tryReplayIDs(s mercure.Store) ([]string, error) {
 func testCrash(t *testing.T, srv *OutageServer) {
 	s := srv.Open(t, 0, false)
 	j := record(t, s)
-	mustAppend(t, s, NewEvent("before"))
+	MustAppend(t, s, NewEvent("before"))
 	j.settle(t, "before", "before")
 
 	srv.Kill(t)
@@ -292,7 +293,7 @@ func (in *hubOn) mustPublish(t *testing.T, data string) string {
 var outageN atomic.Int64
 
 // publishOnce publishes u, which has an id, on a hub whose store's server
-// is up, retrying like mustAppend (a retry of the same update is
+// is up, retrying like MustAppend (a retry of the same update is
 // recorded once), and returns the id the hub answered.
 func (in *hubOn) publishOnce(t *testing.T, u mercure.Update) string {
 	t.Helper()
@@ -415,8 +416,8 @@ func testResume(t *testing.T, srv *OutageServer) {
 func testPartition(t *testing.T, srv *OutageServer) {
 	direct, cut := srv.Open(t, 0, false), srv.Open(t, 0, true)
 	j := record(t, cut)
-	mustAppend(t, direct, NewEvent("e0"))
-	mustAppend(t, cut, NewEvent("e1"))
+	MustAppend(t, direct, NewEvent("e0"))
+	MustAppend(t, cut, NewEvent("e1"))
 	j.settle(t, "e1", "e0", "e1")
 
 	srv.Cut()
@@ -425,7 +426,7 @@ func testPartition(t *testing.T, srv *OutageServer) {
 	want := []string{"e0", "e1"}
 	for i := range 600 { // more than a page of the feed
 		id := fmt.Sprint("d", i)
-		mustAppend(t, direct, NewEvent(id))
+		MustAppend(t, direct, NewEvent(id))
 		want = append(want, id)
 	}
 	srv.Mend(t)
@@ -446,14 +447,14 @@ func testGapAfterRetention(t *testing.T, srv *OutageServer, readOne bool) {
 	j := record(t, cut)
 	var before []string
 	if readOne {
-		mustAppend(t, direct, NewEvent("before"))
+		MustAppend(t, direct, NewEvent("before"))
 		before = []string{"before"}
 		j.settle(t, "before", before...)
 	}
 	srv.Cut()
 	j.wantStatus(t, true)
 	for i := range 30 {
-		mustAppend(t, direct, NewEvent(fmt.Sprint("e", i)))
+		MustAppend(t, direct, NewEvent(fmt.Sprint("e", i)))
 	}
 	srv.Mend(t)
 	j.wantStatus(t, false)
@@ -489,7 +490,7 @@ func testLostReply(t *testing.T, srv *OutageServer) {
 	if firstErr == nil && again.Seq != e.Seq {
 		t.Fatalf("the update sent again got Seq %d, the first attempt %d", again.Seq, e.Seq)
 	}
-	mustAppend(t, s, NewEvent("end"))
+	MustAppend(t, s, NewEvent("end"))
 	j.settle(t, "end", e.ID, "end")
 	if ids := replayIDs(t, s); !slices.Equal(ids, []string{e.ID, "end"}) {
 		t.Fatalf("history %q, want the update once", ids)

@@ -1,17 +1,26 @@
 // Package pgtest runs throwaway PostgreSQL clusters for tests: a test may
 // kill and restart its own server without disturbing the shared one named
 // by MERCURE_TEST_POSTGRES.
+//
+// A cluster is a copy of a template that initdb makes once for the
+// installed server and keeps in the temporary directory for later runs
+// (mercure-pgtest-*), as Go keeps its build cache: an initdb costs a
+// second of CPU, a copy a tenth of that.
 package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/fnv"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,39 +73,28 @@ type Server struct {
 	cmd  *exec.Cmd
 }
 
-// Start initialises a cluster in a temporary directory and starts it on a
-// free loopback port; it is killed and removed when the test ends. Like
-// every PostgreSQL test it skips unless MERCURE_TEST_POSTGRES is set, and
-// when initdb is not installed (Debian package postgresql). Run as root,
-// the server runs as the user postgres, which PostgreSQL requires.
+// Start starts a cluster of its own in a temporary directory (a copy of
+// the template, see the package documentation) on a free loopback port;
+// it is killed and removed when the test ends. Like every PostgreSQL test
+// it skips unless MERCURE_TEST_POSTGRES is set, and when initdb is not
+// installed (Debian package postgresql). Run as root, the server runs as
+// the user postgres, which PostgreSQL requires.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	DSN(t)
-	initdb := Bin("initdb")
-	if initdb == "" || Bin("postgres") == "" {
+	if Bin("initdb") == "" || Bin("postgres") == "" {
 		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	cred := credential(t)
+	tmpl, err := template(cred)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := ownedTempDir(t, cred, "pgtest-")
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s := &Server{t: t, dir: dir}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			skips.Skip(t, skips.Want{What: "a user postgres to run the server as (root cannot)", How: "create it, or run the tests as another user"})
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := s.command(initdb, "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	s := &Server{t: t, dir: dir, cred: cred}
+	if out, err := s.command("cp", "-a", tmpl, filepath.Join(dir, "data")).CombinedOutput(); err != nil {
+		t.Fatalf("copying the template cluster %s: %v\n%s", tmpl, err, out)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,6 +106,101 @@ func Start(t testing.TB) *Server {
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
+}
+
+// credential returns whom the server runs as: nil (the caller) unless
+// the caller is root, which PostgreSQL refuses; then the user postgres.
+func credential(t testing.TB) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		skips.Skip(t, skips.Want{What: "a user postgres to run the server as (root cannot)", How: "create it, or run the tests as another user"})
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// ownedTempDir makes a temporary directory that cred (when not nil) owns.
+func ownedTempDir(t testing.TB, cred *syscall.Credential, pattern string) string {
+	t.Helper()
+	dir, err := mkdirOwned("", pattern, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func mkdirOwned(parent, pattern string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp(parent, pattern)
+	if err == nil && cred != nil {
+		if err = os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.RemoveAll(dir)
+		}
+	}
+	return dir, err
+}
+
+// initdbArgs are the template's initdb arguments after -D. Small WAL
+// segments keep the copy small: a fresh cluster's pg_wal is one segment.
+var initdbArgs = []string{"-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C", "--wal-segsize=1"}
+
+var templates struct {
+	sync.Mutex
+	dir map[string]string // by key, see template
+}
+
+// template returns the data directory of the template cluster for the
+// installed server and cred, making it if need be. Its name holds a hash
+// of the server program (path, size, time) and the initdb arguments: an
+// upgrade or a change here makes a new one. It is made aside and renamed
+// into place, so that a directory of that name is complete; processes
+// that make it at once each make their own, and the first rename wins.
+func template(cred *syscall.Credential) (string, error) {
+	initdb, postgres := Bin("initdb"), Bin("postgres")
+	fi, err := os.Stat(postgres)
+	if err != nil {
+		return "", err
+	}
+	h := fnv.New64a()
+	fmt.Fprintln(h, postgres, fi.Size(), fi.ModTime().UnixNano(), initdbArgs, cred)
+	key := fmt.Sprintf("mercure-pgtest-%x", h.Sum64())
+	templates.Lock()
+	defer templates.Unlock()
+	if d, ok := templates.dir[key]; ok {
+		return d, nil
+	}
+	final := filepath.Join(os.TempDir(), key)
+	data := filepath.Join(final, "data")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, fs.ErrNotExist) {
+		tmp, err := mkdirOwned("", key+".tmp-", cred)
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(tmp) // left when the rename won
+		cmd := exec.Command(initdb, append([]string{"-D", filepath.Join(tmp, "data")}, initdbArgs...)...)
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("initdb: %v\n%s", err, out)
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			if _, serr := os.Stat(filepath.Join(data, "PG_VERSION")); serr != nil {
+				return "", err // not another process's template: a real failure
+			}
+		}
+	} else if err != nil {
+		return "", err
+	}
+	if templates.dir == nil {
+		templates.dir = map[string]string{}
+	}
+	templates.dir[key] = data
+	return data, nil
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {

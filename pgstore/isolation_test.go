@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,57 +18,51 @@ import (
 	"github.com/mercurekit/mercure/pgstore"
 )
 
-// isolatedDB creates a database of the test's own whose transactions are
-// level by default (ALTER DATABASE … SET default_transaction_isolation,
-// as an operator may set it), and returns its DSN. It is dropped when the
-// test ends, after everything opened on it.
-func isolatedDB(t *testing.T, level string) string {
+// strictDSN returns the DSN of the shared test server with sessions whose
+// transactions are level by default (default_transaction_isolation sent
+// at connection, as a runtime parameter: what ALTER DATABASE or ALTER ROLE
+// … SET, as an operator may set it, gives every session, without a
+// database or a role to create), and a table prefix of the test's own.
+func strictDSN(t *testing.T, level string) (dsn, prefix string) {
 	t.Helper()
-	dsn := pgtest.DSN(t)
-	admin := newPool(t, dsn)
-	ctx := context.Background()
-	name := fmt.Sprintf("iso_%d_%d", os.Getpid(), prefixN.Add(1))
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`) })
-	if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` SET default_transaction_isolation = '`+level+`'`); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(dsn)
+	_, prefix = db(t)
+	u, err := url.Parse(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Path = "/" + name
-	return u.String()
+	q := u.Query()
+	q.Set("default_transaction_isolation", level)
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads no + as a space
+	return u.String(), prefix
 }
 
-// TestStrictDefaultIsolation runs two hubs on a database whose default
+// TestStrictDefaultIsolation runs two hubs on sessions whose default
 // isolation is REPEATABLE READ or SERIALIZABLE: their stores start
 // together (both migrate), 400 concurrent publishes split between them
 // are all accepted, and 40 transactions of the application at the
-// database's default level, each with its own insert and a PublishTx,
+// sessions' default level, each with its own insert and a PublishTx,
 // commit without a serialization failure. Every update is delivered and
 // replayed once, numbered 1, 2, 3, … without a hole.
 func TestStrictDefaultIsolation(t *testing.T) {
 	t.Parallel()
 	for _, level := range []string{"repeatable read", "serializable"} {
 		t.Run(level, func(t *testing.T) {
-			dsn := isolatedDB(t, level)
+			dsn, prefix := strictDSN(t, level)
+			orders := prefix + "_orders"
 			pool := newPool(t, dsn)
 			ctx := context.Background()
 			var got string
 			if err := pool.QueryRow(ctx, `SHOW default_transaction_isolation`).Scan(&got); err != nil || got != level {
-				t.Fatalf("the database's default isolation is %q (%v), want %q", got, err, level)
+				t.Fatalf("the sessions' default isolation is %q (%v), want %q", got, err, level)
 			}
-			if _, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`); err != nil {
+			if _, err := pool.Exec(ctx, `CREATE TABLE `+orders+` (id text PRIMARY KEY)`); err != nil {
 				t.Fatal(err)
 			}
 			stores := make([]*pgstore.Store, 2)
 			errs := make([]error, 2)
 			var wg sync.WaitGroup
 			for i := range stores {
-				wg.Go(func() { stores[i], errs[i] = pgstore.New(ctx, newPool(t, dsn)) })
+				wg.Go(func() { stores[i], errs[i] = pgstore.New(ctx, newPool(t, dsn), pgstore.WithPrefix(prefix)) })
 			}
 			wg.Wait()
 			hubs := make([]*mercure.Hub, 2)
@@ -99,8 +93,8 @@ func TestStrictDefaultIsolation(t *testing.T) {
 			for i := range txs {
 				wg.Go(func() {
 					id := fmt.Sprint("tx", i)
-					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { // the database's default level
-						if _, err := tx.Exec(ctx, `INSERT INTO orders VALUES ($1)`, id); err != nil {
+					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { // the sessions' default level
+						if _, err := tx.Exec(ctx, `INSERT INTO `+orders+` VALUES ($1)`, id); err != nil {
 							return err
 						}
 						_, err := stores[i%2].PublishTx(ctx, tx, mercure.Update{Topics: []string{topic}, ID: id, Data: "ordered"})

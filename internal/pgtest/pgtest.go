@@ -90,7 +90,10 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := ownedTempDir(t, cred, "pgtest-")
+	dir, err := mkdirOwned("pgtest-", cred)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	s := &Server{t: t, dir: dir, cred: cred}
 	if out, err := s.command("cp", "-a", tmpl, filepath.Join(dir, "data")).CombinedOutput(); err != nil {
@@ -124,18 +127,9 @@ func credential(t testing.TB) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
-// ownedTempDir makes a temporary directory that cred (when not nil) owns.
-func ownedTempDir(t testing.TB, cred *syscall.Credential, pattern string) string {
-	t.Helper()
-	dir, err := mkdirOwned("", pattern, cred)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-func mkdirOwned(parent, pattern string, cred *syscall.Credential) (string, error) {
-	dir, err := os.MkdirTemp(parent, pattern)
+// mkdirOwned makes a temporary directory that cred (when not nil) owns.
+func mkdirOwned(pattern string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
 	if err == nil && cred != nil {
 		if err = os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			os.RemoveAll(dir)
@@ -148,9 +142,11 @@ func mkdirOwned(parent, pattern string, cred *syscall.Credential) (string, error
 // segments keep the copy small: a fresh cluster's pg_wal is one segment.
 var initdbArgs = []string{"-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C", "--wal-segsize=1"}
 
-var templates struct {
+// made is the template's data directory once this process has found or
+// made it.
+var made struct {
 	sync.Mutex
-	dir map[string]string // by key, see template
+	dir string
 }
 
 // template returns the data directory of the template cluster for the
@@ -160,6 +156,11 @@ var templates struct {
 // into place, so that a directory of that name is complete; processes
 // that make it at once each make their own, and the first rename wins.
 func template(cred *syscall.Credential) (string, error) {
+	made.Lock()
+	defer made.Unlock()
+	if made.dir != "" {
+		return made.dir, nil
+	}
 	initdb, postgres := Bin("initdb"), Bin("postgres")
 	fi, err := os.Stat(postgres)
 	if err != nil {
@@ -168,15 +169,10 @@ func template(cred *syscall.Credential) (string, error) {
 	h := fnv.New64a()
 	fmt.Fprintln(h, postgres, fi.Size(), fi.ModTime().UnixNano(), initdbArgs, cred)
 	key := fmt.Sprintf("mercure-pgtest-%x", h.Sum64())
-	templates.Lock()
-	defer templates.Unlock()
-	if d, ok := templates.dir[key]; ok {
-		return d, nil
-	}
 	final := filepath.Join(os.TempDir(), key)
 	data := filepath.Join(final, "data")
 	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, fs.ErrNotExist) {
-		tmp, err := mkdirOwned("", key+".tmp-", cred)
+		tmp, err := mkdirOwned(key+".tmp-", cred)
 		if err != nil {
 			return "", err
 		}
@@ -196,10 +192,7 @@ func template(cred *syscall.Credential) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	if templates.dir == nil {
-		templates.dir = map[string]string{}
-	}
-	templates.dir[key] = data
+	made.dir = data
 	return data, nil
 }
 

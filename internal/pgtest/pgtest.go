@@ -10,7 +10,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -90,7 +89,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := mkdirOwned("pgtest-", cred)
+	dir, err := mkdirOwned("", "pgtest-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +126,10 @@ func credential(t testing.TB) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
-// mkdirOwned makes a temporary directory that cred (when not nil) owns.
-func mkdirOwned(pattern string, cred *syscall.Credential) (string, error) {
-	dir, err := os.MkdirTemp("", pattern)
+// mkdirOwned makes a temporary directory in root ("": the default) that
+// cred (when not nil) owns.
+func mkdirOwned(root, pattern string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp(root, pattern)
 	if err == nil && cred != nil {
 		if err = os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			os.RemoveAll(dir)
@@ -150,50 +150,119 @@ var made struct {
 }
 
 // template returns the data directory of the template cluster for the
-// installed server and cred, making it if need be. Its name holds a hash
-// of the server program (path, size, time) and the initdb arguments: an
-// upgrade or a change here makes a new one. It is made aside and renamed
-// into place, so that a directory of that name is complete; processes
-// that make it at once each make their own, and the first rename wins.
+// installed server and cred (see [makeTemplate]), once per process.
 func template(cred *syscall.Credential) (string, error) {
 	made.Lock()
 	defer made.Unlock()
-	if made.dir != "" {
-		return made.dir, nil
+	if made.dir == "" {
+		dir, err := makeTemplate(os.TempDir(), cred)
+		if err != nil {
+			return "", err
+		}
+		made.dir = dir
 	}
-	initdb, postgres := Bin("initdb"), Bin("postgres")
+	return made.dir, nil
+}
+
+// makeTemplate returns the data directory of the template cluster in
+// root for the installed server and cred, making it if need be. Its name
+// (see [templateName]) changes with the server program and the initdb
+// arguments: an upgrade or a change here makes a new template. It is made
+// aside and renamed into place, so that a directory of that name is
+// complete; processes that make it at once each make their own, and the
+// first rename wins. A template that no longer matches the inventory
+// taken when it was made (a cleaner of the temporary directory removed
+// some of its files) is removed and made again: its copies would not
+// start.
+func makeTemplate(root string, cred *syscall.Credential) (string, error) {
+	key, err := templateName(cred)
+	if err != nil {
+		return "", err
+	}
+	final := filepath.Join(root, key)
+	data := filepath.Join(final, "data")
+	if complete(final) {
+		return data, nil
+	}
+	if _, err := os.Stat(final); err == nil {
+		// Damaged: out of the way at once (another process may be looking
+		// at it too), then removed.
+		gone := filepath.Join(root, fmt.Sprintf("%s.damaged-%d", key, os.Getpid()))
+		if err := os.Rename(final, gone); err == nil {
+			os.RemoveAll(gone)
+		}
+	}
+	tmp, err := mkdirOwned(root, key+".tmp-", cred)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // left when the rename won
+	cmd := exec.Command(Bin("initdb"), append([]string{"-D", filepath.Join(tmp, "data")}, initdbArgs...)...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	inv, err := inventory(filepath.Join(tmp, "data"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "inventory"), []byte(inv), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, final); err != nil && !complete(final) {
+		return "", err // not another process's template: a real failure
+	}
+	return data, nil
+}
+
+// templateName is the name of the template's directory for the installed
+// server and cred: a hash of the server program (path, size, time), the
+// initdb arguments and cred.
+func templateName(cred *syscall.Credential) (string, error) {
+	postgres := Bin("postgres")
 	fi, err := os.Stat(postgres)
 	if err != nil {
 		return "", err
 	}
 	h := fnv.New64a()
 	fmt.Fprintln(h, postgres, fi.Size(), fi.ModTime().UnixNano(), initdbArgs, cred)
-	key := fmt.Sprintf("mercure-pgtest-%x", h.Sum64())
-	final := filepath.Join(os.TempDir(), key)
-	data := filepath.Join(final, "data")
-	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, fs.ErrNotExist) {
-		tmp, err := mkdirOwned(key+".tmp-", cred)
-		if err != nil {
-			return "", err
-		}
-		defer os.RemoveAll(tmp) // left when the rename won
-		cmd := exec.Command(initdb, append([]string{"-D", filepath.Join(tmp, "data")}, initdbArgs...)...)
-		if cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("initdb: %v\n%s", err, out)
-		}
-		if err := os.Rename(tmp, final); err != nil {
-			if _, serr := os.Stat(filepath.Join(data, "PG_VERSION")); serr != nil {
-				return "", err // not another process's template: a real failure
-			}
-		}
-	} else if err != nil {
-		return "", err
+	return fmt.Sprintf("mercure-pgtest-%x", h.Sum64()), nil
+}
+
+// complete reports whether the template in dir holds what its inventory
+// lists.
+func complete(dir string) bool {
+	want, err := os.ReadFile(filepath.Join(dir, "inventory"))
+	if err != nil {
+		return false
 	}
-	made.dir = data
-	return data, nil
+	got, err := inventory(filepath.Join(dir, "data"))
+	return err == nil && got == string(want)
+}
+
+// inventory sums up the tree under dir: how many directories and files,
+// and the files' bytes (a fresh cluster has about a thousand files).
+func inventory(dir string) (string, error) {
+	var dirs, files, size int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs++
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		size += fi.Size()
+		return nil
+	})
+	return fmt.Sprintf("%d directories, %d files, %d bytes\n", dirs, files, size), err
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {

@@ -1,0 +1,115 @@
+package pgtest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mercurekit/mercure/internal/skips"
+)
+
+func TestMain(m *testing.M) { os.Exit(skips.Report("pgtest", m).Run()) }
+
+// The inventory notices a file or a directory gone, or a file cut short.
+func TestComplete(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, body := range map[string]string{"data/PG_VERSION": "17\n", "data/base/1/1259": "pages", "data/pg_wal/summaries/.keep": ""} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if complete(dir) {
+		t.Fatal("complete without an inventory")
+	}
+	inv, err := inventory(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inventory"), []byte(inv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !complete(dir) {
+		t.Fatalf("incomplete as inventoried (%q)", inv)
+	}
+	for _, damage := range []func() error{
+		func() error { return os.Truncate(filepath.Join(dir, "data/base/1/1259"), 2) },
+		func() error { return os.Remove(filepath.Join(dir, "data/pg_wal/summaries/.keep")) },
+		func() error { return os.Remove(filepath.Join(dir, "data/pg_wal/summaries")) },
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		if complete(dir) {
+			inv, _ := inventory(filepath.Join(dir, "data"))
+			t.Fatalf("complete once damaged (%q)", inv)
+		}
+	}
+}
+
+// A template that a cleaner of the temporary directory damaged is made
+// again; a complete one is used as it is.
+func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: initdb costs a second of CPU")
+	}
+	if Bin("initdb") == "" || Bin("postgres") == "" {
+		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
+	}
+	cred := credential(t)
+	root, err := mkdirOwned("", "pgtest-template-", cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	name, err := templateName(cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a cleaner leaves of a template: PG_VERSION (all the previous
+	// check looked at) and the inventory, most files gone.
+	final := filepath.Join(root, name)
+	if err := os.MkdirAll(filepath.Join(final, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"data/PG_VERSION": "17\n", "inventory": "22 directories, 997 files, 23345152 bytes\n"} {
+		if err := os.WriteFile(filepath.Join(final, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	data, err := makeTemplate(root, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data != filepath.Join(final, "data") || !complete(final) {
+		t.Fatalf("made %s again, complete: %v", data, complete(final))
+	}
+	if _, err := os.Stat(filepath.Join(data, "global", "pg_control")); err != nil {
+		t.Fatalf("the template made again is no cluster: %v", err)
+	}
+	before, err := os.Stat(filepath.Join(final, "inventory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeTemplate(root, cred); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(filepath.Join(final, "inventory"))
+	if err != nil || !os.SameFile(before, after) {
+		t.Fatalf("a complete template was made again (%v)", err)
+	}
+	entries, _ := os.ReadDir(root)
+	if len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("%s holds %q, want the template alone", root, names)
+	}
+}

@@ -128,6 +128,9 @@ func TestBudgets_AnonymousPerClient(t *testing.T) {
 // connected. The publisher goes at the healthy readers' pace (never more
 // than a round ahead), as a real one whose readers keep up.
 func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits seconds for the stalled readers to be shed")
+	}
 	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
 		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{
 			MaxBodyBytes: 64 << 10, QueueBytes: 2 << 20, MaxQueuedBytes: 2 << 20, MaxConnections: 1000,

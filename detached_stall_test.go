@@ -134,6 +134,9 @@ func testStalledClients(t *testing.T, th *testHub) {
 // Stalled streams are cut once their writes have made no progress for
 // the write timeout, without an overflow; a healthy one goes on.
 func TestDetached_StalledClientsAreCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fills stalled sockets with megabytes until they are cut")
+	}
 	th := newDetachedHub(t, mercure.WithWriteTimeout(300*time.Millisecond), mercure.WithKeepAlive(time.Hour), bigLimits)
 	stalled := stalledStreams(t, th, "match=x", stalledCount)
 	healthy := dialStream(t, th, "match=x")

@@ -372,6 +372,9 @@ func TestGapDuringShutdown(t *testing.T) {
 // retrying the same read forever.
 func TestLargeBacklogOnSlowLink(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: replays megabytes through a throttled link")
+	}
 	admin, key := client(t)
 	p := newProxy(t, admin.Options().Addr)
 	p.rate = 20 << 20 // 20 MiB/s
@@ -418,6 +421,9 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 // large deletion) is not reported as a failing feed.
 func TestBusyRedisIsNotAnOutage(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: keeps a Redis server busy for seconds")
+	}
 	srv := redistest.Start(t, false)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()

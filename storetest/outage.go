@@ -82,8 +82,12 @@ type OutageServer struct {
 //     (see [RunCluster]).
 //
 // The cases run in parallel: start must give each restart case its own
-// server, and the others their own keys on a shared one.
+// server, and the others their own keys on a shared one. With -short
+// they skip: each waits seconds for an outage to be noticed and mended.
 func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageServer) {
+	if testing.Short() {
+		t.Skip("-short: the outage cases wait seconds each")
+	}
 	server := func(t *testing.T, restartable bool) *OutageServer {
 		t.Helper()
 		srv := start(t, restartable)

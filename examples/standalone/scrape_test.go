@@ -26,6 +26,9 @@ import (
 // MERCURE_TEST_PROMETHEUS=1, which makes its absence a failure.
 func TestPrometheusScrapesTheStandalone(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: runs Prometheus for seconds")
+	}
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("MERCURE_TEST_PROMETHEUS") != "" {

@@ -76,10 +76,13 @@ type Server struct {
 // the template, see the package documentation) on a free loopback port;
 // it is killed and removed when the test ends. Like every PostgreSQL test
 // it skips unless MERCURE_TEST_POSTGRES is set, and when initdb is not
-// installed (Debian package postgresql). Run as root, the server runs as
+// installed (Debian package postgresql); with -short too. Run as root, the server runs as
 // the user postgres, which PostgreSQL requires.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: a PostgreSQL server of the test's own costs a second of CPU")
+	}
 	DSN(t)
 	if Bin("initdb") == "" || Bin("postgres") == "" {
 		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})

@@ -36,10 +36,14 @@ type Browser struct {
 	err    error
 }
 
-// Start starts the Chromium if no test did yet. It skips t when there is
-// no Chromium, and fails it when Chromium does not start.
+// Start starts the Chromium if no test did yet. It skips t with -short
+// or when there is no Chromium, and fails it when Chromium does not
+// start.
 func (b *Browser) Start(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: a browser test costs seconds of CPU")
+	}
 	exe := find()
 	if exe == "" {
 		skips.Skip(t, Want)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
+	"github.com/mercurekit/mercure/internal/loopback"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
 
@@ -199,7 +200,7 @@ func TestSubscribe_ResumeAcrossHubRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &restartableHub{t: t, addr: "127.0.0.1:0", store: store}
+	r := &restartableHub{t: t, addr: loopback.Addr(t), store: store} // free again for the restart
 	r.start()
 	defer func() { r.stop() }()
 	ctx := testContext(t, 30*time.Second)

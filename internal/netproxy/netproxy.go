@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mercurekit/mercure/internal/loopback"
 )
 
 // Filters returns, for one new connection, the functions that see each
@@ -30,11 +32,11 @@ type Proxy struct {
 	lost  []*atomic.Bool         // LoseReply's flags, the latest last
 }
 
-// Start returns a proxy to target, listening on a loopback port, with
-// filters if not nil; it is cut and its goroutines waited for when t
-// ends.
+// Start returns a proxy to target, listening on a loopback port (one of
+// [loopback.Port], that Mend can listen on again), with filters if not
+// nil; it is cut and its goroutines waited for when t ends.
 func Start(t testing.TB, target string, filters Filters) *Proxy {
-	p := &Proxy{addr: "127.0.0.1:0", target: target, filters: filters}
+	p := &Proxy{addr: loopback.Addr(t), target: target, filters: filters}
 	p.Mend(t)
 	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
 	return p

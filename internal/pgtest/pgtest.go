@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mercurekit/mercure/internal/loopback"
 	"github.com/mercurekit/mercure/internal/skips"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -101,12 +101,9 @@ func Start(t testing.TB) *Server {
 	if out, err := s.command("cp", "-a", tmpl, filepath.Join(dir, "data")).CombinedOutput(); err != nil {
 		t.Fatalf("copying the template cluster %s: %v\n%s", tmpl, err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	// A port the kernel would not give an outgoing connection: free
+	// again for the restart after a kill.
+	s.Port = loopback.Port(t)
 	s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.Port)
 	s.Start()
 	t.Cleanup(s.Kill)

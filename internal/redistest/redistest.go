@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mercurekit/mercure/internal/loopback"
 	"github.com/mercurekit/mercure/internal/skips"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -57,13 +58,9 @@ func Start(t *testing.T, persist bool) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		skips.Skip(t, skips.Want{What: "redis-server", How: "install it (Debian package redis-server)"})
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{t: t, Addr: addr, dir: t.TempDir(), persist: persist}
+	// A port the kernel would not give an outgoing connection: free
+	// again for the restart after a kill.
+	s := &Server{t: t, Addr: loopback.Addr(t), dir: t.TempDir(), persist: persist}
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s

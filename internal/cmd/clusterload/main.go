@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/loopback"
 	"github.com/mercurekit/mercure/internal/seqcheck"
 )
 
@@ -196,11 +197,12 @@ func waitAll(what string, limit time.Duration, cond func() bool) {
 	}
 }
 
+// freePort returns a loopback port that no outgoing connection can take
+// while the store is down (see package loopback).
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.Free()
 	check(err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // hub is a standalone process.

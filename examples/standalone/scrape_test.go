@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/loopback"
 	"github.com/mercurekit/mercure/internal/skips"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -70,12 +71,7 @@ scrape_configs:
 `, target), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	promLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	promAddr := promLn.Addr().String()
-	promLn.Close() // Prometheus takes the port; a race with another process is unlikely on loopback
+	promAddr := loopback.Addr(t) // free for Prometheus: no outgoing connection takes it meanwhile
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),

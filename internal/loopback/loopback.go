@@ -1,12 +1,13 @@
-// Package loopback picks loopback ports for test servers that stop and
-// start again on the same port: a PostgreSQL or Redis server killed and
-// restarted, a proxy cut and mended, a hub restarted.
+// Package loopback picks loopback ports for test servers that listen on
+// a port picked beforehand: a program told its port (PostgreSQL, Redis,
+// Prometheus), a server killed and restarted, a proxy cut and mended, a
+// hub restarted.
 //
 // A port that the kernel handed out for port 0 is from its ephemeral
 // range, the range it also takes the local ports of outgoing connections
-// from: once the server releases it, any connection of the machine (a
-// test suite makes thousands) may take it, and the restart fails with
-// "address already in use". The ports of this package are below that
+// from: once released, any connection of the machine (a test suite makes
+// thousands) may take it before the server listens, which then fails
+// with "address already in use". The ports of this package are below that
 // range, where no outgoing connection is given a port.
 package loopback
 
@@ -22,8 +23,8 @@ import (
 const lowest = 10000
 
 // Port returns a free loopback port (127.0.0.1) below the kernel's
-// ephemeral range, for a server that stops and starts on it again; it
-// fails t when it finds none.
+// ephemeral range, for a server to listen on later, and again after a
+// restart; it fails t when it finds none.
 func Port(t testing.TB) int {
 	t.Helper()
 	p, err := Free()

@@ -75,18 +75,16 @@ type Server struct {
 // Start starts a cluster of its own in a temporary directory (a copy of
 // the template, see the package documentation) on a free loopback port;
 // it is killed and removed when the test ends. Like every PostgreSQL test
-// it skips unless MERCURE_TEST_POSTGRES is set, and when initdb is not
-// installed (Debian package postgresql); with -short too. Run as root, the server runs as
-// the user postgres, which PostgreSQL requires.
+// it skips unless MERCURE_TEST_POSTGRES is set; it also skips with -short,
+// and when initdb is not installed (Debian package postgresql). Run as
+// root, the server runs as the user postgres, which PostgreSQL requires.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: a PostgreSQL server of the test's own costs a second of CPU")
 	}
 	DSN(t)
-	if Bin("initdb") == "" || Bin("postgres") == "" {
-		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
-	}
+	needPrograms(t)
 	cred := credential(t)
 	tmpl, err := template(cred)
 	if err != nil {
@@ -108,6 +106,15 @@ func Start(t testing.TB) *Server {
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
+}
+
+// needPrograms skips t, counting the skip for [skips.Report], unless
+// PostgreSQL's initdb and postgres are installed.
+func needPrograms(t testing.TB) {
+	t.Helper()
+	if Bin("initdb") == "" || Bin("postgres") == "" {
+		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
+	}
 }
 
 // credential returns whom the server runs as: nil (the caller) unless

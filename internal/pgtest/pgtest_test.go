@@ -58,9 +58,7 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: initdb costs a second of CPU")
 	}
-	if Bin("initdb") == "" || Bin("postgres") == "" {
-		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
-	}
+	needPrograms(t)
 	cred := credential(t)
 	root, err := mkdirOwned("", "pgtest-template-", cred)
 	if err != nil {

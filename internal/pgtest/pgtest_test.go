@@ -1,9 +1,15 @@
 package pgtest
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/mercurekit/mercure/internal/skips"
 )
@@ -60,7 +66,7 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 	}
 	needPrograms(t)
 	cred := credential(t)
-	root, err := mkdirOwned("", "pgtest-template-", cred)
+	root, err := mkdirOwned(Scratch(), "pgtest-template-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,5 +115,80 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Fatalf("%s holds %q, want the template alone", root, names)
+	}
+}
+
+// Clusters go to memory where it has room, to the temporary directory
+// elsewhere (a container's 64 MiB /dev/shm, another system).
+func TestScratch(t *testing.T) {
+	t.Parallel()
+	if _, ok := freeBytes(filepath.Join(t.TempDir(), "absent")); ok {
+		t.Fatal("room found in a directory that does not exist")
+	}
+	if free, ok := freeBytes(t.TempDir()); !ok || free == 0 {
+		t.Fatalf("the temporary directory's file system: %d bytes free, %v", free, ok)
+	}
+	want := os.TempDir()
+	if free, ok := freeBytes(memoryDir); ok && free >= scratchRoom {
+		want = memoryDir
+	}
+	if got := Scratch(); got != want {
+		t.Fatalf("Scratch() = %s, want %s", got, want)
+	}
+	if runtime.GOOS == "linux" && want != memoryDir {
+		free, _ := freeBytes(memoryDir)
+		t.Logf("%s has %d MiB free, less than %d MiB: clusters go to %s", memoryDir, free>>20, scratchRoom>>20, want)
+	}
+}
+
+// The clusters of test processes that ended without their cleanups are
+// removed; those of running tests stay, whatever their age.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	now := time.Now()
+	old := now.Add(-2 * staleAfter)
+	cluster := func(name string, mtime time.Time, pid string) string {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if pid != "" {
+			if err := os.WriteFile(filepath.Join(dir, "data", "postmaster.pid"), []byte(pid+"\n/some/data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(dir, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	// A process that has ended: its PID is free (until reused, which
+	// takes the whole PID space).
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone := []string{
+		cluster("pgtest-killed", old, ""),
+		cluster("pgtest-dead-server", old, strconv.Itoa(ended.Process.Pid)),
+		cluster("pgtest-garbled-pid", old, "not a pid"),
+	}
+	kept := []string{
+		cluster("pgtest-running", old, strconv.Itoa(os.Getpid())),
+		cluster("pgtest-young", now.Add(-staleAfter/2), ""),
+		cluster("mercure-pgtest-0123", old, ""), // a template
+		cluster("other", old, ""),
+	}
+	sweep(root, now)
+	for _, dir := range gone {
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s not removed (%v)", dir, err)
+		}
+	}
+	for _, dir := range kept {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s removed: %v", dir, err)
+		}
 	}
 }

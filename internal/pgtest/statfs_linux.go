@@ -1,0 +1,16 @@
+package pgtest
+
+import "syscall"
+
+// freeBytes returns the bytes free on the file system of dir, and whether
+// dir is a directory that this process can write in.
+func freeBytes(dir string) (uint64, bool) {
+	if syscall.Access(dir, 2 /* W_OK */) != nil {
+		return 0, false
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return st.Bavail * uint64(st.Bsize), true
+}

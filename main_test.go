@@ -13,6 +13,6 @@ import (
 // parallel tests at once: the longest ones wait (for a stall grace, for
 // 2 000 stalled sockets to be shed) far more than they compute.
 func TestMain(m *testing.M) {
-	testwait.Parallel(4)
+	testwait.Parallel(16)
 	goleak.VerifyTestMain(m)
 }

@@ -131,7 +131,10 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: waits seconds for the stalled readers to be shed")
 	}
-	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
+	// Not beside the parallel tests (a healthy reader descheduled for the
+	// 2 s stall grace would be shed), but the two modes side by side:
+	// each spends its time waiting for the grace.
+	streamModesParallel(t, func(t *testing.T, opts ...mercure.Option) {
 		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{
 			MaxBodyBytes: 64 << 10, QueueBytes: 2 << 20, MaxQueuedBytes: 2 << 20, MaxConnections: 1000,
 		}), mercure.WithWriteTimeout(8*time.Second))...) // stalled: no progress for 2 s

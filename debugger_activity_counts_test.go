@@ -19,6 +19,7 @@ import (
 // counters (issue 25 item 1): streams open, publishes, deliveries, queue
 // overflows, replays, and refusals by reason, here a bad signature.
 func TestDebugger_ActivityFigures(t *testing.T) {
+	t.Parallel() // a second waiting for the sampler: beside the other tests
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithAnonymousSubscribers(),
 		mercure.WithLogger(nil),
 		mercure.WithLimits(mercure.Limits{QueueEvents: 2}), mercure.WithWriteTimeout(time.Hour), mercure.WithKeepAlive(time.Hour))

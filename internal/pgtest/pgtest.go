@@ -3,10 +3,10 @@
 // by MERCURE_TEST_POSTGRES.
 //
 // A cluster is a copy of a template that initdb makes once for the
-// installed server and keeps in the temporary directory for later runs
-// (mercure-pgtest-*), as Go keeps its build cache: an initdb costs a
-// second of CPU, a copy a tenth of that. Both live in memory (/dev/shm)
-// where there is room: see [Scratch].
+// installed server and keeps for later runs (mercure-pgtest-*), as Go
+// keeps its build cache: an initdb costs a second of CPU, a copy a tenth
+// of that. Both live in memory (/dev/shm) where there is room, else in
+// the temporary directory: see scratch.
 package pgtest
 
 import (
@@ -93,7 +93,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := mkdirOwned(Scratch(), "pgtest-", cred)
+	dir, err := mkdirOwned(scratch(), "pgtest-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,23 +112,23 @@ func Start(t testing.TB) *Server {
 }
 
 // memoryDir is the memory file system that clusters go to, where there
-// is room (see Scratch).
+// is room (see scratch).
 const memoryDir = "/dev/shm"
 
-// scratchRoom is the room that Scratch wants free on memoryDir: many
+// scratchRoom is the room that scratch wants free on memoryDir: many
 // clusters at once (~30 MB each), and PostgreSQL's own dynamic shared
 // memory, which takes its segments from the same place. A container's
 // default /dev/shm (64 MiB) is too small.
 const scratchRoom = 2 << 30
 
-// Scratch returns the directory that clusters and their template go to:
+// scratch returns the directory that clusters and their template go to:
 // memoryDir when it is a directory with scratchRoom free, else the
 // temporary directory. A test cluster is scratch that must not outlive
 // its test, and on a disk each one costs its files' creation: copying the
 // template into a directory where the tests just removed the previous
 // copies took a quarter of the CPU time of the PostgreSQL store's tests
 // on ext4 (the allocator scans the inodes recently freed).
-func Scratch() string {
+func scratch() string {
 	if free, ok := freeBytes(memoryDir); ok && free >= scratchRoom {
 		return memoryDir
 	}
@@ -189,8 +189,9 @@ func template(cred *syscall.Credential) (string, error) {
 	made.Lock()
 	defer made.Unlock()
 	if made.dir == "" {
-		sweep(Scratch(), time.Now())
-		dir, err := makeTemplate(Scratch(), cred)
+		root := scratch()
+		sweep(root, time.Now())
+		dir, err := makeTemplate(root, cred)
 		if err != nil {
 			return "", err
 		}

@@ -66,7 +66,7 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 	}
 	needPrograms(t)
 	cred := credential(t)
-	root, err := mkdirOwned(Scratch(), "pgtest-template-", cred)
+	root, err := mkdirOwned(scratch(), "pgtest-template-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +132,8 @@ func TestScratch(t *testing.T) {
 	if free, ok := freeBytes(memoryDir); ok && free >= scratchRoom {
 		want = memoryDir
 	}
-	if got := Scratch(); got != want {
-		t.Fatalf("Scratch() = %s, want %s", got, want)
+	if got := scratch(); got != want {
+		t.Fatalf("scratch() = %s, want %s", got, want)
 	}
 	if runtime.GOOS == "linux" && want != memoryDir {
 		free, _ := freeBytes(memoryDir)

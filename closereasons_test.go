@@ -14,11 +14,13 @@ import (
 // reader that never reads is cut by the write timeout and counted as
 // write_error; a reader that hangs up is counted as client_gone.
 func TestCloseReasons_WriteTimeoutIsNotClientGone(t *testing.T) {
+	t.Parallel()
 	for name, engine := range map[string]mercure.Option{
 		"detached":  mercure.WithDetachedStreams(),
 		"goroutine": mercure.WithGoroutineStreams(),
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			th := newTestHub(t, engine, mercure.WithWriteTimeout(200*time.Millisecond),
 				mercure.WithKeepAlive(time.Hour), bigLimits)
 			stalledStreams(t, th, "match=x", 1) // never read, small receive buffer

@@ -45,6 +45,9 @@ func stalledStreamsOver(t *testing.T, th *testHub, query string, n int, tlsConf 
 		}
 		return err
 	}}
+	// Every request is sent before the first response is read: the hub
+	// answers them side by side, and a busy machine does not make the
+	// test wait for n round trips one after the other.
 	streams := make([]*rawStream, n)
 	for i := range streams {
 		conn, err := dialer.Dial("tcp", th.srv.Listener.Addr().String())
@@ -55,8 +58,12 @@ func stalledStreamsOver(t *testing.T, th *testHub, query string, n int, tlsConf 
 			conn = tls.Client(conn, tlsConf)
 		}
 		t.Cleanup(func() { conn.Close() })
-		rs := &rawStream{conn: conn, br: bufio.NewReaderSize(conn, 512)}
-		fmt.Fprintf(conn, "GET %s?%s HTTP/1.1\r\nHost: example.com\r\n\r\n", th.Path(), query)
+		streams[i] = &rawStream{conn: conn, br: bufio.NewReaderSize(conn, 512)}
+		if _, err := fmt.Fprintf(conn, "GET %s?%s HTTP/1.1\r\nHost: example.com\r\n\r\n", th.Path(), query); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rs := range streams {
 		res, err := http.ReadResponse(rs.br, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +71,6 @@ func stalledStreamsOver(t *testing.T, th *testHub, query string, n int, tlsConf 
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", res.StatusCode)
 		}
-		streams[i] = rs
 	}
 	return streams
 }
@@ -81,8 +87,10 @@ var bigLimits = mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueByt
 // subscriber still gets every update while their writes are stuck, long
 // before their write timeout would free a writer.
 func TestDetached_StalledClientsCostOnlyTheirStreams(t *testing.T) {
+	t.Parallel()
 	for _, poller := range []bool{true, false} {
 		t.Run(fmt.Sprint("poller=", poller), func(t *testing.T) {
+			t.Parallel()
 			opts := []mercure.Option{mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits}
 			if !poller {
 				opts = append(opts, mercure.WithoutPoller()) // unfinished writes are retried on a timer
@@ -132,12 +140,15 @@ func testStalledClients(t *testing.T, th *testHub) {
 }
 
 // Stalled streams are cut once their writes have made no progress for
-// the write timeout, without an overflow; a healthy one goes on.
+// the write timeout, without an overflow; a healthy one goes on. The
+// timeout is 5 s: beside the parallel tests, the healthy reader can be
+// descheduled for a while.
 func TestDetached_StalledClientsAreCut(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: fills stalled sockets with megabytes until they are cut")
+		t.Skip("-short: waits 5 s for the stalled sockets to be cut")
 	}
-	th := newDetachedHub(t, mercure.WithWriteTimeout(300*time.Millisecond), mercure.WithKeepAlive(time.Hour), bigLimits)
+	t.Parallel()
+	th := newDetachedHub(t, mercure.WithWriteTimeout(5*time.Second), mercure.WithKeepAlive(time.Hour), bigLimits)
 	stalled := stalledStreams(t, th, "match=x", stalledCount)
 	healthy := dialStream(t, th, "match=x")
 	var reading sync.WaitGroup
@@ -148,8 +159,11 @@ func TestDetached_StalledClientsAreCut(t *testing.T) {
 	})
 	defer healthy.conn.Close()
 	publishUntilCut(t, th, "x", strings.Repeat("y", 256<<10), 1)
-	if st := th.Stats(); st.Overflows != 0 {
-		t.Fatalf("stats %+v, want no overflow", st)
+	if st := th.Stats(); st.Overflows != 0 || st.Streams != 1 {
+		t.Fatalf("stats %+v, want the healthy stream open and no overflow", st)
+	}
+	if got := th.Metrics().StreamsClosed[mercure.CloseWriteError]; got != uint64(len(stalled)) {
+		t.Fatalf("%d streams closed for a write error, want the %d stalled ones", got, len(stalled))
 	}
 	// Each stalled connection was closed: read to its end.
 	cut := 0
@@ -171,6 +185,7 @@ func TestDetached_StalledClientsAreCut(t *testing.T) {
 // clients cost only their streams too: each stuck write holds a goroutine
 // of its own, not a writer.
 func TestDetached_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
+	t.Parallel()
 	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDetachedStreams(),
 		mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits)
 	if err != nil {

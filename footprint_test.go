@@ -38,6 +38,7 @@ var forbiddenModules = []string{
 // checkout as the module: its go.mod, go.sum and module graph after go
 // mod tidy hold no forbidden module and stay within the limits.
 func TestFootprint(t *testing.T) {
+	t.Parallel()
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

@@ -307,10 +307,16 @@ func streamModes(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
 }
 
 // streamModesParallel is streamModes with the two modes side by side, for
-// tests that spend their time waiting (a stall grace, a timeout).
+// tests that spend their time waiting (a stall grace, a timeout). The
+// subtests run at once, on t's own slot among the parallel tests: as
+// parallel subtests, they would wait for a slot behind every parallel
+// test of the package that has not started yet, and the package's run
+// would end that much later.
 func streamModesParallel(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
-	t.Run("goroutine", func(t *testing.T) { t.Parallel(); f(t, mercure.WithGoroutineStreams()) })
-	t.Run("detached", func(t *testing.T) { t.Parallel(); f(t, mercure.WithDetachedStreams()) })
+	var wg sync.WaitGroup
+	wg.Go(func() { t.Run("goroutine", func(t *testing.T) { f(t, mercure.WithGoroutineStreams()) }) })
+	wg.Go(func() { t.Run("detached", func(t *testing.T) { f(t, mercure.WithDetachedStreams()) }) })
+	wg.Wait()
 }
 
 // endsCleanly waits for the end of s, which must be clean: the hub ended it.

@@ -24,14 +24,14 @@ func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store 
 }
 
 func TestSuite(t *testing.T) {
-	// Not parallel: the suite measures the live heap (see storetest.Run).
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"))
 	})
 }
 
 func TestSuiteWithRetention(t *testing.T) {
-	// Not parallel: the suite measures the live heap (see storetest.Run).
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		return open(t, filepath.Join(t.TempDir(), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
 	})
@@ -314,6 +314,7 @@ func TestClosed(t *testing.T) {
 // TestCluster runs the hub-level contract with three hubs on one file:
 // a file is opened once per process, so each hub gets the same handle.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "hub.db"))
 	storetest.RunCluster(t, func(*testing.T) mercure.Store { return s })
 }

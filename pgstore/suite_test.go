@@ -16,7 +16,7 @@ import (
 var suiteTimeout = pgstore.WithTimeout(time.Minute)
 
 func TestSuite(t *testing.T) {
-	// Not parallel: the suite measures the live heap (see storetest.Run).
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		pool, prefix := db(t)
 		return open(t, pool, prefix, suiteTimeout)

@@ -73,7 +73,7 @@ func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstor
 var suiteTimeout = redisstore.WithTimeout(time.Minute)
 
 func TestSuite(t *testing.T) {
-	// Not parallel: the suite measures the live heap (see storetest.Run).
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout) // no limit
@@ -83,7 +83,7 @@ func TestSuite(t *testing.T) {
 // TestSuiteWithMaxLen runs the suite with the default retention,
 // DefaultMaxLen: a store must have a bound unless told otherwise.
 func TestSuiteWithMaxLen(t *testing.T) {
-	// Not parallel: the suite measures the live heap (see storetest.Run).
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) mercure.Store {
 		rdb, key := client(t)
 		s := open(t, rdb, key, suiteTimeout)

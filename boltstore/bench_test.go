@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/storetest"
 )
 
 func BenchmarkAppend(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
-		s := open(b, filepath.Join(b.TempDir(), "hub.db"))
+		s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
 		defer s.Close()
 		b.ReportAllocs()
 		i := 0
@@ -25,7 +26,7 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		s := open(b, filepath.Join(b.TempDir(), "hub.db"))
+		s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
 		defer s.Close()
 		b.ReportAllocs()
 		b.SetParallelism(16)
@@ -45,7 +46,7 @@ func BenchmarkAppend(b *testing.B) {
 // event history: the cost must not grow with the history.
 func BenchmarkReplayRecentCursor(b *testing.B) {
 	const n = 100000
-	s := open(b, filepath.Join(b.TempDir(), "hub.db"))
+	s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
 	defer s.Close()
 	fill(b, s, n)
 	bl, err := s.Replay(context.Background(), mercure.Earliest)

@@ -3,13 +3,15 @@ package boltstore
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/mercurekit/mercure/internal/scratch"
 )
 
 // A store opened without options keeps a bounded history: any client may
 // ask to replay all of it.
 func TestDefaultRetentionIsBounded(t *testing.T) {
 	t.Parallel()
-	s, err := Open(filepath.Join(t.TempDir(), "hub.db"))
+	s, err := Open(filepath.Join(scratch.TempDir(t), "hub.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

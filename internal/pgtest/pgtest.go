@@ -6,7 +6,7 @@
 // installed server and keeps for later runs (mercure-pgtest-*), as Go
 // keeps its build cache: an initdb costs a second of CPU, a copy a tenth
 // of that. Both live in memory (/dev/shm) where there is room, else in
-// the temporary directory: see scratch.
+// the temporary directory: see package scratch.
 package pgtest
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mercurekit/mercure/internal/loopback"
+	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/internal/skips"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -93,7 +94,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := mkdirOwned(scratch(), "pgtest-", cred)
+	dir, err := mkdirOwned(scratch.Dir(), "pgtest-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,30 +110,6 @@ func Start(t testing.TB) *Server {
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
-}
-
-// memoryDir is the memory file system that clusters go to, where there
-// is room (see scratch).
-const memoryDir = "/dev/shm"
-
-// scratchRoom is the room that scratch wants free on memoryDir: many
-// clusters at once (~30 MB each), and PostgreSQL's own dynamic shared
-// memory, which takes its segments from the same place. A container's
-// default /dev/shm (64 MiB) is too small.
-const scratchRoom = 2 << 30
-
-// scratch returns the directory that clusters and their template go to:
-// memoryDir when it is a directory with scratchRoom free, else the
-// temporary directory. A test cluster is scratch that must not outlive
-// its test, and on a disk each one costs its files' creation: copying the
-// template into a directory where the tests just removed the previous
-// copies took a quarter of the CPU time of the PostgreSQL store's tests
-// on ext4 (the allocator scans the inodes recently freed).
-func scratch() string {
-	if free, ok := freeBytes(memoryDir); ok && free >= scratchRoom {
-		return memoryDir
-	}
-	return os.TempDir()
 }
 
 // needPrograms skips t, counting the skip for [skips.Report], unless
@@ -189,7 +166,7 @@ func template(cred *syscall.Credential) (string, error) {
 	made.Lock()
 	defer made.Unlock()
 	if made.dir == "" {
-		root := scratch()
+		root := scratch.Dir()
 		sweep(root, time.Now())
 		dir, err := makeTemplate(root, cred)
 		if err != nil {

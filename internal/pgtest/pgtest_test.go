@@ -6,11 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/internal/skips"
 )
 
@@ -66,7 +66,7 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 	}
 	needPrograms(t)
 	cred := credential(t)
-	root, err := mkdirOwned(scratch(), "pgtest-template-", cred)
+	root, err := mkdirOwned(scratch.Dir(), "pgtest-template-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,29 +115,6 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Fatalf("%s holds %q, want the template alone", root, names)
-	}
-}
-
-// Clusters go to memory where it has room, to the temporary directory
-// elsewhere (a container's 64 MiB /dev/shm, another system).
-func TestScratch(t *testing.T) {
-	t.Parallel()
-	if _, ok := freeBytes(filepath.Join(t.TempDir(), "absent")); ok {
-		t.Fatal("room found in a directory that does not exist")
-	}
-	if free, ok := freeBytes(t.TempDir()); !ok || free == 0 {
-		t.Fatalf("the temporary directory's file system: %d bytes free, %v", free, ok)
-	}
-	want := os.TempDir()
-	if free, ok := freeBytes(memoryDir); ok && free >= scratchRoom {
-		want = memoryDir
-	}
-	if got := scratch(); got != want {
-		t.Fatalf("scratch() = %s, want %s", got, want)
-	}
-	if runtime.GOOS == "linux" && want != memoryDir {
-		free, _ := freeBytes(memoryDir)
-		t.Logf("%s has %d MiB free, less than %d MiB: clusters go to %s", memoryDir, free>>20, scratchRoom>>20, want)
 	}
 }
 

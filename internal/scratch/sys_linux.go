@@ -1,6 +1,9 @@
-package pgtest
+package scratch
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // freeBytes returns the bytes free on the file system of dir, and whether
 // dir is a directory that this process can write in.
@@ -13,4 +16,11 @@ func freeBytes(dir string) (uint64, bool) {
 		return 0, false
 	}
 	return st.Bavail * uint64(st.Bsize), true
+}
+
+// alive reports whether a process pid runs (or may: one that this
+// process may not signal counts as running).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

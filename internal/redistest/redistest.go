@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mercurekit/mercure/internal/loopback"
+	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/internal/skips"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -48,7 +49,8 @@ type Server struct {
 // Start starts a redis-server on a free loopback port. With persist,
 // it logs every write to an append-only file and fsyncs it before
 // replying (appendfsync always), so that a kill loses no acknowledged
-// write; without, a restart empties it. The server is killed when the test
+// write (to the kernel: its files are scratch, in memory where there is
+// room); without, a restart empties it. The server is killed when the test
 // ends. Like every Redis test, it skips unless MERCURE_TEST_REDIS is set
 // (CI sets it and installs redis-server); it also skips when the
 // redis-server binary is missing.
@@ -60,7 +62,7 @@ func Start(t *testing.T, persist bool) *Server {
 	}
 	// A port the kernel would not give an outgoing connection: free
 	// again for the restart after a kill.
-	s := &Server{t: t, Addr: loopback.Addr(t), dir: t.TempDir(), persist: persist}
+	s := &Server{t: t, Addr: loopback.Addr(t), dir: scratch.TempDir(t), persist: persist}
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s

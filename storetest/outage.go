@@ -104,15 +104,20 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 	// The cases run side by side: what must succeed on a healthy server
 	// is retried (MustAppend, replayIDs), so that a neighbour that runs
 	// out a store's short timeout only delays it; what must fail is
-	// bounded generously (failsFast).
-	runParallel(t, "CrashAndRestart", func(t *testing.T) { testCrash(t, server(t, true)) })
-	runParallel(t, "HubsAcrossARestart", func(t *testing.T) { testHubsRestart(t, server(t, true)) })
-	runParallel(t, "ClusterThroughARestart", func(t *testing.T) { testClusterRestart(t, server(t, true)) })
-	runParallel(t, "ResumeOnAnotherHub", func(t *testing.T) { testResume(t, server(t, false)) })
-	runParallel(t, "Partition", func(t *testing.T) { testPartition(t, server(t, false)) })
-	runParallel(t, "GapAfterRetention", func(t *testing.T) { testGapAfterRetention(t, server(t, false), true) })
-	runParallel(t, "GapFromEmptyHistory", func(t *testing.T) { testGapAfterRetention(t, server(t, false), false) })
-	runParallel(t, "LostReply", func(t *testing.T) { testLostReply(t, server(t, false)) })
+	// bounded generously (failsFast). They start at once, on t's slot
+	// among the package's parallel tests: they spend their time waiting
+	// for outages to be noticed and mended, and as parallel subtests they
+	// would queue behind every parallel test of the package not started.
+	runAtOnce(t, map[string]func(t *testing.T){
+		"CrashAndRestart":        func(t *testing.T) { testCrash(t, server(t, true)) },
+		"HubsAcrossARestart":     func(t *testing.T) { testHubsRestart(t, server(t, true)) },
+		"ClusterThroughARestart": func(t *testing.T) { testClusterRestart(t, server(t, true)) },
+		"ResumeOnAnotherHub":     func(t *testing.T) { testResume(t, server(t, false)) },
+		"Partition":              func(t *testing.T) { testPartition(t, server(t, false)) },
+		"GapAfterRetention":      func(t *testing.T) { testGapAfterRetention(t, server(t, false), true) },
+		"GapFromEmptyHistory":    func(t *testing.T) { testGapAfterRetention(t, server(t, false), false) },
+		"LostReply":              func(t *testing.T) { testLostReply(t, server(t, false)) },
+	})
 }
 
 // journal records what a store's feed passes to a listener: event ids

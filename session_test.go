@@ -306,17 +306,14 @@ func streamModes(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
 	t.Run("detached", func(t *testing.T) { f(t, mercure.WithDetachedStreams()) })
 }
 
-// streamModesParallel is streamModes with the two modes side by side, for
-// tests that spend their time waiting (a stall grace, a timeout). The
-// subtests run at once, on t's own slot among the parallel tests: as
-// parallel subtests, they would wait for a slot behind every parallel
-// test of the package that has not started yet, and the package's run
-// would end that much later.
+// streamModesParallel is streamModes with the two modes side by side and
+// started at once (see testwait.AtOnce), for tests that spend their time
+// waiting (a stall grace, a timeout).
 func streamModesParallel(t *testing.T, f func(t *testing.T, opts ...mercure.Option)) {
-	var wg sync.WaitGroup
-	wg.Go(func() { t.Run("goroutine", func(t *testing.T) { f(t, mercure.WithGoroutineStreams()) }) })
-	wg.Go(func() { t.Run("detached", func(t *testing.T) { f(t, mercure.WithDetachedStreams()) }) })
-	wg.Wait()
+	testwait.AtOnce(t, map[string]func(t *testing.T){
+		"goroutine": func(t *testing.T) { f(t, mercure.WithGoroutineStreams()) },
+		"detached":  func(t *testing.T) { f(t, mercure.WithDetachedStreams()) },
+	})
 }
 
 // endsCleanly waits for the end of s, which must be clean: the hub ended it.

@@ -104,11 +104,10 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 	// The cases run side by side: what must succeed on a healthy server
 	// is retried (MustAppend, replayIDs), so that a neighbour that runs
 	// out a store's short timeout only delays it; what must fail is
-	// bounded generously (failsFast). They start at once, on t's slot
-	// among the package's parallel tests: they spend their time waiting
-	// for outages to be noticed and mended, and as parallel subtests they
-	// would queue behind every parallel test of the package not started.
-	runAtOnce(t, map[string]func(t *testing.T){
+	// bounded generously (failsFast). They start at once (see
+	// testwait.AtOnce): they spend their time waiting for outages to be
+	// noticed and mended.
+	testwait.AtOnce(t, map[string]func(t *testing.T){
 		"CrashAndRestart":        func(t *testing.T) { testCrash(t, server(t, true)) },
 		"HubsAcrossARestart":     func(t *testing.T) { testHubsRestart(t, server(t, true)) },
 		"ClusterThroughARestart": func(t *testing.T) { testClusterRestart(t, server(t, true)) },

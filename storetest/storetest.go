@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -81,19 +80,6 @@ func runParallel(t *testing.T, name string, f func(t *testing.T)) {
 		t.Parallel()
 		f(t)
 	})
-}
-
-// runAtOnce runs each of cases as t's subtest of its name, all at once,
-// and returns when they have ended: in parallel with each other, but not
-// as parallel subtests, which wait for t to return and then for a slot
-// among the package's parallel tests.
-func runAtOnce(t *testing.T, cases map[string]func(t *testing.T)) {
-	t.Helper()
-	var wg sync.WaitGroup
-	for _, name := range slices.Sorted(maps.Keys(cases)) {
-		wg.Go(func() { t.Run(name, cases[name]) })
-	}
-	wg.Wait()
 }
 
 // closing returns s, closed when t ends if it is an io.Closer.

@@ -11,7 +11,10 @@ package testwait
 
 import (
 	"flag"
+	"maps"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -60,4 +63,20 @@ func Parallel(n int) {
 	if !explicit {
 		flag.Set("test.parallel", strconv.Itoa(n))
 	}
+}
+
+// AtOnce runs each of cases as t's subtest of its name, all at once, and
+// returns when they have ended: side by side, but on t's own slot among
+// the package's parallel tests. As parallel subtests they would wait for
+// t to return and then queue for a slot behind every parallel test of
+// the package not started yet; for subtests that spend their time
+// waiting (a stall grace, an outage mended), the package's run would end
+// that much later.
+func AtOnce(t *testing.T, cases map[string]func(t *testing.T)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, name := range slices.Sorted(maps.Keys(cases)) {
+		wg.Go(func() { t.Run(name, cases[name]) })
+	}
+	wg.Wait()
 }

@@ -32,3 +32,20 @@ func TestWithin_GivesUpAtItsDeadline(t *testing.T) {
 		t.Fatalf("the condition was checked %d times, want it polled", calls)
 	}
 }
+
+// The subtests of AtOnce run side by side, before their parent test
+// returns: each waits for the other to have started.
+func TestAtOnce(t *testing.T) {
+	t.Parallel()
+	started := make(chan string, 2)
+	both := func(t *testing.T) {
+		started <- t.Name()
+		if !testwait.Within(testwait.Deadline, func() bool { return len(started) == 2 }) {
+			t.Fatal("the other subtest did not start beside this one")
+		}
+	}
+	testwait.AtOnce(t, map[string]func(t *testing.T){"a": both, "b": both})
+	if len(started) != 2 {
+		t.Fatalf("%d subtests ran before AtOnce returned, want 2", len(started))
+	}
+}

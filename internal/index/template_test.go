@@ -3,7 +3,6 @@ package index
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -136,7 +135,6 @@ func TestTemplateCostBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures the heap of thousands of templates")
 	}
-	const maxPerUnit = 64 // bytes, as TestCostBounds
 	shapes := map[string]func(i int) string{
 		"per-user":       func(i int) string { return fmt.Sprintf("https://example.com/users/%d/{id}", i) },
 		"per-user query": func(i int) string { return fmt.Sprintf("https://example.com/users/%d/{?topic}", i) },
@@ -146,29 +144,8 @@ func TestTemplateCostBounds(t *testing.T) {
 		"long literal":   func(i int) string { return fmt.Sprintf("https://example.com/%d%s/{x}", i, strings.Repeat("x", 200)) },
 	}
 	ix, _ := newIndex(t)
-	for name, shape := range shapes {
-		raws := make([]string, 2000)
-		size := 0
-		for i := range raws {
-			raws[i] = shape(i)
-			size += EstimateTemplateCost(raws[i]).Size
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		pats := make([]*Pattern, len(raws))
-		for i, raw := range raws {
-			pats[i] = mustTemplate(t, raw, ix)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(pats)
-		perUnit := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(size)
-		t.Logf("%-15s %5.1f heap bytes per unit of Cost.Size", name, perUnit)
-		if perUnit > maxPerUnit {
-			t.Errorf("%s: %.1f heap bytes per unit of Cost.Size, over %d", name, perUnit, maxPerUnit)
-		}
-	}
+	checkCostBounds(t, shapes, func(raw string) int { return EstimateTemplateCost(raw).Size },
+		func(raw string) *Pattern { return mustTemplate(t, raw, ix) })
 }
 
 // BenchmarkTemplateTest evaluates a template against a topic of the

@@ -5,10 +5,14 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +84,9 @@ func (s *Server) Start() {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
+	if debugOff() {
+		args = append(args, "--enable-debug-command", "local") // for Busy
+	}
 	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -115,6 +122,31 @@ func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Resume lets a paused server go on (SIGCONT).
 func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Busy keeps the server busy for d, as a slow script or a large deletion
+// would: it answers no client meanwhile, and holds its connections. It
+// returns when the server is done. (DEBUG SLEEP: a script's busy loop
+// would do the same at the cost of a CPU for d.)
+func (s *Server) Busy(d time.Duration) {
+	s.t.Helper()
+	rdb := s.Client()
+	if err := rdb.Do(context.Background(), "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds())).Err(); err != nil {
+		s.t.Fatalf("DEBUG SLEEP: %v", err)
+	}
+}
+
+// debugOff reports whether redis-server disables the DEBUG command by
+// default, so that Start must enable it for Busy: Redis 7 does, and does
+// not know the option that enables it before.
+var debugOff = sync.OnceValue(func() bool {
+	out, err := exec.Command("redis-server", "--version").Output()
+	m := regexp.MustCompile(`v=(\d+)\.`).FindSubmatch(out)
+	if err != nil || m == nil {
+		return true // a version of today
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	return major >= 7
+})
 
 // Restart kills the server and starts it again.
 func (s *Server) Restart() {

@@ -7,11 +7,13 @@
 // holds of a history of large updates (BenchmarkReplayHeldHeap, run with
 // -benchtime 1x). It has no code of its own.
 //
-// Run them with
+// The benchmarks build only with the tag storebench, so that go test work
+// does not link a test binary of every store's driver to run no test (a
+// tenth of the suite's link time). Run them with
 //
 //	MERCURE_TEST_REDIS=localhost:6399 \
 //	MERCURE_TEST_POSTGRES='postgres://postgres@localhost:6432/postgres?sslmode=disable' \
-//	go test -run '^$' -bench . -benchmem ./internal/storebench/
+//	go test -tags storebench -run '^$' -bench . -benchmem ./internal/storebench/
 //
 // Without MERCURE_TEST_REDIS the Redis benchmarks are skipped, without
 // MERCURE_TEST_POSTGRES the PostgreSQL ones; these write only to tables

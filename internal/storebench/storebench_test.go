@@ -1,3 +1,5 @@
+//go:build storebench
+
 package storebench
 
 import (

@@ -132,17 +132,17 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: waits seconds for the stalled readers to be shed")
 	}
-	// The stall grace is 7.5 s, and the test runs in a process of its
+	// The stall grace is 5 s, and the test runs in a process of its
 	// own, as the test of 2 000 stalled readers (see there why), and like
 	// that test it starts first.
 	if !alone.InProcess(t) {
 		return
 	}
-	const writeTimeout = 30 * time.Second
+	const writeTimeout = 20 * time.Second
 	streamModesParallel(t, func(t *testing.T, opts ...mercure.Option) {
 		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{
 			MaxBodyBytes: 64 << 10, QueueBytes: 2 << 20, MaxQueuedBytes: 2 << 20, MaxConnections: 1000,
-		}), mercure.WithWriteTimeout(writeTimeout))...) // stalled: no progress for 7.5 s
+		}), mercure.WithWriteTimeout(writeTimeout))...) // stalled: no progress for 5 s
 		stalled := stalledStreams(t, th, "match=x", 200)
 		const healthy, rounds, perRound = 10, 20, 20
 		got := healthyReaders(t, th, healthy, rounds, perRound, 16<<10)

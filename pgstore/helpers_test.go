@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure/internal/pgtest"
@@ -47,47 +45,18 @@ func db(t testing.TB) (*pgxpool.Pool, string) {
 	pool := newPool(t, pgtest.DSN(t))
 	prefix := fmt.Sprintf("t%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, prefixN.Add(1))
 	t.Cleanup(func() {
-		if err := drop(pool, prefix); err != nil {
+		if err := pgtest.Drop(pool, prefix); err != nil {
 			t.Errorf("dropping %s_*: %v", prefix, err)
 		}
 	})
 	return pool, prefix
 }
 
-// drop drops the tables and functions whose names start with prefix+"_",
-// whichever a version of the store created.
-func drop(pool *pgxpool.Pool, prefix string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := pool.Exec(ctx, strings.ReplaceAll(`DO $$
-DECLARE
-	o text;
-BEGIN
-	FOR o IN SELECT oid::regclass::text FROM pg_class
-		WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND starts_with(relname, 'PFX_')
-	LOOP
-		EXECUTE 'DROP TABLE IF EXISTS ' || o || ' CASCADE';
-	END LOOP;
-	FOR o IN SELECT oid::regprocedure::text FROM pg_proc
-		WHERE pronamespace = current_schema()::regnamespace AND starts_with(proname, 'PFX_')
-	LOOP
-		EXECUTE 'DROP FUNCTION ' || o;
-	END LOOP;
-END
-$$`, "PFX", prefix))
-	return err
-}
-
 // leftovers lists what the database holds of prefix: relations and
 // functions whose names start with prefix+"_".
 func leftovers(t testing.TB, pool *pgxpool.Pool, prefix string) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT relname::text FROM pg_class WHERE starts_with(relname, $1)
-		UNION ALL SELECT proname::text FROM pg_proc WHERE starts_with(proname, $1)`, prefix+"_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := pgtest.Leftovers(pool, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
@@ -127,7 +128,7 @@ func TestCleanupLeavesNothing(t *testing.T) {
 	if got := leftovers(t, pool, prefix); len(got) == 0 {
 		t.Fatal("no table or function found with the prefix: the check finds nothing")
 	}
-	if err := drop(pool, prefix); err != nil {
+	if err := pgtest.Drop(pool, prefix); err != nil {
 		t.Fatal(err)
 	}
 	if got := leftovers(t, pool, prefix); len(got) != 0 {

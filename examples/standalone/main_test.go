@@ -345,31 +345,11 @@ func TestStandalone_PostgresStore(t *testing.T) {
 			return
 		}
 		defer pool.Close()
-		// Whatever tables and functions a version of pgstore created
-		// under the prefix.
-		_, err = pool.Exec(context.Background(), strings.ReplaceAll(`DO $$
-DECLARE
-	o text;
-BEGIN
-	FOR o IN SELECT oid::regclass::text FROM pg_class
-		WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND starts_with(relname, 'PFX_')
-	LOOP
-		EXECUTE 'DROP TABLE IF EXISTS ' || o || ' CASCADE';
-	END LOOP;
-	FOR o IN SELECT oid::regprocedure::text FROM pg_proc
-		WHERE pronamespace = current_schema()::regnamespace AND starts_with(proname, 'PFX_')
-	LOOP
-		EXECUTE 'DROP FUNCTION ' || o;
-	END LOOP;
-END
-$$`, "PFX", prefix))
-		if err != nil {
+		if err := pgtest.Drop(pool, prefix); err != nil {
 			t.Errorf("dropping %s_*: %v", prefix, err)
 		}
-		var left int
-		if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM pg_class WHERE starts_with(relname, $1))
-			+ (SELECT count(*) FROM pg_proc WHERE starts_with(proname, $1))`, prefix+"_").Scan(&left); err != nil || left != 0 {
-			t.Errorf("%d relations and functions of %s_* left behind (%v)", left, prefix, err)
+		if left, err := pgtest.Leftovers(pool, prefix); err != nil || len(left) != 0 {
+			t.Errorf("%q of %s_* left behind (%v)", left, prefix, err)
 		}
 	})
 	u, err := url.Parse(dsn)

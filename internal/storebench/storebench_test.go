@@ -27,6 +27,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/redisstore"
 )
@@ -91,22 +92,7 @@ func pgPool(b *testing.B) (*pgxpool.Pool, string) {
 	}
 	prefix := fmt.Sprintf("bench_%d_%d", os.Getpid(), keyN.Add(1))
 	b.Cleanup(func() {
-		_, err := pool.Exec(context.Background(), strings.ReplaceAll(`DO $$
-DECLARE
-	o text;
-BEGIN
-	FOR o IN SELECT oid::regclass::text FROM pg_class
-		WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND starts_with(relname, 'PFX_')
-	LOOP
-		EXECUTE 'DROP TABLE IF EXISTS ' || o || ' CASCADE';
-	END LOOP;
-	FOR o IN SELECT oid::regprocedure::text FROM pg_proc
-		WHERE pronamespace = current_schema()::regnamespace AND starts_with(proname, 'PFX_')
-	LOOP
-		EXECUTE 'DROP FUNCTION ' || o;
-	END LOOP;
-END
-$$`, "PFX", prefix))
+		err := pgtest.Drop(pool, prefix)
 		if err != nil {
 			b.Errorf("dropping %s_*: %v", prefix, err)
 		}

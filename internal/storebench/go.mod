@@ -6,6 +6,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
 	github.com/mercurekit/mercure/boltstore v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/mercurekit/mercure/pgstore v0.0.0-00010101000000-000000000000
 	github.com/mercurekit/mercure/redisstore v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0

@@ -421,7 +421,32 @@ func TestReadIsASnapshot(t *testing.T) {
 
 // Removing many subscriptions of one list while a read holds it copies
 // the list once, not once per removal: the copy is the index's own.
+//
+// The count is the process's allocations meanwhile, which the runtime
+// can add to at any moment (a collection that finds the regular
+// expressions of earlier tests unreachable starts goroutines to run their
+// cleanups): a few tries, one of which must see a single allocation. A
+// copy per removal would show hundreds in every try.
 func TestRemovalsDuringAReadCopyOnce(t *testing.T) {
+	const tries = 5
+	var fewest uint64
+	for try := range tries {
+		allocs := removalsDuringARead(t)
+		if try == 0 || allocs < fewest {
+			fewest = allocs
+		}
+		if fewest <= 1 {
+			return
+		}
+	}
+	t.Fatalf("%d allocations at fewest in %d tries of 499 removals during one read, want one copy", fewest, tries)
+}
+
+// removalsDuringARead removes 499 of the 500 subscriptions of a topic
+// while a read holds their list, checks what the read and the index then
+// hold, and returns the process's allocations during the removals.
+func removalsDuringARead(t *testing.T) uint64 {
+	t.Helper()
 	ix, _ := newIndex(t)
 	const topic = "https://example.com/books/1"
 	entries := make([]*Entry[int], 500)
@@ -431,19 +456,18 @@ func TestRemovalsDuringAReadCopyOnce(t *testing.T) {
 	read := ix.BeginRead()
 	held := ix.Exact(read, []string{topic}, nil)
 	var before, after runtime.MemStats
+	runtime.GC() // the earlier tests' garbage found before, not during
 	runtime.ReadMemStats(&before)
 	for _, e := range entries[:499] {
 		ix.Remove(e)
 	}
 	runtime.ReadMemStats(&after)
 	ix.EndRead(read)
-	if allocs := after.Mallocs - before.Mallocs; allocs > 1 {
-		t.Fatalf("%v allocations for 499 removals during one read, want one copy", allocs)
-	}
 	if len(held) != 1 || len(held[0]) != 500 {
 		t.Fatalf("the read's list changed: %d lists, %d values", len(held), len(held[0]))
 	}
 	if n, _, _ := ix.Len(); n != 1 {
 		t.Fatalf("%d subscriptions left, want 1", n)
 	}
+	return after.Mallocs - before.Mallocs
 }

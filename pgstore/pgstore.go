@@ -375,10 +375,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 
 // Close stops the feed and withdraws this store's subscriptions from the
 // shared list. It does not close the pool. It returns once the store's
-// goroutines have ended; a query they had under way is cancelled, which
-// pgx does by a request of its own without waiting: the server may run it
-// for a moment more, holding its locks (a DROP of the tables right after
-// Close can meet them, and deadlock).
+// goroutines have ended; a query they had under way is abandoned: pgx,
+// by default, closes its connection at once, and the server goes on with
+// the query, holding its locks, until it next writes to the client (a
+// DROP of the tables right after Close can meet them, and deadlock).
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.presence.mu.Lock() // no writer starts after this

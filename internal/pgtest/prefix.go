@@ -48,10 +48,11 @@ const dropWithin = 10 * time.Second
 // prefix: what a test that used it leaves, once its stores are closed.
 //
 // A closed store's last query may still run on the server for a moment
-// (pgx cancels a query by a request of its own, without waiting), holding
-// locks that the drop then waits for; when the two deadlock, PostgreSQL
-// aborts one of them, the drop at times (SQLSTATE 40P01). Drop tries
-// again then, for 10 s at most.
+// (pgx abandons a cancelled query by closing its connection, and the
+// server finds out when it next writes to it), holding locks that the
+// drop then waits for; when the two deadlock, PostgreSQL aborts one of
+// them, the drop at times (SQLSTATE 40P01). Drop tries again then, for
+// 10 s at most.
 func Drop(db DB, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dropWithin)
 	defer cancel()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -28,7 +30,7 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader.next(t)
-	replay := th.subscribe("match=x", "Last-Event-ID", mercure.Earliest) // one replay
+	replay := th.subscribe("match=x", "Last-Event-ID", store.Earliest) // one replay
 	replay.next(t)
 	stalledStreams(t, th, "match=x", 1) // overflows
 	data := strings.Repeat("y", 64<<10)

@@ -15,7 +15,9 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/memring"
 	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/store"
 )
 
 // blockingWriter is a ResponseWriter whose writes block until a write
@@ -141,14 +143,14 @@ func openStream(t *testing.T, h *Hub, query string) (*flushCounter, func()) {
 
 // heldReplayStore is a store whose replays wait until their context ends.
 type heldReplayStore struct {
-	*MemoryStore
+	*memring.Ring
 	replaying atomic.Int32
 }
 
-func (s *heldReplayStore) Replay(ctx context.Context, id string) (Backlog, error) {
-	b, err := s.MemoryStore.Replay(ctx, id)
+func (s *heldReplayStore) Replay(ctx context.Context, id string) (store.Backlog, error) {
+	b, err := s.Ring.Replay(ctx, id)
 	events := b.Events
-	b.Events = func(yield func(*Event, error) bool) {
+	b.Events = func(yield func(*store.Event, error) bool) {
 		s.replaying.Add(1)
 		defer s.replaying.Add(-1)
 		for e, err := range events {
@@ -169,13 +171,9 @@ func (s *heldReplayStore) Replay(ctx context.Context, id string) (Backlog, error
 func TestReplaySlotsAndTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		ms, err := NewMemoryStore(10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		store := &heldReplayStore{MemoryStore: ms}
+		st := &heldReplayStore{Ring: newRing(10)}
 		timeout := 2 * replayWait // the first replay holds its slot past the second's wait
-		h, err := New("https://example.com/.well-known/mercure", WithStore(store),
+		h, err := New("https://example.com/.well-known/mercure", WithStore(st),
 			WithLimits(Limits{MaxReplays: 1, ReplayTimeout: timeout}))
 		if err != nil {
 			t.Fatal(err)
@@ -187,14 +185,14 @@ func TestReplaySlotsAndTimeout(t *testing.T) {
 			go func() {
 				defer close(done)
 				r := httptest.NewRequest(http.MethodGet, h.Path()+"?match=x", nil)
-				r.Header.Set("Last-Event-ID", Earliest)
+				r.Header.Set("Last-Event-ID", store.Earliest)
 				h.ServeHTTP(w, r)
 			}()
 			return w, done
 		}
 		_, first := replay()
 		synctest.Wait()
-		if n := store.replaying.Load(); n != 1 {
+		if n := st.replaying.Load(); n != 1 {
 			t.Fatalf("%d replays running, want the first", n)
 		}
 		w, second := replay()
@@ -212,7 +210,7 @@ func TestReplaySlotsAndTimeout(t *testing.T) {
 		<-first // ended by ReplayTimeout
 		_, third := replay()
 		synctest.Wait()
-		if n := store.replaying.Load(); n != 1 {
+		if n := st.replaying.Load(); n != 1 {
 			t.Fatalf("%d replays running, want one in the freed slot", n)
 		}
 		<-third

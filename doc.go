@@ -66,25 +66,25 @@
 //
 // # History and reconnection
 //
-// The hub keeps recent updates in a [Store] (by default an in-memory ring of
-// [DefaultHistory] updates, see [WithHistory]). A client that reconnects
+// The hub keeps recent updates in a store (by default in memory, the latest
+// 1 000: package memstore sizes it). A client that reconnects
 // with Last-Event-ID, or subscribes with last_event_id, receives the updates
 // it missed before the live ones, with neither gap nor duplicate.
 //
-// Other stores plug in with [WithStore]: package boltstore keeps history in
+// Stores plug in with [WithStore]: package boltstore keeps history in
 // a file, so that it survives restarts; packages redisstore and pgstore
 // keep it in a Redis stream or in PostgreSQL tables shared by any number
 // of hub instances, which then act as one hub: an update published on any
 // instance reaches the subscribers of all, a client may resume on another
 // instance, and the subscriptions API of each lists the subscribers of all
-// (a [SubscriptionStore]). With pgstore, an application records an update
-// in its own database transaction: subscribers get it if and only if the
-// transaction commits. A store on
-// the network reports outages through [Listener]; [Hub.Stats] shows them
-// and [Hub.Publish] fails with [ErrStore] rather than wait. A publisher
-// that got no answer may send an update with its own id again: every store
-// records it once (see [Store.Append] and [DefaultRetryWindow]). Package
-// storetest holds the behavioural tests every store must pass.
+// (a [store.SubscriptionStore]). With pgstore, an application records an
+// update in its own database transaction: subscribers get it if and only if
+// the transaction commits. A store on the network reports outages to the
+// hub; [Hub.Stats] shows them and [Hub.Publish] fails with [ErrStore] rather
+// than wait. A publisher that got no answer may send an update with its own
+// id again: every store records it once (see [store.Store.Append]). Package
+// store is the contract for store authors, and storetest holds the
+// behavioural tests every store must pass.
 //
 // # Resource limits and slow clients
 //

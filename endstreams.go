@@ -10,11 +10,9 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/mercurekit/mercure/internal/engine"
+	"github.com/mercurekit/mercure/store"
 )
 
 // StreamFilter selects streams by who opened them, for [Hub.EndStreams].
@@ -60,15 +58,7 @@ func (h *Hub) EndStreams(ctx context.Context, f StreamFilter) error {
 	if err != nil {
 		return err
 	}
-	e := &Event{Update: Update{
-		Topics:  []string{h.endStreamsTopic()},
-		Data:    string(data),
-		Private: true,
-		ID:      "urn:uuid:" + uuid.NewString(),
-		Type:    "mercure",
-	}, Time: time.Now()}
-	e.encoded()
-	if err := h.appendEvent(ctx, e); err != nil {
+	if err := h.appendHubEvent(ctx, h.endStreamsTopic(), string(data)); err != nil {
 		return fmt.Errorf("%w: telling the other hubs to end the streams: %w", ErrStore, err)
 	}
 	return nil
@@ -197,7 +187,7 @@ func (h *Hub) endOwned(sel streamSelector, before uint64) {
 // fed records the Seq of an event the store's feed delivered and, for an
 // EndStreams instruction, acts on it: true when e was one, which no
 // stream is to receive.
-func (h *Hub) fed(e *Event) bool {
+func (h *Hub) fed(e *store.Event) bool {
 	h.owners.seq.Store(e.Seq)
 	if e.Type != "mercure" || !h.isEndStreams(e.Private, e.Topics) {
 		return false

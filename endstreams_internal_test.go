@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/store"
 )
 
 // An EndStreams instruction that the feed delivers ends only the streams
@@ -47,9 +48,9 @@ func TestEndStreams_OnlyStreamsBeforeTheInstruction(t *testing.T) {
 	ended := make(chan struct{})
 	go func() { io.Copy(io.Discard, res.Body); close(ended) }()
 
-	instruction := func(seq uint64) *Event {
+	instruction := func(seq uint64) *store.Event {
 		data, _ := json.Marshal(StreamFilter{Subject: "alice"}.selector())
-		return &Event{Update: Update{Topics: []string{h.endStreamsTopic()}, Data: string(data), Private: true, ID: "urn:uuid:x", Type: "mercure"}, Seq: seq}
+		return &store.Event{Topics: []string{h.endStreamsTopic()}, Data: string(data), Private: true, ID: "urn:uuid:x", Type: "mercure", Seq: seq}
 	}
 	var s *subscriber
 	h.owners.mu.Lock()

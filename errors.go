@@ -55,14 +55,6 @@ var (
 	// [Hub.Subscriptions] when the store could not list them.
 	ErrStore = errors.New("mercure: store failed")
 
-	// ErrHistoryGap is wrapped by the error that a [Backlog]'s Events
-	// yields when the store cannot go on contiguously: events it should
-	// have yielded next were dropped from history (by retention, say)
-	// while the replay was under way. A store never skips retained events
-	// silently; the hub ends the stream, and the client resumes from the
-	// last event it received.
-	ErrHistoryGap = errors.New("mercure: history dropped events during the replay")
-
 	// ErrPrivateUnreadable: the update is private, and the hub authorizes
 	// no subscriber (neither [WithIssuer] nor [WithAuthorizer]), so no
 	// stream could ever receive it. The HTTP endpoint answers 400.

@@ -20,7 +20,6 @@ import (
 func ExampleNew() {
 	hub, err := mercure.New(
 		"https://example.com/.well-known/mercure",
-		mercure.WithHistory(10_000),
 		mercure.WithLimits(mercure.Limits{MaxConnectionsPerClient: 32}),
 	)
 	if err != nil {

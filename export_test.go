@@ -1,6 +1,11 @@
 package mercure
 
-import "time"
+import (
+	"time"
+
+	"github.com/mercurekit/mercure/internal/memring"
+	"github.com/mercurekit/mercure/store"
+)
 
 // WithKeyRefreshLimit shortens, for tests, the interval between two
 // on-demand fetches of an authorization server's keys (a minute by
@@ -35,9 +40,16 @@ func WithDetachedStreams() Option {
 }
 
 // WithdrawingSubscriptions counts the ended subscriptions whose end the
-// hub has yet to share with its SubscriptionStore.
+// hub has yet to share with its store.SubscriptionStore.
 func (h *Hub) WithdrawingSubscriptions() int {
 	h.subscriptions.mu.Lock()
 	defer h.subscriptions.mu.Unlock()
 	return len(h.subscriptions.withdrawing)
+}
+
+// newRing returns a memory store of the hub's default kind keeping size
+// events, for the package's internal tests (package memstore imports
+// this one).
+func newRing(size int) *memring.Ring {
+	return memring.New(memring.Config{MaxEvents: size, RetryWindow: store.DefaultRetryWindow})
 }

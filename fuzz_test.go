@@ -22,7 +22,7 @@ func FuzzPublishForm(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithHistory(1))
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), withHistory(f, 1))
 	if err != nil {
 		f.Fatal(err)
 	}

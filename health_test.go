@@ -17,8 +17,8 @@ import (
 // Readiness follows the store's feed and shutdown; liveness only shutdown.
 func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
 	t.Parallel()
-	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
-	h, err := mercure.New(testHubURL, mercure.WithStore(store), mercure.WithLogger(nil))
+	st := &feedStore{Store: newMemoryStore(t, 10)}
+	h, err := mercure.New(testHubURL, mercure.WithStore(st), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +42,12 @@ func TestHealth_ReadyFollowsFeedAndShutdown(t *testing.T) {
 		t.Fatal("not live and ready")
 	}
 	outage := errors.New("redis: connection refused")
-	store.status(outage)
+	st.status(outage)
 	check("feed down", 200, 503, "feed is failing")
 	if err := h.Ready(); !errors.Is(err, outage) {
 		t.Errorf("Ready = %v, want it to wrap %v", err, outage)
 	}
-	store.status(nil)
+	st.status(nil)
 	check("feed back", 200, 200, "ok")
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
@@ -68,17 +68,17 @@ func TestLogger_DefaultAndNil(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(prev)
 
-	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
-	h, err := mercure.New(testHubURL, mercure.WithStore(store), withAuthIssuer(t))
+	st := &feedStore{Store: newMemoryStore(t, 10)}
+	h, err := mercure.New(testHubURL, mercure.WithStore(st), withAuthIssuer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	th := startHubServer(t, h, h)
-	store.status(errors.New("feed outage"))
+	st.status(errors.New("feed outage"))
 	if !strings.Contains(buf.String(), "feed outage") {
 		t.Errorf("the default logger got nothing: %q", buf.String())
 	}
-	store.status(nil)
+	st.status(nil)
 	secret := pubToken(t)
 	req, _ := http.NewRequest(http.MethodPost, th.endpoint(), strings.NewReader("topic=urn%3Ax&data=private-payload"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -89,7 +89,7 @@ func TestLogger_DefaultAndNil(t *testing.T) {
 	}
 
 	buf.Reset()
-	store2 := &feedStore{MemoryStore: newMemoryStore(t, 10)}
+	store2 := &feedStore{Store: newMemoryStore(t, 10)}
 	h2, err := mercure.New(testHubURL, mercure.WithStore(store2), mercure.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/memnet"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -362,14 +364,20 @@ func startHubServer(t testing.TB, h *mercure.Hub, handler http.Handler) *testHub
 	return &testHub{Hub: h, srv: srv, t: t}
 }
 
-// newMemoryStore returns a memory store keeping size events.
-func newMemoryStore(t testing.TB, size int, opts ...mercure.MemoryOption) *mercure.MemoryStore {
+// newMemoryStore returns a memory store keeping size events, whatever
+// their size unless opts say otherwise.
+func newMemoryStore(t testing.TB, size int, opts ...memstore.Option) *memstore.Store {
 	t.Helper()
-	s, err := mercure.NewMemoryStore(size, opts...)
+	s, err := memstore.New(append([]memstore.Option{memstore.WithMaxEvents(size), memstore.WithMaxBytes(0)}, opts...)...)
 	if err != nil {
-		t.Fatalf("NewMemoryStore: %v", err)
+		t.Fatalf("memstore.New: %v", err)
 	}
 	return s
+}
+
+// withHistory is a hub's option for a memory store keeping size events.
+func withHistory(t testing.TB, size int) mercure.Option {
+	return mercure.WithStore(newMemoryStore(t, size))
 }
 
 // ptr returns a pointer to v: new(v) needs Go 1.26, and the module

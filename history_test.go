@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 )
 
@@ -148,7 +151,7 @@ func TestREC9_MercureLastEventIDHeader(t *testing.T) {
 		}
 	})
 	t.Run("dropped cursor", func(t *testing.T) {
-		th := newTestHub(t, mercure.WithHistory(2))
+		th := newTestHub(t, withHistory(t, 2))
 		th.publishIDs(bookTopic, "e1", "e2", "e3")
 		s := th.subscribe(match, "Last-Event-ID", "e1")
 		if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
@@ -159,7 +162,7 @@ func TestREC9_MercureLastEventIDHeader(t *testing.T) {
 		}
 	})
 	t.Run("no history kept", func(t *testing.T) {
-		th := newTestHub(t, mercure.WithHistory(0))
+		th := newTestHub(t, withHistory(t, 0))
 		th.publishIDs(bookTopic, "e1")
 		s := th.subscribe(match, "Last-Event-ID", "e1")
 		if got := s.header("Mercure-Last-Event-ID"); got != "earliest" {
@@ -201,7 +204,7 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 	// Publishing here outruns the streams (more so on a loaded machine):
 	// queues that hold every update keep overflow, which ends a stream on
 	// purpose, out of a test of the seam.
-	th := newTestHub(t, mercure.WithHistory(total), mercure.WithLimits(mercure.Limits{QueueEvents: 2 * total}))
+	th := newTestHub(t, withHistory(t, total), mercure.WithLimits(mercure.Limits{QueueEvents: 2 * total}))
 	match := "match=" + url.QueryEscape(bookTopic)
 
 	var wg sync.WaitGroup
@@ -249,14 +252,19 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 
 // copyingStore hands out fresh copies of its events, as a store that
 // decodes them from a database or the network does.
-type copyingStore struct{ *mercure.MemoryStore }
+type copyingStore struct{ *memstore.Store }
 
-func (c copyingStore) Replay(ctx context.Context, id string) (mercure.Backlog, error) {
-	b, err := c.MemoryStore.Replay(ctx, id)
+func (c copyingStore) Replay(ctx context.Context, id string) (store.Backlog, error) {
+	b, err := c.Store.Replay(ctx, id)
 	events := b.Events
-	b.Events = func(yield func(*mercure.Event, error) bool) {
+	b.Events = func(yield func(*store.Event, error) bool) {
 		for e, err := range events {
-			if !yield(&mercure.Event{Update: e.Update, Seq: e.Seq, Time: e.Time}, err) {
+			var c *store.Event
+			if e != nil {
+				copied := *e
+				c = &copied
+			}
+			if !yield(c, err) {
 				return
 			}
 		}
@@ -280,13 +288,13 @@ func TestREC4_ReplayFromAnotherStore(t *testing.T) {
 // laggingStore delivers events to listeners only when the test says so, as
 // a store shared over the network delivers them after Append returns.
 type laggingStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	release chan struct{} // each receive lets one event through
 }
 
-func (l laggingStore) Listen(ls mercure.Listener) func() {
-	pending := make(chan *mercure.Event, 100)
-	cancel := l.MemoryStore.Listen(mercure.Listener{Event: func(e *mercure.Event) { pending <- e }})
+func (l laggingStore) Listen(ls store.Listener) func() {
+	pending := make(chan *store.Event, 100)
+	cancel := l.Store.Listen(store.Listener{Event: func(e *store.Event) { pending <- e }})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -308,8 +316,8 @@ func (l laggingStore) Listen(ls mercure.Listener) func() {
 // replay covered.
 func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
 	t.Parallel()
-	store := laggingStore{newMemoryStore(t, 100), make(chan struct{})}
-	th := newTestHub(t, mercure.WithStore(store))
+	st := laggingStore{newMemoryStore(t, 100), make(chan struct{})}
+	th := newTestHub(t, mercure.WithStore(st))
 	for _, id := range []string{"e1", "e2"} {
 		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, ID: id}); err != nil {
 			t.Fatal(err)
@@ -322,7 +330,7 @@ func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 { // the feed catches up: e1 and e2 late, then e3
-		store.release <- struct{}{}
+		st.release <- struct{}{}
 	}
 	if got := s.next(t).ID; got != "e3" {
 		t.Fatalf("got %s, want e3: the client already has e1 and e2", got)
@@ -335,7 +343,7 @@ func TestREC4_LaggingFeedRepeatsNothing(t *testing.T) {
 func TestStreamsSeeStoreOrderUnderConcurrentPublishers(t *testing.T) {
 	t.Parallel()
 	const publishers, each = 4, 300
-	th := newTestHub(t, mercure.WithHistory(2*publishers*each), mercure.WithLimits(mercure.Limits{QueueEvents: 4 * publishers * each}))
+	th := newTestHub(t, withHistory(t, 2*publishers*each), mercure.WithLimits(mercure.Limits{QueueEvents: 4 * publishers * each}))
 	match := "match=" + url.QueryEscape(bookTopic)
 	// readAll reads s until the "end" update and returns the ids before it.
 	readAll := func(s *subscription) ([]string, bool) {
@@ -397,7 +405,7 @@ func TestStreamsSeeStoreOrderUnderConcurrentPublishers(t *testing.T) {
 	if !ok || len(order) != publishers*each {
 		t.Fatalf("the first stream got %d updates (complete: %v), want %d", len(order), ok, publishers*each)
 	}
-	replay := th.subscribe(match, "Last-Event-ID", mercure.Earliest)
+	replay := th.subscribe(match, "Last-Event-ID", store.Earliest)
 	defer replay.close()
 	if got, _ := readAll(replay); !slices.Equal(got, order) {
 		t.Fatalf("a replay from the start differs from what the stream got live:\nlive   %v\nreplay %v", order, got)

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 )
 
@@ -29,7 +32,7 @@ import (
 // 1000): a hub without limits takes hours to replay 1 000 events to such
 // streams.
 func BenchmarkHostilePatterns(b *testing.B) {
-	history := mercure.DefaultHistory
+	history := memstore.DefaultMaxEvents
 	if v, err := strconv.Atoi(os.Getenv("MERCURE_PROBE_HISTORY")); err == nil && v > 0 {
 		history = v
 	}
@@ -53,7 +56,7 @@ func BenchmarkHostilePatterns(b *testing.B) {
 				continue
 			}
 			b.Run(shape.name+"/"+scope, func(b *testing.B) {
-				h, err := mercure.New(testHubURL, mercure.WithAnonymousSubscribers(), mercure.WithHistory(history))
+				h, err := mercure.New(testHubURL, mercure.WithAnonymousSubscribers(), withHistory(b, history))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -140,7 +143,7 @@ func openHostile(b *testing.B, th *testHub, pattern func(n, i int) string) (io.C
 				q += "&match_urlpattern=" + urlEscape(pattern(n, i))
 			}
 			start := time.Now()
-			req := th.newRequest(context.Background(), http.MethodGet, q, "", "Last-Event-ID", mercure.Earliest)
+			req := th.newRequest(context.Background(), http.MethodGet, q, "", "Last-Event-ID", store.Earliest)
 			req.Close = true // nothing of a refused attempt outlives it
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {

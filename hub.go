@@ -18,6 +18,7 @@ import (
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
+	"github.com/mercurekit/mercure/store"
 )
 
 // Hub is a Mercure hub. It is an [http.Handler] serving the hub URL:
@@ -42,9 +43,10 @@ type Hub struct {
 	// when there is none.
 	authServers *authServers
 	cors        *cors.Cors // nil without WithCORS
-	store       Store
+	store       store.Store
 	unlisten    func()
-	detachHub   func() // from an OutboxStore; nil for another store
+	detachHub   func() // from a store.OutboxStore; nil for another store
+	appending   appending
 
 	// engine runs the streams: the feed from the store, dispatch, the
 	// queues and the writers.
@@ -120,7 +122,7 @@ type Stats struct {
 	// update being dispatched).
 	QueuedBytes int64
 	// FeedError is why the store's live feed is failing, nil while it
-	// works (see [Listener]). While it fails, the hub's subscribers get
+	// works (see [store.Listener]). While it fails, the hub's subscribers get
 	// no update from any hub; they get the missed ones once it recovers
 	// (or, if history dropped some meanwhile, their streams end and they
 	// resume from history). A health check can take the hub out of a
@@ -172,9 +174,6 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	if err := cfg.limits.check(); err != nil {
 		return nil, err
 	}
-	if cfg.store != nil && cfg.historySet {
-		return nil, fmt.Errorf("%w: WithHistory and WithHistoryBytes size the default store; configure retention on the store given to WithStore", ErrInvalidOption)
-	}
 	if err := cfg.checkPlayground(); err != nil {
 		return nil, err
 	}
@@ -225,21 +224,16 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	}
 	h.subscriptions.active = make(map[*Subscription]struct{})
 	if h.store == nil {
-		ms, err := NewMemoryStore(cfg.history, MemoryMaxBytes(cfg.historyBytes))
-		if err != nil { // WithHistory and WithHistoryBytes checked both
-			h.stop()
-			return nil, err
-		}
-		h.store = ms
+		h.store = defaultStore()
 	}
 	h.unlisten = h.store.Listen(h.listener())
-	start := Earliest
-	if ls, ok := h.store.(LatestStore); ok {
+	start := store.Earliest
+	if ls, ok := h.store.(store.LatestStore); ok {
 		start = ls.LatestID()
 	}
 	h.engine.Begin(start) // unless an event came meanwhile, which is newer
-	if ob, ok := h.store.(OutboxStore); ok {
-		h.detachHub = ob.AttachHub(HubLink{Validate: h.Validate, Published: func() { h.metrics.publishedTx.Add(1) }})
+	if ob, ok := h.store.(store.OutboxStore); ok {
+		h.detachHub = ob.AttachHub(store.HubLink{Validate: h.validateEvent, Published: func() { h.metrics.publishedTx.Add(1) }})
 	}
 	if cfg.debugger {
 		h.debug = h.startDebugger()
@@ -275,27 +269,6 @@ func parseHubURL(hubURL string) (*url.URL, error) {
 // [PatternLimits.MaxSize]): a few megabytes.
 const patternCacheSize = 1 << 16
 
-// listener is what the hub gives the store to Listen with.
-func (h *Hub) listener() Listener {
-	return Listener{
-		Event: func(e *Event) {
-			// The hub advertises it at once (REC-13): it is recorded, so a
-			// replay from it misses nothing. A stream that opens from now
-			// on does not get it live.
-			if h.fed(e) {
-				return // an instruction, for the hub alone
-			}
-			ev := new(engine.Event)
-			e.fill(ev)
-			h.engine.Push(ev)
-		},
-		// Only reported: it needs no order with the events.
-		Status: h.feedStatus,
-		// Ordered with the events: the streams must get those before it.
-		Gap: h.engine.Gap,
-	}
-}
-
 // feedStatus records and logs the state of the store's live feed.
 func (h *Hub) feedStatus(err error) {
 	if err == nil {
@@ -315,8 +288,8 @@ func (h *Hub) URL() string { return h.url }
 // Path returns the path of the hub URL, where the hub is to be mounted.
 func (h *Hub) Path() string { return h.path }
 
-// LastEventID returns the id of the last update dispatched, or [Earliest]
-// when there has been none (spec §Reconnection, State Reconciliation, and
+// LastEventID returns the id of the last update dispatched, or
+// "earliest" ([store.Earliest]) when there has been none (spec §Reconnection, State Reconciliation, and
 // Event Sourcing). Applications put it in the last-event-id attribute of
 // their Link headers so that clients miss nothing between loading a resource
 // and subscribing to its updates.
@@ -324,7 +297,7 @@ func (h *Hub) LastEventID() string {
 	if id := h.engine.Last().ID; id != "" {
 		return id
 	}
-	return Earliest // before New returns
+	return store.Earliest // before New returns
 }
 
 // ServeHTTP serves the hub: GET and QUERY subscribe, POST publishes,

@@ -17,6 +17,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure"
@@ -30,9 +33,7 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		opts []mercure.Option
 	}
 	cases := map[string]options{
-		"negative history":       {testHubURL, []mercure.Option{mercure.WithHistory(-1)}},
 		"nil store":              {testHubURL, []mercure.Option{mercure.WithStore(nil)}},
-		"history with store":     {testHubURL, []mercure.Option{mercure.WithStore(newMemoryStore(t, 1)), mercure.WithHistory(5)}},
 		"negative limit":         {testHubURL, []mercure.Option{mercure.WithLimits(mercure.Limits{MaxTopics: -1})}},
 		"negative body timeout":  {testHubURL, []mercure.Option{mercure.WithLimits(mercure.Limits{BodyTimeout: -time.Second})}},
 		"zero keep-alive":        {testHubURL, []mercure.Option{mercure.WithKeepAlive(0)}},
@@ -381,12 +382,12 @@ func TestShutdown_CutsStuckWriters(t *testing.T) {
 
 // stallingStore's replays yield one event, then wait for their context, as
 // a store behind a slow network would.
-type stallingStore struct{ *mercure.MemoryStore }
+type stallingStore struct{ *memstore.Store }
 
-func (s stallingStore) Replay(ctx context.Context, id string) (mercure.Backlog, error) {
-	b, err := s.MemoryStore.Replay(ctx, id)
+func (s stallingStore) Replay(ctx context.Context, id string) (store.Backlog, error) {
+	b, err := s.Store.Replay(ctx, id)
 	events := b.Events
-	b.Events = func(yield func(*mercure.Event, error) bool) {
+	b.Events = func(yield func(*store.Event, error) bool) {
 		for e, err := range events {
 			if !yield(e, err) {
 				return

@@ -160,7 +160,7 @@ type Metrics struct {
 	// UpdatesPublished counts the updates recorded, by source: "http"
 	// (POST), "go" ([Hub.Publish]) or "tx" (recorded by the store in the
 	// application's transaction, such as pgstore's PublishTx: see
-	// [OutboxStore]; counted when the store records it in the
+	// [store.OutboxStore]; counted when the store records it in the
 	// transaction, whether or not that commits).
 	UpdatesPublished map[string]uint64
 	// UpdatesRefused counts the publications refused, by HTTP status:
@@ -175,7 +175,7 @@ type Metrics struct {
 	// PublishDuration is from an update's acceptance to its recording by
 	// the store; DispatchDuration the fan-out of one update to the
 	// streams' queues; DeliveryDelay from an update's recording
-	// ([Event.Time]) to its write to a stream, sampled: the first event
+	// ([store.Event.Time]) to its write to a stream, sampled: the first event
 	// written to each stream, then one in 64.
 	PublishDuration  Histogram
 	DispatchDuration Histogram

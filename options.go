@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/store"
 )
 
 // An Option configures a [Hub]. Options validate their arguments: a bad
@@ -26,11 +27,6 @@ const DefaultHubPath = "/.well-known/mercure"
 
 // Default values of the options.
 const (
-	// DefaultHistory is the number of updates the default store keeps.
-	DefaultHistory = 1000
-	// DefaultHistoryBytes bounds the memory the default store's history
-	// takes (see [MemoryMaxBytes]).
-	DefaultHistoryBytes = 64 << 20
 	// DefaultKeepAlive is the idle time after which a stream gets a comment.
 	DefaultKeepAlive = 15 * time.Second
 	// DefaultWriteTimeout bounds each write to a subscriber.
@@ -40,10 +36,7 @@ const (
 type config struct {
 	url              *url.URL
 	logger           *slog.Logger
-	store            Store
-	history          int
-	historyBytes     int64
-	historySet       bool
+	store            store.Store
 	limits           Limits
 	keepAlive        time.Duration
 	writeTimeout     time.Duration
@@ -75,8 +68,6 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		logger:           slog.Default(),
-		history:          DefaultHistory,
-		historyBytes:     DefaultHistoryBytes,
 		limits:           defaultLimits,
 		keepAlive:        DefaultKeepAlive,
 		writeTimeout:     DefaultWriteTimeout,
@@ -326,38 +317,14 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithHistory sets how many past updates the default in-memory store keeps
-// for reconnecting subscribers (spec §Reconnection, State Reconciliation,
-// and Event Sourcing); 0 keeps none. The default is [DefaultHistory]. It
-// conflicts with [WithStore], whose store has its own retention.
-func WithHistory(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("%w: negative history size %d", ErrInvalidOption, n)
-		}
-		c.history, c.historySet = n, true
-		return nil
-	}
-}
-
-// WithHistoryBytes bounds the memory that the default in-memory store's
-// history takes, in bytes (see [MemoryMaxBytes]); the default is
-// [DefaultHistoryBytes]. It conflicts with [WithStore].
-func WithHistoryBytes(n int64) Option {
-	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: history bytes %d", ErrInvalidOption, n)
-		}
-		c.historyBytes, c.historySet = n, true
-		return nil
-	}
-}
-
 // WithStore sets the store that keeps history and feeds updates to the hub
-// (and to every other hub sharing it). The caller owns the store: [Hub.Shutdown]
-// stops listening to it but does not close it. By default each hub has its
-// own in-memory store sized by [WithHistory].
-func WithStore(s Store) Option {
+// (and to every other hub sharing it): memstore's with other settings,
+// boltstore's on disk, redisstore's or pgstore's shared by several
+// instances. The caller owns the store: [Hub.Shutdown] stops listening to
+// it but does not close it. By default each hub has its own in-memory
+// store with memstore's defaults (the latest 1 000 updates, 64 MiB at
+// most).
+func WithStore(s store.Store) Option {
 	return func(c *config) error {
 		if s == nil {
 			return fmt.Errorf("%w: nil store", ErrInvalidOption)

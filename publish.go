@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/token"
+	"github.com/mercurekit/mercure/store"
 )
 
 // MaxTopicBytes is the longest topic the hub accepts. Resolving a topic as
@@ -47,7 +47,7 @@ type Update struct {
 	// ID is the SSE id; the hub generates a random urn:uuid: when empty.
 	// Ids are cursors into one hub-wide sequence: keep them unique. An
 	// update sent again with the same id and content is recorded once
-	// (see [Store.Append]): give an update an id to make retries safe.
+	// (see [store.Store.Append]): give an update an id to make retries safe.
 	ID string
 	// Type is the SSE event type; empty means the default "message".
 	Type string
@@ -61,7 +61,7 @@ type Update struct {
 // the matching subscribers, in the store's order, without the caller waiting
 // for them. Once Publish returns, a stream that opens on this hub without
 // Last-Event-ID does not get u: it starts at u or later. On another hub
-// sharing the store (see [Store]), a stream that opens right after starts
+// sharing the store (see [store.Store]), a stream that opens right after starts
 // at whatever that hub's feed has reached, which may precede u: it then
 // gets u live. Either way a stream without Last-Event-ID first receives
 // its starting position (an id with no data, which an EventSource keeps
@@ -131,6 +131,11 @@ func publishStatus(err error) int {
 // transaction) checks them with it, or with [ValidateUpdate].
 func (h *Hub) Validate(u Update) error { return h.validate(&u) }
 
+// validateEvent is [Hub.Validate] for a [store.OutboxStore].
+func (h *Hub) validateEvent(e *store.Event) error {
+	return h.validate(&Update{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type, Retry: e.Retry})
+}
+
 // ValidateUpdate reports why a hub with the default limits would refuse
 // u (spec §Publication), or nil. Unlike [Hub.Validate], it cannot tell
 // whether a topic lies in a hub's reserved namespace, which depends on
@@ -184,7 +189,7 @@ func validateUpdate(u *Update, lim *Limits, reserved func(string) bool) error {
 	if !utf8.ValidString(u.Data) {
 		return ErrInvalidData
 	}
-	if u.ID != "" && (!chars.Valid(u.ID) || u.ID[0] == '#' || u.ID == Earliest) {
+	if u.ID != "" && (!chars.Valid(u.ID) || u.ID[0] == '#' || u.ID == store.Earliest) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, u.ID)
 	}
 	if u.Type != "" && (!chars.Valid(u.Type) || u.Type == "mercure") {
@@ -204,10 +209,10 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	if u.ID == "" {
 		u.ID = "urn:uuid:" + uuid.NewString() // random, not time-ordered (REC-12)
 	}
-	e := &Event{Update: u, Time: time.Now()}
-	e.encoded() // once, here, rather than under the store's lock
+	e := &store.Event{ID: u.ID, Topics: u.Topics, Data: u.Data, Private: u.Private, Type: u.Type, Retry: u.Retry, Time: time.Now()}
+	v := newView(e) // once, here, rather than under the store's lock
 	if h.engine.PatternsUsed() {
-		e.resolved.Resolve(h.resolver, e.Topics) // on the publisher's goroutine, not the dispatcher's
+		v.URLs(h.resolver) // on the publisher's goroutine, not the dispatcher's
 	}
 	if err := h.waitRoom(ctx); err != nil {
 		return "", err
@@ -220,30 +225,14 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	}
 	// Past this point the update is the store's: the caller's context
 	// no longer cancels it (see Hub.Publish), the store bounds its time.
-	if err := h.appendEvent(context.WithoutCancel(ctx), e); err != nil {
+	if err := h.appendEvent(context.WithoutCancel(ctx), e, v); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	// A stream opened from now on does not get it live, however late the
 	// store's feed brings it (on a store shared over the network).
-	h.engine.Published(e.Seq, e.ID, len(e.encoded()))
+	h.engine.Published(e.Seq, e.ID, len(v.Bytes))
 	h.metrics.publishDuration.Observe(time.Since(e.Time))
 	return u.ID, nil
-}
-
-// appendEvent appends e to the store, in a span; it counts and logs a
-// failure (once per outage) unless ctx ended.
-func (h *Hub) appendEvent(ctx context.Context, e *Event) error {
-	actx, span := h.startSpan(ctx, spanStoreAppend, nil)
-	err := h.store.Append(actx, e)
-	endSpan(span, err)
-	switch {
-	case err == nil:
-		h.appends.recovered(ctx, h.log, "mercure: the store records updates again")
-	case ctx.Err() == nil:
-		h.metrics.storeErrors.Add(1)
-		h.appends.failed(ctx, h.log, slog.LevelError, "mercure: the store refuses updates; publishing fails until it recovers", err)
-	}
-	return err
 }
 
 func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }

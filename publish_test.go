@@ -28,6 +28,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 )
 
@@ -1253,7 +1256,7 @@ func TestPrivateUpdateWithoutReaders(t *testing.T) {
 	if status != http.StatusBadRequest || !strings.Contains(body, "authorizes no subscriber") {
 		t.Fatalf("POST: %d %q, want 400 saying why", status, body)
 	}
-	if id := th.LastEventID(); id != mercure.Earliest {
+	if id := th.LastEventID(); id != store.Earliest {
 		t.Fatalf("LastEventID %q: a refused update was recorded", id)
 	}
 	if got := th.Metrics().UpdatesRefused["400"]; got != 2 {
@@ -1263,13 +1266,13 @@ func TestPrivateUpdateWithoutReaders(t *testing.T) {
 
 // cancelCheckingStore fails an append whose context is already done, as a
 // store on the network would.
-type cancelCheckingStore struct{ *mercure.MemoryStore }
+type cancelCheckingStore struct{ *memstore.Store }
 
-func (s cancelCheckingStore) Append(ctx context.Context, e *mercure.Event) error {
+func (s cancelCheckingStore) Append(ctx context.Context, e *store.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.MemoryStore.Append(ctx, e)
+	return s.Store.Append(ctx, e)
 }
 
 // Publish's context bounds only its wait for room: an update the

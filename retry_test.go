@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 )
 
@@ -32,7 +34,7 @@ func TestRetriedPublishIsRecordedOnce(t *testing.T) {
 	if got := strings.Join(s.ids(t, 2), " "); got != "order-42 end" {
 		t.Fatalf("subscriber got %s, want the update once, then end", got)
 	}
-	replayed := th.subscribe("match="+topic, "Last-Event-ID", mercure.Earliest)
+	replayed := th.subscribe("match="+topic, "Last-Event-ID", store.Earliest)
 	if got := strings.Join(replayed.ids(t, 2), " "); got != "order-42 end" {
 		t.Fatalf("history holds %s, want the update once", got)
 	}

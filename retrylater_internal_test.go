@@ -15,7 +15,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mercurekit/mercure/internal/memring"
 	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/store"
 )
 
 // The subscribe endpoint's temporary refusals (429, 503) are answered to
@@ -207,33 +209,29 @@ func TestRetryLater_AuthorizerDown(t *testing.T) {
 // replayFailStore is a store whose history cannot be read while err is
 // set, as when its database is unreachable.
 type replayFailStore struct {
-	*MemoryStore
+	*memring.Ring
 	mu  sync.Mutex
 	err error
 }
 
-func (s *replayFailStore) Replay(ctx context.Context, id string) (Backlog, error) {
+func (s *replayFailStore) Replay(ctx context.Context, id string) (store.Backlog, error) {
 	s.mu.Lock()
 	err := s.err
 	s.mu.Unlock()
 	if err != nil {
-		return Backlog{}, err
+		return store.Backlog{}, err
 	}
-	return s.MemoryStore.Replay(ctx, id)
+	return s.Ring.Replay(ctx, id)
 }
 
 // History cannot be read for a stream that resumes: 503, or a stream
 // that retries and leaves the client's cursor as it was.
 func TestRetryLater_HistoryUnavailable(t *testing.T) {
-	ms, err := NewMemoryStore(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &replayFailStore{MemoryStore: ms, err: errors.New("connection refused")}
-	h := newInternalHub(t, WithStore(store), WithAnonymousSubscribers())
+	st := &replayFailStore{Ring: newRing(10), err: errors.New("connection refused")}
+	h := newInternalHub(t, WithStore(st), WithAnonymousSubscribers())
 	for _, a := range accepts {
 		t.Run(a.name, func(t *testing.T) {
-			w := subscribeWith(h, a.accept, "Last-Event-ID", Earliest)
+			w := subscribeWith(h, a.accept, "Last-Event-ID", store.Earliest)
 			wantRefusal(t, w, a.deferred, http.StatusServiceUnavailable, "history is unavailable")
 		})
 	}
@@ -249,26 +247,22 @@ func TestRetryLater_ReplaysExhausted(t *testing.T) {
 	for _, a := range accepts {
 		t.Run(a.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ms, err := NewMemoryStore(10)
-				if err != nil {
-					t.Fatal(err)
-				}
-				store := &heldReplayStore{MemoryStore: ms}
-				h := newInternalHub(t, WithStore(store), WithAnonymousSubscribers(), WithLimits(Limits{MaxReplays: 1}))
+				st := &heldReplayStore{Ring: newRing(10)}
+				h := newInternalHub(t, WithStore(st), WithAnonymousSubscribers(), WithLimits(Limits{MaxReplays: 1}))
 				ctx, cancel := context.WithCancel(context.Background())
 				held := make(chan struct{})
 				go func() {
 					defer close(held)
 					r := httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil)
-					r.Header.Set("Last-Event-ID", Earliest)
+					r.Header.Set("Last-Event-ID", store.Earliest)
 					h.ServeHTTP(httptest.NewRecorder(), r)
 				}()
 				defer func() { cancel(); <-held }()
 				synctest.Wait()
-				if n := store.replaying.Load(); n != 1 {
+				if n := st.replaying.Load(); n != 1 {
 					t.Fatalf("%d replays hold the slot, want 1", n)
 				}
-				w := subscribeWith(h, a.accept, "Last-Event-ID", Earliest)
+				w := subscribeWith(h, a.accept, "Last-Event-ID", store.Earliest)
 				wantRefusal(t, w, a.deferred, http.StatusServiceUnavailable, "too many replays in progress")
 			})
 		})

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -28,18 +31,18 @@ import (
 // on the network: it reports the feed's status, holds the events appended
 // while the feed is down and delivers them once it is back.
 type feedStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	mu   sync.Mutex
-	l    mercure.Listener
+	l    store.Listener
 	down bool
-	held []*mercure.Event
+	held []*store.Event
 }
 
-func (f *feedStore) Listen(l mercure.Listener) func() {
+func (f *feedStore) Listen(l store.Listener) func() {
 	f.mu.Lock()
 	f.l = l
 	f.mu.Unlock()
-	return f.MemoryStore.Listen(mercure.Listener{Event: func(e *mercure.Event) {
+	return f.Store.Listen(store.Listener{Event: func(e *store.Event) {
 		f.mu.Lock()
 		if f.down {
 			f.held = append(f.held, e)
@@ -52,7 +55,7 @@ func (f *feedStore) Listen(l mercure.Listener) func() {
 }
 
 // status reports err to the hub; with err nil it then delivers the held
-// events, as a store does once its feed is back (see mercure.Listener).
+// events, as a store does once its feed is back (see store.Listener).
 func (f *feedStore) status(err error) {
 	f.mu.Lock()
 	l := f.l
@@ -96,8 +99,8 @@ func TestFeedStatus(t *testing.T) {
 		return buf.String()
 	}
 	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
-	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
-	th := newTestHub(t, mercure.WithStore(store), mercure.WithLogger(log))
+	st := &feedStore{Store: newMemoryStore(t, 10)}
+	th := newTestHub(t, mercure.WithStore(st), mercure.WithLogger(log))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "before"})
 	expectData(t, s, "before")
@@ -107,11 +110,11 @@ func TestFeedStatus(t *testing.T) {
 
 	const failing, back = "feed is failing", "feed is back"
 	down, stillDown := errors.New("down"), errors.New("still down")
-	store.status(down)
+	st.status(down)
 	if err := th.Stats().FeedError; !errors.Is(err, down) {
 		t.Fatalf("FeedError %v, want %v", err, down)
 	}
-	store.status(stillDown)
+	st.status(stillDown)
 	if err := th.Stats().FeedError; !errors.Is(err, stillDown) {
 		t.Fatalf("FeedError %v, want the newest error %v", err, stillDown)
 	}
@@ -131,7 +134,7 @@ func TestFeedStatus(t *testing.T) {
 		t.Fatalf("POST while the feed is down: %d %q %q, want 503 saying why, with Retry-After", status, body, hdr.Get("Retry-After"))
 	}
 
-	store.status(nil)
+	st.status(nil)
 	if err := th.Stats().FeedError; err != nil {
 		t.Fatalf("FeedError %v once the feed is back", err)
 	}
@@ -139,7 +142,7 @@ func TestFeedStatus(t *testing.T) {
 		t.Fatalf("%d info lines for the recovery, want 1:\n%s", n, logged())
 	}
 	before := logged()
-	store.status(nil)
+	st.status(nil)
 	if got := logged(); got != before {
 		t.Fatalf("a nil status while working logged:\n%s", strings.TrimPrefix(got, before))
 	}
@@ -150,24 +153,24 @@ func TestFeedStatus(t *testing.T) {
 	expectData(t, s, "after")
 
 	// A new failure is a new transition: logged again.
-	store.status(down)
+	st.status(down)
 	if n := logLines(logged(), "level=ERROR", failing); n != 2 {
 		t.Fatalf("%d error lines after a second outage, want 2:\n%s", n, logged())
 	}
-	store.status(nil)
+	st.status(nil)
 }
 
 // failingStore refuses the updates whose data starts with "fail".
 type failingStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	err error
 }
 
-func (f failingStore) Append(ctx context.Context, e *mercure.Event) error {
+func (f failingStore) Append(ctx context.Context, e *store.Event) error {
 	if strings.HasPrefix(e.Data, "fail") {
 		return f.err
 	}
-	return f.MemoryStore.Append(ctx, e)
+	return f.Store.Append(ctx, e)
 }
 
 // An update the store did not record is an error wrapping both ErrStore
@@ -217,15 +220,15 @@ func TestPublishStoreFailure(t *testing.T) {
 // hub started. early, when not nil, is fed to the listener as soon as the
 // hub listens, before New reads the latest id.
 type latestStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	latest string
-	early  *mercure.Event
+	early  *store.Event
 }
 
 func (l latestStore) LatestID() string { return l.latest }
 
-func (l latestStore) Listen(ls mercure.Listener) func() {
-	cancel := l.MemoryStore.Listen(ls)
+func (l latestStore) Listen(ls store.Listener) func() {
+	cancel := l.Store.Listen(ls)
 	if l.early != nil {
 		ls.Event(l.early)
 	}
@@ -238,7 +241,7 @@ func (l latestStore) Listen(ls mercure.Listener) func() {
 // earliest.
 func TestREC13_LatestStore(t *testing.T) {
 	t.Parallel()
-	th := newTestHub(t, mercure.WithStore(latestStore{MemoryStore: newMemoryStore(t, 10), latest: "urn:example:last"}))
+	th := newTestHub(t, mercure.WithStore(latestStore{Store: newMemoryStore(t, 10), latest: "urn:example:last"}))
 	if got := th.LastEventID(); got != "urn:example:last" {
 		t.Fatalf("LastEventID %q after New, want the store's latest urn:example:last", got)
 	}
@@ -251,7 +254,7 @@ func TestREC13_LatestStore(t *testing.T) {
 	}
 
 	t.Run("event dispatched meanwhile", func(t *testing.T) {
-		early := &mercure.Event{Update: mercure.Update{Topics: []string{"x"}, ID: "urn:example:newer"}, Seq: 1, Time: time.Now()}
+		early := &store.Event{Topics: []string{"x"}, ID: "urn:example:newer", Seq: 1, Time: time.Now()}
 		th := newTestHub(t, mercure.WithStore(latestStore{newMemoryStore(t, 10), "urn:example:last", early}))
 		if got := th.LastEventID(); got != "urn:example:newer" {
 			t.Fatalf("LastEventID %q, want urn:example:newer, dispatched after the store's latest was recorded", got)
@@ -260,8 +263,8 @@ func TestREC13_LatestStore(t *testing.T) {
 
 	t.Run("MemoryStore", func(t *testing.T) {
 		th := newTestHub(t, mercure.WithStore(newMemoryStore(t, 10)))
-		if got := th.LastEventID(); got != mercure.Earliest {
-			t.Fatalf("LastEventID %q, want %q", got, mercure.Earliest)
+		if got := th.LastEventID(); got != store.Earliest {
+			t.Fatalf("LastEventID %q, want %q", got, store.Earliest)
 		}
 	})
 }
@@ -271,7 +274,7 @@ func TestREC13_LatestStore(t *testing.T) {
 // subscriptions, and lists them with those of the other instance, in no
 // particular order.
 type sharedSubsStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	mu      sync.Mutex
 	updates [][]mercure.Subscription
 	active  map[string]mercure.Subscription
@@ -285,7 +288,24 @@ type sharedSubsStore struct {
 	misordered []string
 }
 
-func (s *sharedSubsStore) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscription) error {
+var (
+	_ store.SubscriptionStore = (*sharedSubsStore)(nil)
+	_ store.SubscriptionStore = emptySubsStore{}
+	_ store.LatestStore       = latestStore{}
+)
+
+// UpdateSubscriptions records the documents decoded: the hub's
+// subscriptions as its API lists them.
+func (s *sharedSubsStore) UpdateSubscriptions(ctx context.Context, recs []store.Subscription) error {
+	subs := make([]mercure.Subscription, len(recs))
+	for i, rec := range recs {
+		subs[i] = mercure.Subscription{ID: rec.ID, Active: rec.Active}
+		if rec.Active {
+			if err := json.Unmarshal(rec.JSON, &subs[i]); err != nil {
+				return err
+			}
+		}
+	}
 	if s.gate != nil {
 		select {
 		case <-s.gate:
@@ -309,7 +329,7 @@ func (s *sharedSubsStore) UpdateSubscriptions(ctx context.Context, subs []mercur
 // Append checks that the store lists a subscription before its start
 // event, and no longer lists it before its end event (ACT-17 across
 // instances: no hub may dispatch an event its listing contradicts).
-func (s *sharedSubsStore) Append(ctx context.Context, e *mercure.Event) error {
+func (s *sharedSubsStore) Append(ctx context.Context, e *store.Event) error {
 	if e.Type == "mercure" {
 		var doc mercure.Subscription
 		if err := json.Unmarshal([]byte(e.Data), &doc); err != nil {
@@ -321,16 +341,24 @@ func (s *sharedSubsStore) Append(ctx context.Context, e *mercure.Event) error {
 		}
 		s.mu.Unlock()
 	}
-	return s.MemoryStore.Append(ctx, e)
+	return s.Store.Append(ctx, e)
 }
 
-func (s *sharedSubsStore) Subscriptions(ctx context.Context) ([]mercure.Subscription, error) {
+func (s *sharedSubsStore) Subscriptions(ctx context.Context) ([]store.Subscription, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return nil, s.err
 	}
-	return append(slices.Clone(s.others), slices.Collect(maps.Values(s.active))...), nil
+	var recs []store.Subscription
+	for _, sub := range append(slices.Clone(s.others), slices.Collect(maps.Values(s.active))...) {
+		doc, err := json.Marshal(sub)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, store.Subscription{ID: sub.ID, Active: true, JSON: doc})
+	}
+	return recs, nil
 }
 
 func (s *sharedSubsStore) recorded() [][]mercure.Subscription {
@@ -368,27 +396,27 @@ func TestSubscriptionStore(t *testing.T) {
 			Type: "subscription", MatchType: "exact", Match: match, Subscriber: sub, Active: true,
 		}
 	}
-	store := &sharedSubsStore{
-		MemoryStore: newMemoryStore(t, 100),
-		active:      make(map[string]mercure.Subscription),
-		others:      []mercure.Subscription{other("zz"), other("aa"), other("mm")},
+	st := &sharedSubsStore{
+		Store:  newMemoryStore(t, 100),
+		active: make(map[string]mercure.Subscription),
+		others: []mercure.Subscription{other("zz"), other("aa"), other("mm")},
 	}
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
-		mercure.WithSubscriptions(), mercure.WithStore(store))
+		mercure.WithSubscriptions(), mercure.WithStore(st))
 	h := th.Hub
 
 	s := th.subscribe("match=" + url.QueryEscape("https://example.com/books/1") + "&match_urlpattern=" + url.QueryEscape("/books/:id"))
 	// The stream's subscriptions reach the store, then their events,
 	// after its headers (ACT-2): the stream does not wait for them.
 	testwait.For(t, "the stream's subscription events", func() bool {
-		b, err := store.Replay(context.Background(), mercure.Earliest)
+		b, err := st.Replay(context.Background(), store.Earliest)
 		n := 0
 		for range b.Events {
 			n++
 		}
 		return err == nil && n == 2
 	})
-	updates := store.recorded()
+	updates := st.recorded()
 	if len(updates) != 1 || len(updates[0]) != 2 {
 		t.Fatalf("UpdateSubscriptions calls %+v, want one with the stream's 2 subscriptions", updates)
 	}
@@ -402,7 +430,7 @@ func TestSubscriptionStore(t *testing.T) {
 		t.Errorf("one stream, two subscriber ids: %+v", started)
 	}
 	// They are the documents of the subscription events the hub stored.
-	backlog, err := store.Replay(context.Background(), mercure.Earliest)
+	backlog, err := st.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +441,7 @@ func TestSubscriptionStore(t *testing.T) {
 		}
 		var doc mercure.Subscription
 		if e.Type != "mercure" || json.Unmarshal([]byte(e.Data), &doc) != nil || e.Topics[0] != doc.ID {
-			t.Fatalf("unexpected event %+v", e.Update)
+			t.Fatalf("unexpected event %+v", e)
 		}
 		docs = append(docs, doc)
 	}
@@ -422,7 +450,7 @@ func TestSubscriptionStore(t *testing.T) {
 	}
 
 	// Hub.Subscriptions: the store's list, sorted by id.
-	want := append(slices.Clone(store.others), started...)
+	want := append(slices.Clone(st.others), started...)
 	slices.SortFunc(want, func(a, b mercure.Subscription) int { return strings.Compare(a.ID, b.ID) })
 	subs, err := h.Subscriptions(context.Background())
 	if err != nil {
@@ -456,9 +484,10 @@ func TestSubscriptionStore(t *testing.T) {
 		t.Fatalf("another instance's subscription: %d %s", status, body)
 	}
 
-	// The stream ends: the store gets the same subscriptions, not active.
+	// The stream ends: the store gets the same subscriptions' ids, not
+	// active (their documents are the store's to forget).
 	s.close()
-	testwait.For(t, "the end of the stream to reach the store", func() bool { updates = store.recorded(); return len(updates) >= 2 })
+	testwait.For(t, "the end of the stream to reach the store", func() bool { updates = st.recorded(); return len(updates) >= 2 })
 	if len(updates) != 2 {
 		t.Fatalf("UpdateSubscriptions calls %+v, want 2", updates)
 	}
@@ -466,13 +495,9 @@ func TestSubscriptionStore(t *testing.T) {
 	if !slices.Equal(subIDs(ended), subIDs(started)) {
 		t.Fatalf("ended ids %q, want those started %q", subIDs(ended), subIDs(started))
 	}
-	for i, sub := range ended {
+	for _, sub := range ended {
 		if sub.Active {
 			t.Errorf("ended subscription %+v still active", sub)
-		}
-		sub.Active = true
-		if !sameSub(sub, started[i]) {
-			t.Errorf("ended %+v, started %+v", sub, started[i])
 		}
 	}
 	if subs, err := h.Subscriptions(context.Background()); err != nil || !slices.Equal(subIDs(subs), []string{other("aa").ID, other("mm").ID, other("zz").ID}) {
@@ -480,17 +505,17 @@ func TestSubscriptionStore(t *testing.T) {
 	}
 
 	// Each event came after the listing changed: start and end (ACT-17).
-	testwait.For(t, "the end events to reach the store", func() bool { return endEvents(t, store.MemoryStore) >= 2 })
-	store.mu.Lock()
-	misordered := store.misordered
-	store.mu.Unlock()
+	testwait.For(t, "the end events to reach the store", func() bool { return endEvents(t, st.Store) >= 2 })
+	st.mu.Lock()
+	misordered := st.misordered
+	st.mu.Unlock()
 	if len(misordered) > 0 {
 		t.Fatalf("events appended before the listing changed: %q", misordered)
 	}
 
 	// The store's listing fails: so do Hub.Subscriptions and the API.
 	errDown := errors.New("store down")
-	store.setErr(errDown)
+	st.setErr(errDown)
 	if subs, err := h.Subscriptions(context.Background()); !errors.Is(err, errDown) || !errors.Is(err, mercure.ErrStore) || subs != nil {
 		t.Fatalf("Subscriptions: %v, %v, want ErrStore wrapping the store's error", subs, err)
 	}
@@ -510,13 +535,13 @@ func TestSubscriptionStore_OwnListedAtOnce(t *testing.T) {
 		ID:   "/.well-known/mercure/subscriptions/exact/x/urn%3Auuid%3A00000000-0000-4000-8000-000000000000",
 		Type: "subscription", MatchType: "exact", Match: "x", Subscriber: "urn:uuid:00000000-0000-4000-8000-000000000000", Active: true,
 	}
-	store := &sharedSubsStore{
-		MemoryStore: newMemoryStore(t, 100),
-		active:      make(map[string]mercure.Subscription),
-		others:      []mercure.Subscription{other},
-		gate:        make(chan struct{}),
+	st := &sharedSubsStore{
+		Store:  newMemoryStore(t, 100),
+		active: make(map[string]mercure.Subscription),
+		others: []mercure.Subscription{other},
+		gate:   make(chan struct{}),
 	}
-	th := startMountedHub(t, mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions(), mercure.WithStore(store))
+	th := startMountedHub(t, mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions(), mercure.WithStore(st))
 	h := th.Hub
 	list := func() []string {
 		t.Helper()
@@ -527,9 +552,9 @@ func TestSubscriptionStore_OwnListedAtOnce(t *testing.T) {
 		return subIDs(subs)
 	}
 	storeHas := func(id string) bool {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		_, ok := store.active[id]
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		_, ok := st.active[id]
 		return ok
 	}
 
@@ -545,7 +570,7 @@ func TestSubscriptionStore_OwnListedAtOnce(t *testing.T) {
 	if storeHas(mine) {
 		t.Fatal("the store has the subscription before its gate opened")
 	}
-	store.gate <- struct{}{} // the start reaches the store
+	st.gate <- struct{}{} // the start reaches the store
 	testwait.For(t, "the store to have the start", func() bool { return storeHas(mine) })
 	if got := list(); !slices.Equal(got, ids) {
 		t.Fatalf("once shared, the hub lists %q, want %q (each once)", got, ids)
@@ -558,7 +583,7 @@ func TestSubscriptionStore_OwnListedAtOnce(t *testing.T) {
 	if !storeHas(mine) {
 		t.Fatal("the store lost the subscription before its end was shared")
 	}
-	store.gate <- struct{}{} // the end reaches the store
+	st.gate <- struct{}{} // the end reaches the store
 	testwait.For(t, "the store to have the end", func() bool { return !storeHas(mine) })
 	testwait.For(t, "the hub to forget the shared end", func() bool { return h.WithdrawingSubscriptions() == 0 })
 	if got := list(); !slices.Equal(got, []string{other.ID}) {
@@ -566,12 +591,12 @@ func TestSubscriptionStore_OwnListedAtOnce(t *testing.T) {
 	}
 }
 
-type emptySubsStore struct{ *mercure.MemoryStore }
+type emptySubsStore struct{ *memstore.Store }
 
-func (emptySubsStore) UpdateSubscriptions(context.Context, []mercure.Subscription) error {
+func (emptySubsStore) UpdateSubscriptions(context.Context, []store.Subscription) error {
 	return nil
 }
-func (emptySubsStore) Subscriptions(context.Context) ([]mercure.Subscription, error) {
+func (emptySubsStore) Subscriptions(context.Context) ([]store.Subscription, error) {
 	return nil, nil // no subscription anywhere
 }
 
@@ -596,9 +621,9 @@ func TestACT16_EmptyCollectionFromStore(t *testing.T) {
 }
 
 // endEvents counts the subscription end events in s.
-func endEvents(t *testing.T, s *mercure.MemoryStore) int {
+func endEvents(t *testing.T, s *memstore.Store) int {
 	t.Helper()
-	b, err := s.Replay(context.Background(), mercure.Earliest)
+	b, err := s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,8 +641,8 @@ func endEvents(t *testing.T, s *mercure.MemoryStore) int {
 
 // gap tells the hub that the feed skipped the held events, then feeds the
 // events that follow, as a store does when retention dropped what its
-// feed missed (see mercure.Listener.Gap).
-func (f *feedStore) gap(next ...*mercure.Event) {
+// feed missed (see store.Listener.Gap).
+func (f *feedStore) gap(next ...*store.Event) {
 	f.mu.Lock()
 	l := f.l
 	f.down, f.held = false, nil
@@ -633,22 +658,22 @@ func (f *feedStore) gap(next ...*mercure.Event) {
 // missed from history, never an event from after the gap first.
 func TestFeedGap(t *testing.T) {
 	t.Parallel()
-	store := &feedStore{MemoryStore: newMemoryStore(t, 10)}
-	th := newTestHub(t, mercure.WithStore(store))
+	st := &feedStore{Store: newMemoryStore(t, 10)}
+	th := newTestHub(t, mercure.WithStore(st))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
 	if ev := s.next(t); ev.ID != "a" {
 		t.Fatalf("first event %q", ev.ID)
 	}
-	store.mu.Lock()
-	store.down = true // the feed misses b and c
-	store.mu.Unlock()
+	st.mu.Lock()
+	st.down = true // the feed misses b and c
+	st.mu.Unlock()
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "b"})
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "c"})
-	store.mu.Lock()
-	after := store.held[1]
-	store.mu.Unlock()
-	store.gap(after) // b was dropped; c follows the gap
+	st.mu.Lock()
+	after := st.held[1]
+	st.mu.Unlock()
+	st.gap(after) // b was dropped; c follows the gap
 
 	select {
 	case <-s.done:
@@ -678,23 +703,23 @@ func TestFeedGap(t *testing.T) {
 // events may be gone from history already), then ends.
 func TestFeedGapDrainsQueue(t *testing.T) {
 	t.Parallel()
-	store := &feedStore{MemoryStore: newMemoryStore(t, 2)}
-	th := newTestHub(t, mercure.WithStore(store), mercure.WithWriteDelay(time.Second))
+	st := &feedStore{Store: newMemoryStore(t, 2)}
+	th := newTestHub(t, mercure.WithStore(st), mercure.WithWriteDelay(time.Second))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
 	s.next(t)
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "b"})
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "c"}) // b and c wait for the write delay
-	store.mu.Lock()
-	store.down = true
-	store.mu.Unlock()
+	st.mu.Lock()
+	st.down = true
+	st.mu.Unlock()
 	for _, id := range []string{"d", "e", "f"} { // d is dropped from history: the gap
 		goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: id})
 	}
-	store.mu.Lock()
-	held := store.held
-	store.mu.Unlock()
-	store.gap(held[1:]...)
+	st.mu.Lock()
+	held := st.held
+	st.mu.Unlock()
+	st.gap(held[1:]...)
 	select {
 	case <-s.done:
 	case <-time.After(testwait.Deadline):
@@ -712,18 +737,18 @@ func TestFeedGapDrainsQueue(t *testing.T) {
 // gapStore ends every replay with ErrHistoryGap after the retained events,
 // as a store does when retention drops the events a replay has yet to
 // yield.
-type gapStore struct{ *mercure.MemoryStore }
+type gapStore struct{ *memstore.Store }
 
-func (g gapStore) Replay(ctx context.Context, id string) (mercure.Backlog, error) {
-	b, err := g.MemoryStore.Replay(ctx, id)
+func (g gapStore) Replay(ctx context.Context, id string) (store.Backlog, error) {
+	b, err := g.Store.Replay(ctx, id)
 	events := b.Events
-	b.Events = func(yield func(*mercure.Event, error) bool) {
+	b.Events = func(yield func(*store.Event, error) bool) {
 		for e, err := range events {
 			if !yield(e, err) {
 				return
 			}
 		}
-		yield(nil, fmt.Errorf("gapStore: %w", mercure.ErrHistoryGap))
+		yield(nil, fmt.Errorf("gapStore: %w", store.ErrHistoryGap))
 	}
 	return b, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mercurekit/mercure/internal/form"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
+	"github.com/mercurekit/mercure/store"
 )
 
 // subscribeRequest is a parsed subscribe request.
@@ -405,11 +406,12 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	}
 	minSeq = backlog.Head
 	unflushed := 0
+	var buf []byte
 	for e, err := range backlog.Events {
 		if err != nil || ctx.Err() != nil {
 			switch {
 			case err == nil || ctx.Err() != nil:
-			case errors.Is(err, ErrHistoryGap):
+			case errors.Is(err, store.ErrHistoryGap):
 				// Retention outran this replay, as a slow subscriber is
 				// outrun: no failure of the store.
 				s.stream.SetEnd(engine.EndHistoryGap)
@@ -428,20 +430,19 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 			return 0, false // the client resumes from the last event it got
 		}
 		minSeq = max(minSeq, e.Seq)
-		var view engine.Event
-		e.fill(&view)
+		view := engine.Event{Seq: e.Seq, ID: e.ID, Topics: e.Topics, Private: e.Private, Time: e.Time}
 		if !s.matches(&view) {
 			continue
 		}
-		b := e.encoded()
-		if err := s.stream.Write(b); err != nil {
+		buf = appendSSE(buf[:0], e) // the stream copies it
+		if err := s.stream.Write(buf); err != nil {
 			return 0, false
 		}
 		h.metrics.replayed.Add(1)
 		replayed++
 		// Flush in large batches: a long replay costs few system calls, and
 		// a slow store still lets the client make progress.
-		if unflushed += len(b); unflushed >= replayFlushBytes {
+		if unflushed += len(buf); unflushed >= replayFlushBytes {
 			if err := s.stream.Flush(); err != nil {
 				return 0, false
 			}

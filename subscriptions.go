@@ -18,6 +18,7 @@ import (
 
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/uritemplate"
+	"github.com/mercurekit/mercure/store"
 )
 
 // Subscription is one active subscription: one matcher of one stream
@@ -44,18 +45,18 @@ type subscriptionRegistry struct {
 	mu     sync.Mutex
 	active map[*Subscription]struct{}
 	// withdrawing holds the ids of ended subscriptions that a
-	// [SubscriptionStore] may still list: their end is not shared yet.
+	// [store.SubscriptionStore] may still list: their end is not shared yet.
 	withdrawing map[string]struct{}
 }
 
 // Subscriptions returns the hub's active subscriptions, sorted by id. With
-// a [SubscriptionStore] they are those of every hub sharing the store;
+// a [store.SubscriptionStore] they are those of every hub sharing the store;
 // when the store cannot list them, the error wraps [ErrStore].
 func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if ss, ok := h.store.(SubscriptionStore); ok {
+	if ss, ok := h.store.(store.SubscriptionStore); ok {
 		list, err := ss.Subscriptions(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%w: listing subscriptions: %w", ErrStore, err)
@@ -73,10 +74,11 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 			out = append(out, *s)
 			own[s.ID] = struct{}{}
 		}
-		for _, s := range list {
-			_, mine := own[s.ID]
-			_, ended := r.withdrawing[s.ID]
-			if !mine && !ended {
+		for _, rec := range list {
+			_, mine := own[rec.ID]
+			_, ended := r.withdrawing[rec.ID]
+			var s Subscription
+			if !mine && !ended && json.Unmarshal(rec.JSON, &s) == nil {
 				out = append(out, s)
 			}
 		}
@@ -131,7 +133,7 @@ func (h *Hub) subscriptionsStarted(s *subscriber) {
 }
 
 // announceStarted shares a stream's subscriptions with a
-// [SubscriptionStore] and appends their start events, on a goroutine of
+// [store.SubscriptionStore] and appends their start events, on a goroutine of
 // its own, so that the stream waits for neither. The returned channel is
 // closed once that is done; it is nil when the stream has none.
 func (h *Hub) announceStarted(s *subscriber) <-chan struct{} {
@@ -147,11 +149,11 @@ func (h *Hub) announceStarted(s *subscriber) <-chan struct{} {
 }
 
 // subscriptionsRemoved removes a stream's subscriptions from those the
-// hub lists. When their start was shared with a [SubscriptionStore], the
+// hub lists. When their start was shared with a [store.SubscriptionStore], the
 // hub stops listing them at once all the same, until announceEnded has
 // shared their end.
 func (h *Hub) subscriptionsRemoved(s *subscriber) {
-	_, shared := h.store.(SubscriptionStore)
+	_, shared := h.store.(store.SubscriptionStore)
 	shared = shared && s.started != nil
 	r := &h.subscriptions
 	r.mu.Lock()
@@ -179,7 +181,7 @@ func (h *Hub) announceEnded(s *subscriber) {
 // subscriptions: sharing them and appending all their events.
 const subscriptionEventsTimeout = 5 * time.Second
 
-// announce tells a [SubscriptionStore] that docs started (active) or
+// announce tells a [store.SubscriptionStore] that docs started (active) or
 // ended, waits until every hub lists the change (ACT-17), then appends
 // their events, all under one deadline, which the end of the hub's life
 // cuts short (see [Hub.Shutdown]): a store that does not answer holds a
@@ -188,11 +190,13 @@ const subscriptionEventsTimeout = 5 * time.Second
 func (h *Hub) announce(docs []*Subscription, active bool) {
 	ctx, cancel := context.WithTimeout(h.events, subscriptionEventsTimeout)
 	defer cancel()
-	if ss, ok := h.store.(SubscriptionStore); ok {
-		subs := make([]Subscription, len(docs))
+	if ss, ok := h.store.(store.SubscriptionStore); ok {
+		subs := make([]store.Subscription, len(docs))
 		for i, doc := range docs {
-			subs[i] = *doc
-			subs[i].Active = active
+			subs[i] = store.Subscription{ID: doc.ID, Active: active}
+			if active {
+				subs[i].JSON, _ = json.Marshal(doc) // a Payload is JSON: the hub never makes another
+			}
 		}
 		err := ss.UpdateSubscriptions(ctx, subs)
 		if err != nil {
@@ -229,15 +233,7 @@ func (h *Hub) publishSubscriptionEvent(ctx context.Context, doc Subscription) er
 	if err != nil {
 		return err
 	}
-	e := &Event{Update: Update{
-		Topics:  []string{doc.ID},
-		Data:    string(data),
-		Private: true,
-		ID:      "urn:uuid:" + uuid.NewString(),
-		Type:    "mercure",
-	}, Time: time.Now()}
-	e.encoded()
-	return h.appendEvent(ctx, e)
+	return h.appendHubEvent(ctx, doc.ID, string(data))
 }
 
 // grantMatchesTopic tells whether a token's grant matcher selects topic,

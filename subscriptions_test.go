@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
@@ -183,9 +186,9 @@ func TestACT10_EventsArePrivate(t *testing.T) {
 // feature (DIS-7); ending streams at shutdown publishes their end events.
 func TestACT_GoAPIAndShutdown(t *testing.T) {
 	t.Parallel()
-	store := newMemoryStore(t, 100)
+	st := newMemoryStore(t, 100)
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithAnonymousSubscribers(),
-		mercure.WithSubscriptions(), mercure.WithStore(store))
+		mercure.WithSubscriptions(), mercure.WithStore(st))
 	h := th.Hub
 	th.subscribe("match=a&match_urlpattern=" + url.QueryEscape("/books/:id"))
 	subs, err := h.Subscriptions(context.Background())
@@ -205,7 +208,7 @@ func TestACT_GoAPIAndShutdown(t *testing.T) {
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := store.Replay(context.Background(), mercure.Earliest)
+	b, _ := st.Replay(context.Background(), store.Earliest)
 	ended := 0
 	for e := range b.Events {
 		if strings.Contains(e.Data, `"active":false`) {
@@ -325,13 +328,13 @@ func TestACT13_DotSegments(t *testing.T) {
 // released or until their context ends, like a store that stopped
 // answering.
 type heldStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	release   chan struct{}
 	waiting   atomic.Int32
 	startOnly bool // hold start events only, let end events through
 }
 
-func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
+func (s *heldStore) Append(ctx context.Context, e *store.Event) error {
 	if e.Type == "mercure" && (!s.startOnly || strings.Contains(e.Data, `"active":true`)) {
 		s.waiting.Add(1)
 		defer s.waiting.Add(-1)
@@ -341,7 +344,7 @@ func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
 			return ctx.Err()
 		}
 	}
-	return s.MemoryStore.Append(ctx, e)
+	return s.Store.Append(ctx, e)
 }
 
 // ACT-2: a stream's subscription events are appended after its headers
@@ -350,8 +353,8 @@ func (s *heldStore) Append(ctx context.Context, e *mercure.Event) error {
 // its own deadline, however many subscriptions the streams hold.
 func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 	t.Parallel()
-	store := &heldStore{MemoryStore: newMemoryStore(t, 100), release: make(chan struct{})}
-	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithSubscriptions(), mercure.WithStore(store))
+	st := &heldStore{Store: newMemoryStore(t, 100), release: make(chan struct{})}
+	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithSubscriptions(), mercure.WithStore(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,12 +366,12 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 	}
 	// Headers (and a replayed event) arrive while the start events wait.
 	goPublish(t, th, mercure.Update{Topics: []string{"urn:t:0"}, ID: "before", Data: "before"})
-	s := th.subscribe(q[1:], "Last-Event-ID", mercure.Earliest)
+	s := th.subscribe(q[1:], "Last-Event-ID", store.Earliest)
 	if ev := s.next(t); ev.ID != "before" {
 		t.Fatalf("replayed %+v", ev)
 	}
 	// The appends come after, and wait.
-	testwait.For(t, "the start events", func() bool { return store.waiting.Load() == 1 })
+	testwait.For(t, "the start events", func() bool { return st.waiting.Load() == 1 })
 	goPublish(t, th, mercure.Update{Topics: []string{"urn:t:1"}, Data: "live"})
 	expectData(t, s, "live")
 
@@ -387,21 +390,21 @@ func TestACT2_SubscriptionEventsNeverHoldTheStream(t *testing.T) {
 	case <-time.After(4 * time.Second):
 		t.Fatal("Shutdown waited for the store past its deadline")
 	}
-	testwait.For(t, "the announcements to give up", func() bool { return store.waiting.Load() == 0 })
+	testwait.For(t, "the announcements to give up", func() bool { return st.waiting.Load() == 0 })
 }
 
 // ACT-2: a subscription's end event never precedes its start event, even
 // when the stream ends while its start is still being announced.
 func TestACT2_EndFollowsStart(t *testing.T) {
 	t.Parallel()
-	store := &heldStore{MemoryStore: newMemoryStore(t, 100), release: make(chan struct{}), startOnly: true}
-	h, err := mercure.New(testHubURL, mercure.WithSubscriptions(), mercure.WithStore(store))
+	st := &heldStore{Store: newMemoryStore(t, 100), release: make(chan struct{}), startOnly: true}
+	h, err := mercure.New(testHubURL, mercure.WithSubscriptions(), mercure.WithStore(st))
 	if err != nil {
 		t.Fatal(err)
 	}
 	th := startHubServer(t, h, h)
 	s := th.subscribe("match=urn:a")
-	testwait.For(t, "the start event", func() bool { return store.waiting.Load() == 1 })
+	testwait.For(t, "the start event", func() bool { return st.waiting.Load() == 1 })
 	s.close()
 	// The stream's end is under way once the hub lists its subscription
 	// no more; its end event must wait for the start.
@@ -409,10 +412,10 @@ func TestACT2_EndFollowsStart(t *testing.T) {
 		subs, err := h.Subscriptions(context.Background())
 		return err == nil && len(subs) == 0
 	})
-	close(store.release)
+	close(st.release)
 	var got []string
 	testwait.For(t, "both events", func() bool {
-		b, err := store.Replay(context.Background(), mercure.Earliest)
+		b, err := st.Replay(context.Background(), store.Earliest)
 		got = got[:0]
 		for e := range b.Events {
 			got = append(got, e.Data)

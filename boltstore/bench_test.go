@@ -7,7 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -49,7 +50,7 @@ func BenchmarkReplayRecentCursor(b *testing.B) {
 	s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
 	defer s.Close()
 	fill(b, s, n)
-	bl, err := s.Replay(context.Background(), mercure.Earliest)
+	bl, err := s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		b.Fatal(err)
 	}

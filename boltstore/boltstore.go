@@ -1,11 +1,11 @@
-// Package boltstore is a durable, single-process [mercure.Store] kept in a
+// Package boltstore is a durable, single-process [store.Store] kept in a
 // bbolt file.
 //
 // Layout: bucket "events" maps the big-endian Seq to the encoded event;
 // bucket "ids" maps an id to the Seq of its oldest retained occurrence
 // (spec §Reconnection, State Reconciliation, and Event Sourcing), the
 // number of retained occurrences and the Seq of the latest, which a retry
-// is compared with (see [mercure.Store.Append]); bucket "meta" holds the
+// is compared with (see [store.Store.Append]); bucket "meta" holds the
 // Seq of the latest append, so that the sequence continues after a
 // restart even when retention dropped every event. Files written before
 // the latest occurrence was recorded are read as they are: an id of
@@ -28,8 +28,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -109,8 +110,8 @@ func WithClock(now func() time.Time) Option {
 
 // WithRetryWindow sets how long after an update was recorded the same
 // update appended again is taken for a retry and not recorded twice (see
-// [mercure.Store.Append]); 0 records every append. The default is
-// [mercure.DefaultRetryWindow].
+// [store.Store.Append]); 0 records every append. The default is
+// [store.DefaultRetryWindow].
 func WithRetryWindow(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -133,7 +134,11 @@ func WithLockTimeout(d time.Duration) Option {
 	}
 }
 
-// Store is a [mercure.Store] on a bbolt file. Appends are group-committed:
+// The store's interfaces, checked by the compiler: the hub finds the
+// optional ones by a type assertion, which would otherwise fail silently.
+var _ store.LatestStore = (*Store)(nil)
+
+// Store is a [store.Store] on a bbolt file. Appends are group-committed:
 // concurrent appends share one transaction and one fsync, and each returns
 // once its event is durably committed. Listeners are in-process: the store
 // serves the hubs of one process.
@@ -150,18 +155,18 @@ type Store struct {
 	latest  atomic.Pointer[string] // id of the latest retained event
 
 	lmu       sync.Mutex
-	listeners map[*mercure.Listener]struct{}
+	listeners map[*store.Listener]struct{}
 }
 
 type appendReq struct {
-	e     *mercure.Event
+	e     *store.Event
 	err   chan error
 	retry bool // a retry of a recorded event: nothing written, nothing delivered
 }
 
 // Open opens or creates the store at path.
 func Open(path string, opts ...Option) (*Store, error) {
-	cfg := config{maxEvents: DefaultMaxEvents, now: time.Now, timeout: 5 * time.Second, window: mercure.DefaultRetryWindow}
+	cfg := config{maxEvents: DefaultMaxEvents, now: time.Now, timeout: 5 * time.Second, window: store.DefaultRetryWindow}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil boltstore.Option", mercure.ErrInvalidOption)
@@ -179,7 +184,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		cfg:       cfg,
 		reqs:      make(chan *appendReq),
 		done:      make(chan struct{}),
-		listeners: make(map[*mercure.Listener]struct{}),
+		listeners: make(map[*store.Listener]struct{}),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketEvents, bucketIDs, bucketMeta} {
@@ -221,15 +226,15 @@ func lastSeq(tx *bolt.Tx) uint64 {
 	return seq
 }
 
-// LatestID returns the id of the latest event in the file, [mercure.Earliest]
-// if none. It implements [mercure.LatestStore], so that a hub restarted on
+// LatestID returns the id of the latest event in the file, [store.Earliest]
+// if none. It implements [store.LatestStore], so that a hub restarted on
 // the file reports its last event id (spec §Reconnection, State
 // Reconciliation, and Event Sourcing).
 func (s *Store) LatestID() string {
 	if id := s.latest.Load(); id != nil {
 		return *id
 	}
-	return mercure.Earliest
+	return store.Earliest
 }
 
 // Close stops the store and closes the file. Appends waiting to be
@@ -244,11 +249,11 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Append implements [mercure.Store]. It returns once e is committed to
+// Append implements [store.Store]. It returns once e is committed to
 // disk, after every listener has been called with it. Like every store,
 // it records e even when ctx is done: the time it takes is a group
 // commit's, bounded by the disk.
-func (s *Store) Append(_ context.Context, e *mercure.Event) error {
+func (s *Store) Append(_ context.Context, e *store.Event) error {
 	r := &appendReq{e: e, err: make(chan error, 1)}
 	select {
 	case s.reqs <- r:
@@ -443,15 +448,15 @@ func (s *Store) evict(tx *bolt.Tx, seq uint64, v []byte) error {
 	return idx.Put(id, idVal(ref, n-1, last))
 }
 
-// Replay implements [mercure.Store]. Events are read in pages, each in its
+// Replay implements [store.Store]. Events are read in pages, each in its
 // own read transaction, up to the Head of the replay. Seqs are contiguous
 // and retention drops the oldest first, so a page that does not start
 // with the Seq expected next means that retention dropped events under
 // the replay: Events then ends with an error wrapping
-// [mercure.ErrHistoryGap].
-func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
-	b := mercure.Backlog{Cursor: mercure.Earliest}
-	var first []*mercure.Event
+// [store.ErrHistoryGap].
+func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, error) {
+	b := store.Backlog{Cursor: store.Earliest}
+	var first []*store.Event
 	var from uint64 // the Seq that Events yields first
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b.Head = lastSeq(tx)
@@ -459,7 +464,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 		if k, _ := tx.Bucket(bucketEvents).Cursor().First(); len(k) == 8 {
 			from = binary.BigEndian.Uint64(k)
 		}
-		if lastEventID != mercure.Earliest {
+		if lastEventID != store.Earliest {
 			if ref, n, _ := idRef(tx.Bucket(bucketIDs).Get([]byte(lastEventID))); n > 0 {
 				b.Cursor, from = lastEventID, ref+1
 			}
@@ -472,14 +477,14 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			err = ErrClosed
 		}
-		return mercure.Backlog{}, err
+		return store.Backlog{}, err
 	}
 	head := b.Head
-	b.Events = func(yield func(*mercure.Event, error) bool) {
+	b.Events = func(yield func(*store.Event, error) bool) {
 		page, next := first, from
 		for next <= head {
 			if len(page) == 0 || page[0].Seq != next {
-				yield(nil, fmt.Errorf("boltstore: replay at Seq %d: %w", next, mercure.ErrHistoryGap))
+				yield(nil, fmt.Errorf("boltstore: replay at Seq %d: %w", next, store.ErrHistoryGap))
 				return
 			}
 			for _, e := range page {
@@ -512,8 +517,8 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 
 // readPage reads up to replayPage events and about replayPageBytes with
 // from <= Seq <= head, seeking directly to from.
-func readPage(tx *bolt.Tx, from, head uint64) ([]*mercure.Event, error) {
-	var page []*mercure.Event
+func readPage(tx *bolt.Tx, from, head uint64) ([]*store.Event, error) {
+	var page []*store.Event
 	size := 0
 	c := tx.Bucket(bucketEvents).Cursor()
 	for k, v := c.Seek(seqKey(from)); k != nil && len(page) < replayPage; k, v = c.Next() {
@@ -531,10 +536,10 @@ func readPage(tx *bolt.Tx, from, head uint64) ([]*mercure.Event, error) {
 	return page, nil
 }
 
-// Listen implements [mercure.Store]. l.Event is called after each commit,
+// Listen implements [store.Store]. l.Event is called after each commit,
 // one event at a time in Seq order, before the Append returns. The feed is
 // in-process and never fails: l.Status is not used.
-func (s *Store) Listen(l mercure.Listener) (cancel func()) {
+func (s *Store) Listen(l store.Listener) (cancel func()) {
 	p := &l
 	s.lmu.Lock()
 	s.listeners[p] = struct{}{}
@@ -573,8 +578,10 @@ func idRef(v []byte) (oldest, n, latest uint64) {
 // encode returns the value stored for e: its time in Unix nanoseconds,
 // big-endian, then the JSON of its update, so that pruning by age reads
 // only 8 bytes.
-func encode(e *mercure.Event) ([]byte, error) {
-	j, err := eventjson.Marshal(eventjson.Update(e.Update), time.Time{}) // the time is kept apart
+func encode(e *store.Event) ([]byte, error) {
+	withoutTime := *e // the time is kept apart
+	withoutTime.Time = time.Time{}
+	j, _, err := store.MarshalEvent(&withoutTime)
 	if err != nil {
 		return nil, err
 	}
@@ -582,13 +589,14 @@ func encode(e *mercure.Event) ([]byte, error) {
 	return append(v, j...), nil
 }
 
-func decode(seq uint64, v []byte) (*mercure.Event, error) {
+func decode(seq uint64, v []byte) (*store.Event, error) {
 	if len(v) < 8 {
 		return nil, fmt.Errorf("boltstore: event %d: short value", seq)
 	}
-	u, _, err := eventjson.Unmarshal(v[8:])
-	if err != nil {
+	e := &store.Event{Seq: seq}
+	if err := store.UnmarshalEvent(v[8:], e); err != nil {
 		return nil, fmt.Errorf("boltstore: event %d: %w", seq, err)
 	}
-	return &mercure.Event{Update: mercure.Update(u), Seq: seq, Time: time.Unix(0, int64(binary.BigEndian.Uint64(v)))}, nil
+	e.Time = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
+	return e, nil
 }

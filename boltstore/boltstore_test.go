@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
 	"github.com/mercurekit/mercure/internal/scratch"
@@ -26,28 +28,28 @@ func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store 
 
 func TestSuite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) mercure.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
 	})
 }
 
 func TestSuiteWithRetention(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) mercure.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return open(t, filepath.Join(scratch.TempDir(t), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
 	})
 }
 
 func TestSuiteRetention(t *testing.T) {
 	t.Parallel()
-	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
+	storetest.RunRetention(t, func(t *testing.T, keep int) store.Store {
 		return open(t, filepath.Join(scratch.TempDir(t), "hub.db"), boltstore.WithMaxEvents(keep))
 	})
 }
 
-func appendIDs(t testing.TB, s mercure.Store, ids ...string) []*mercure.Event {
+func appendIDs(t testing.TB, s store.Store, ids ...string) []*store.Event {
 	t.Helper()
-	var evs []*mercure.Event
+	var evs []*store.Event
 	for _, id := range ids {
 		e := storetest.NewEvent(id)
 		if err := s.Append(context.Background(), e); err != nil {
@@ -58,13 +60,13 @@ func appendIDs(t testing.TB, s mercure.Store, ids ...string) []*mercure.Event {
 	return evs
 }
 
-func replay(t testing.TB, s mercure.Store, cursor string) (mercure.Backlog, []*mercure.Event) {
+func replay(t testing.TB, s store.Store, cursor string) (store.Backlog, []*store.Event) {
 	t.Helper()
 	b, err := s.Replay(context.Background(), cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []*mercure.Event
+	var evs []*store.Event
 	for e, err := range b.Events {
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +76,7 @@ func replay(t testing.TB, s mercure.Store, cursor string) (mercure.Backlog, []*m
 	return b, evs
 }
 
-func idsOf(evs []*mercure.Event) string {
+func idsOf(evs []*store.Event) string {
 	var s string
 	for _, e := range evs {
 		s += e.ID + " "
@@ -135,7 +137,7 @@ func TestRetryAfterReopen(t *testing.T) {
 	if err := s.Append(context.Background(), again); err != nil || again.Seq == first.Seq {
 		t.Fatalf("WithRetryWindow(0): Seq %d (%v), want a new event", again.Seq, err)
 	}
-	if _, got := replay(t, s, mercure.Earliest); idsOf(got) != "order-1 order-1 " {
+	if _, got := replay(t, s, store.Earliest); idsOf(got) != "order-1 order-1 " {
 		t.Fatalf("history %q, want the update, then its append without retry window", idsOf(got))
 	}
 }
@@ -146,7 +148,7 @@ func TestLatestID(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(scratch.TempDir(t), "hub.db")
 	s := open(t, path)
-	if got := s.LatestID(); got != mercure.Earliest {
+	if got := s.LatestID(); got != store.Earliest {
 		t.Fatalf("new file: LatestID %q", got)
 	}
 	appendIDs(t, s, "a", "b")
@@ -174,25 +176,25 @@ func TestRetentionByCount(t *testing.T) {
 	s := open(t, path, boltstore.WithMaxEvents(3))
 	appendIDs(t, s, "a", "x", "b", "x", "c", "d")
 	// Retained: x(4) c d; the oldest retained x is now the second one.
-	b, got := replay(t, s, mercure.Earliest)
+	b, got := replay(t, s, store.Earliest)
 	if idsOf(got) != "x c d " || b.Head != 6 {
 		t.Fatalf("retained %q Head %d", idsOf(got), b.Head)
 	}
 	if b, got = replay(t, s, "x"); b.Cursor != "x" || idsOf(got) != "c d " {
 		t.Fatalf("cursor x: Cursor %q events %q", b.Cursor, idsOf(got))
 	}
-	if b, got = replay(t, s, "a"); b.Cursor != mercure.Earliest || idsOf(got) != "x c d " {
+	if b, got = replay(t, s, "a"); b.Cursor != store.Earliest || idsOf(got) != "x c d " {
 		t.Fatalf("dropped cursor a: Cursor %q events %q", b.Cursor, idsOf(got))
 	}
 	appendIDs(t, s, "e")
-	if b, got = replay(t, s, "x"); b.Cursor != mercure.Earliest || idsOf(got) != "c d e " {
+	if b, got = replay(t, s, "x"); b.Cursor != store.Earliest || idsOf(got) != "c d e " {
 		t.Fatalf("all x dropped: Cursor %q events %q", b.Cursor, idsOf(got))
 	}
 	s.Close()
 	// The limit also applies at Open.
 	s = open(t, path, boltstore.WithMaxEvents(1))
 	defer s.Close()
-	if _, got = replay(t, s, mercure.Earliest); idsOf(got) != "e " {
+	if _, got = replay(t, s, store.Earliest); idsOf(got) != "e " {
 		t.Fatalf("after reopen with limit 1: %q", idsOf(got))
 	}
 }
@@ -221,7 +223,7 @@ func TestRetentionByAge(t *testing.T) {
 	stamp("mid")
 	advance(45 * time.Minute)
 	stamp("new")
-	b, got := replay(t, s, mercure.Earliest)
+	b, got := replay(t, s, store.Earliest)
 	if idsOf(got) != "mid new " || b.Head != 4 {
 		t.Fatalf("retained %q Head %d", idsOf(got), b.Head)
 	}
@@ -230,7 +232,7 @@ func TestRetentionByAge(t *testing.T) {
 	s = open(t, path, boltstore.WithMaxAge(time.Hour), boltstore.WithClock(clock))
 	defer s.Close()
 	b, got = replay(t, s, "mid")
-	if len(got) != 0 || b.Head != 4 || b.Cursor != mercure.Earliest {
+	if len(got) != 0 || b.Head != 4 || b.Cursor != store.Earliest {
 		t.Fatalf("all expired: Cursor %q Head %d events %q", b.Cursor, b.Head, idsOf(got))
 	}
 	if e := appendIDs(t, s, "next")[0]; e.Seq != 5 {
@@ -246,7 +248,7 @@ func TestReplayLargeHistory(t *testing.T) {
 	s := open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
 	defer s.Close()
 	fill(t, s, n)
-	_, all := replay(t, s, mercure.Earliest)
+	_, all := replay(t, s, store.Earliest)
 	if len(all) != n {
 		t.Fatalf("earliest: %d events", len(all))
 	}
@@ -271,7 +273,7 @@ func TestReplayLargeHistory(t *testing.T) {
 
 // fill appends n events with distinct ids from concurrent appenders, so
 // that group commit keeps it fast.
-func fill(t testing.TB, s mercure.Store, n int) {
+func fill(t testing.TB, s store.Store, n int) {
 	t.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -307,7 +309,7 @@ func TestClosed(t *testing.T) {
 	if err := s.Append(context.Background(), storetest.NewEvent("a")); err != boltstore.ErrClosed {
 		t.Fatalf("Append after Close: %v", err)
 	}
-	if _, err := s.Replay(context.Background(), mercure.Earliest); err != boltstore.ErrClosed {
+	if _, err := s.Replay(context.Background(), store.Earliest); err != boltstore.ErrClosed {
 		t.Fatalf("Replay after Close: %v", err)
 	}
 }
@@ -317,5 +319,5 @@ func TestClosed(t *testing.T) {
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	s := open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
-	storetest.RunCluster(t, func(*testing.T) mercure.Store { return s })
+	storetest.RunCluster(t, func(*testing.T) store.Store { return s })
 }

@@ -15,7 +15,7 @@ import (
 // from a local hub over loopback HTTP: b.N events of 100 bytes, published
 // while the client reads them live.
 func BenchmarkSubscribe_Consume(b *testing.B) {
-	th := startHub(b, mercure.WithHistory(1<<20)) // a kicked slow reader resumes from history
+	th := startHub(b, withHistory(b, 1<<20)) // a kicked slow reader resumes from history
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	data := strings.Repeat("x", 100)

@@ -18,7 +18,7 @@ import (
 // published between the fetch and the subscription (DIS-3).
 func TestDiscover_FromRealLinkHeaders(t *testing.T) {
 	_, trust := newSigner(t) // a hub that validates tokens serves metadata
-	th := startHub(t, trust, mercure.WithAnonymousSubscribers(), mercure.WithHistory(100))
+	th := startHub(t, trust, mercure.WithAnonymousSubscribers(), withHistory(t, 100))
 	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "before"})
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := th.Link(w.Header(), mercure.LinkLastEventID(), mercure.LinkType("book"), mercure.LinkContentType("application/merge-patch+json")); err != nil {

@@ -171,7 +171,7 @@ func TestSubscribe_StatusHandling(t *testing.T) {
 func TestSubscribe_TokenRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		signer, trust := newSigner(t)
-		th, hc := startBubbleHub(t, trust, mercure.WithHistory(1000))
+		th, hc := startBubbleHub(t, trust, withHistory(t, 1000))
 		var minted atomic.Int64
 		c := fastClient()
 		c.HTTPClient = hc
@@ -209,7 +209,7 @@ func TestSubscribe_TokenRenewal(t *testing.T) {
 // Publish sends every field and returns the hub's id; refusals are typed.
 func TestPublish(t *testing.T) {
 	signer, trust := newSigner(t)
-	th := startSecureHub(t, trust, mercure.WithHistory(100))
+	th := startSecureHub(t, trust, withHistory(t, 100))
 	pub := &client.Client{Token: client.StaticToken(mustToken(t, signer, mercure.Grant{Subject: "p", Publish: []mercure.Match{{Pattern: "https://example.com/books/{:id}", Type: mercure.MatchURLPattern}}}))}
 	subscriber := &client.Client{Token: client.StaticToken(mustToken(t, signer, mercure.Grant{Subject: "s", Subscribe: []mercure.Match{{Pattern: "*"}}}))}
 	ctx := testContext(t, testwait.Deadline)

@@ -16,6 +16,7 @@ import (
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
 	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/memstore"
 )
 
 // testHubURL is the public URL of the hubs under test; clients reach them
@@ -30,6 +31,16 @@ type testHub struct {
 
 // endpoint is the hub's address on the test server.
 func (th *testHub) endpoint() string { return th.srv.URL + th.Path() }
+
+// withHistory is a hub's option for a memory store keeping size events.
+func withHistory(t testing.TB, size int) mercure.Option {
+	t.Helper()
+	s, err := memstore.New(memstore.WithMaxEvents(size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mercure.WithStore(s)
+}
 
 // startHub serves a hub built with opts (plus the test URL and insecure
 // publishing) until the test ends; it is mounted with Hub.Mount, so that

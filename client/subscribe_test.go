@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
 	"github.com/mercurekit/mercure/internal/loopback"
@@ -22,7 +25,7 @@ import (
 // Events arrive in publication order with every field: id, type, data
 // (line breaks normalized to LF) and retry.
 func TestSubscribe_OrderAndFields(t *testing.T) {
-	th := startHub(t, mercure.WithHistory(1000))
+	th := startHub(t, withHistory(t, 1000))
 	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/other"}, Data: "not for us"})
 	for i := range 50 {
 		publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: fmt.Sprintf("urn:e:%d", i), Data: strconv.Itoa(i)})
@@ -50,7 +53,7 @@ func TestSubscribe_OrderAndFields(t *testing.T) {
 // Exact, URL pattern and * matchers select what the hub routes to them,
 // through GET and, for long matcher lists, through QUERY (SUB-2).
 func TestSubscribe_Matchers(t *testing.T) {
-	th := startHub(t, mercure.WithHistory(1000))
+	th := startHub(t, withHistory(t, 1000))
 	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "b1"})
 	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/authors/7"}, ID: "a7"})
 	publish(t, th.Hub, mercure.Update{Topics: []string{"urn:x:a&b=c+d;e%f"}, ID: "odd"})
@@ -96,7 +99,7 @@ func TestSubscribe_Matchers(t *testing.T) {
 // the client sees every update exactly once, in order (the spec's section
 // on reconnection; REC-4).
 func TestSubscribe_ResumeThroughCuttingProxy(t *testing.T) {
-	th := startHub(t, mercure.WithHistory(1_000_000))
+	th := startHub(t, withHistory(t, 1_000_000))
 	proxy := newCuttingProxy(t, th.srv.Listener.Addr().String(), 40, 1500)
 	ctx := testContext(t, 60*time.Second)
 
@@ -156,7 +159,7 @@ func TestSubscribe_ResumeThroughCuttingProxy(t *testing.T) {
 type restartableHub struct {
 	t     testing.TB
 	addr  string
-	store mercure.Store
+	store store.Store
 	hub   *mercure.Hub
 	srv   *http.Server
 	done  chan struct{}
@@ -196,11 +199,11 @@ func (r *restartableHub) stop() {
 // the client nothing: it reconnects once the new hub listens and resumes
 // where it was. The test also reports the reconnection time.
 func TestSubscribe_ResumeAcrossHubRestart(t *testing.T) {
-	store, err := mercure.NewMemoryStore(10_000)
+	st, err := memstore.New(memstore.WithMaxEvents(10_000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &restartableHub{t: t, addr: loopback.Addr(t), store: store} // free again for the restart
+	r := &restartableHub{t: t, addr: loopback.Addr(t), store: st} // free again for the restart
 	r.start()
 	defer func() { r.stop() }()
 	ctx := testContext(t, 30*time.Second)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -121,7 +123,7 @@ func TestStrictDefaultIsolation(t *testing.T) {
 			// Every publish and transaction has returned: the marker,
 			// appended through the store listened to, follows them all.
 			live := f.settle(t, publishes+txs)
-			replayed := replayAll(t, stores[0], mercure.Earliest)
+			replayed := replayAll(t, stores[0], store.Earliest)
 			sameOrder(t, "replay and feed", replayed, live)
 			seen := map[string]bool{}
 			for i, e := range replayed {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
@@ -58,10 +60,10 @@ func TestClosed(t *testing.T) {
 	s := open(t, pool, prefix)
 	s.Close()
 	ctx := context.Background()
-	if err := s.Append(ctx, &mercure.Event{Update: upd("x")}); !errors.Is(err, pgstore.ErrClosed) {
+	if err := s.Append(ctx, &store.Event{Topics: []string{"https://example.com/x"}, ID: "x"}); !errors.Is(err, pgstore.ErrClosed) {
 		t.Fatalf("Append: %v", err)
 	}
-	if _, err := s.Replay(ctx, mercure.Earliest); !errors.Is(err, pgstore.ErrClosed) {
+	if _, err := s.Replay(ctx, store.Earliest); !errors.Is(err, pgstore.ErrClosed) {
 		t.Fatalf("Replay: %v", err)
 	}
 	tx, err := pool.Begin(ctx)
@@ -87,13 +89,13 @@ func TestMaxAge(t *testing.T) {
 	testwait.For(t, "the old event to go", func() bool {
 		// A replay that the eviction overtakes reports the gap: it is
 		// the eviction happening, so look again.
-		b, err := s.Replay(context.Background(), mercure.Earliest)
+		b, err := s.Replay(context.Background(), store.Earliest)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []string
 		for e, err := range b.Events {
-			if errors.Is(err, mercure.ErrHistoryGap) {
+			if errors.Is(err, store.ErrHistoryGap) {
 				return false
 			}
 			if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -57,7 +59,7 @@ func TestOutageSuite(t *testing.T) {
 		host, port, _ := strings.Cut(p.Addr(), ":")
 		through := fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", c.User, host, port, c.Database)
 		o := &storetest.OutageServer{
-			Open: func(t *testing.T, keep int, cut bool) mercure.Store {
+			Open: func(t *testing.T, keep int, cut bool) store.Store {
 				opts := []pgstore.Option{pgstore.WithTimeout(time.Second), pgstore.WithPollInterval(100 * time.Millisecond)}
 				if keep > 0 {
 					opts = append(opts, pgstore.WithMaxEvents(int64(keep)))
@@ -138,7 +140,7 @@ func TestAppendNumbersOrphansFirst(t *testing.T) {
 	if got[0].ID != "orphan" || got[0].Seq != 1 || got[1].ID != "mine" || got[1].Seq != 2 {
 		t.Fatalf("feed: %s/%d, %s/%d; want orphan/1, mine/2", got[0].ID, got[0].Seq, got[1].ID, got[1].Seq)
 	}
-	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); len(ids) != 2 || ids[0] != "orphan" || ids[1] != "mine" {
+	if _, ids := storetest.ReplayIDs(t, s, store.Earliest); len(ids) != 2 || ids[0] != "orphan" || ids[1] != "mine" {
 		t.Fatalf("replay %q", ids)
 	}
 }

@@ -1,4 +1,4 @@
-// Package pgstore is a [mercure.Store] on PostgreSQL, shared by every hub
+// Package pgstore is a [store.Store] on PostgreSQL, shared by every hub
 // (in any number of processes) that uses the same database and table
 // prefix, and able to record an update inside the application's own
 // transaction (see [Store.PublishTx]): the update is delivered if and only
@@ -62,7 +62,7 @@
 // feed then reads the rows after the last seq it delivered. Since seqs
 // have no hole, a feed or a replay that finds a row missing knows it was
 // deleted by retention: the feed calls Listener.Gap, a replay ends with
-// [mercure.ErrHistoryGap].
+// [store.ErrHistoryGap].
 //
 // The feed and replays read pages of at most 512 events and about 1 MiB
 // (at least one event): a page's running size is summed from the sizes
@@ -75,7 +75,7 @@
 // The append function takes an event for a retry when the latest event
 // with its id, numbered already, has the same digest and was recorded at
 // most the retry window before it (see [WithRetryWindow] and
-// [mercure.Store.Append]): it inserts nothing, and the append gets that
+// [store.Store.Append]): it inserts nothing, and the append gets that
 // event's seq. The check runs under the sequencer's lock, so that two
 // hubs given the same update at once record it once; the sequencer merges
 // the same update appended twice in one batch. A publish whose answer was
@@ -116,13 +116,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
-	"github.com/mercurekit/mercure/internal/fanout"
-	"github.com/mercurekit/mercure/internal/latest"
 )
 
 var (
@@ -267,8 +266,8 @@ func WithValidator(f func(mercure.Update) error) Option {
 
 // WithRetryWindow sets how long after an update was recorded the same
 // update appended again is taken for a retry and not recorded twice (see
-// [mercure.Store.Append]); 0 records every append. The default is
-// [mercure.DefaultRetryWindow]. Stores sharing tables should share it.
+// [store.Store.Append]); 0 records every append. The default is
+// [store.DefaultRetryWindow]. Stores sharing tables should share it.
 func WithRetryWindow(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -290,7 +289,15 @@ func WithoutMigrations() Option {
 	}
 }
 
-// Store is a [mercure.Store] on PostgreSQL. The zero value is not usable;
+// The store's interfaces, checked by the compiler: the hub finds the
+// optional ones by a type assertion, which would otherwise fail silently.
+var (
+	_ store.LatestStore       = (*Store)(nil)
+	_ store.SubscriptionStore = (*Store)(nil)
+	_ store.OutboxStore       = (*Store)(nil)
+)
+
+// Store is a [store.Store] on PostgreSQL. The zero value is not usable;
 // call [New].
 type Store struct {
 	pool *pgxpool.Pool
@@ -302,16 +309,16 @@ type Store struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	latest latest.Event
+	latest store.Latest
 
-	listeners fanout.Listeners[*mercure.Event]
+	listeners store.Fanout
 
 	presence presence
 	seq      sequencer
 
 	hubs struct {
 		sync.Mutex
-		links []*mercure.HubLink // attached hubs, the latest last
+		links []*store.HubLink // attached hubs, the latest last
 	}
 }
 
@@ -328,7 +335,7 @@ type Store struct {
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	cfg := config{
 		prefix: DefaultPrefix, maxEvents: DefaultMaxEvents, timeout: DefaultTimeout,
-		poll: DefaultPollInterval, subTTL: DefaultSubscriptionTTL, window: mercure.DefaultRetryWindow,
+		poll: DefaultPollInterval, subTTL: DefaultSubscriptionTTL, window: store.DefaultRetryWindow,
 	}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -394,13 +401,10 @@ func (s *Store) closed() bool { return s.ctx.Err() != nil }
 
 // LatestID returns the id of the latest event this Store has appended or
 // read from its feed, including the latest one in the table when New was
-// called; [mercure.Earliest] if none. It implements [mercure.LatestStore]
+// called; [store.Earliest] if none. It implements [store.LatestStore]
 // and never blocks.
 func (s *Store) LatestID() string {
-	if id, ok := s.latest.ID(); ok {
-		return id
-	}
-	return mercure.Earliest
+	return s.latest.ID()
 }
 
 // timeout returns ctx without its cancellation, bounded by the store's
@@ -410,20 +414,20 @@ func (s *Store) timeout(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 }
 
-// Append implements [mercure.Store]: the store's sequencer inserts the
+// Append implements [store.Store]: the store's sequencer inserts the
 // event (with the other appends waiting), commits, and gets its seq,
 // which Append sets as e.Seq; or it finds the event a retry of the latest
 // one with its id, and sets that one's. Listeners get the event from the
 // feed, after Append returns or about then. ctx's cancellation is ignored
 // (see the package doc).
-func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
+func (s *Store) Append(ctx context.Context, e *store.Event) error {
 	if s.closed() {
 		return ErrClosed
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	body, digest, err := eventjson.MarshalDigest(eventjson.Update(e.Update), e.Time)
+	body, digest, err := store.MarshalEvent(e)
 	if err != nil {
 		return fmt.Errorf("pgstore: %w", err)
 	}
@@ -439,23 +443,23 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	return nil
 }
 
-// Replay implements [mercure.Store]. Head and the cursor are resolved in
+// Replay implements [store.Store]. Head and the cursor are resolved in
 // one statement; events are then read in pages of at most 512 and about
 // 1 MiB (see the package documentation), up to Head. Since
 // seqs have no hole, a page that does not start right after the last
 // event passed (or, from Earliest, at the first event retained when the
 // replay began) reveals events deleted under the replay: Events then
-// ends with an error wrapping [mercure.ErrHistoryGap].
-func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
+// ends with an error wrapping [store.ErrHistoryGap].
+func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, error) {
 	if s.closed() {
-		return mercure.Backlog{}, ErrClosed
+		return store.Backlog{}, ErrClosed
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	var head int64
 	var cursor, first *int64
 	arg := lastEventID
-	if arg == mercure.Earliest {
+	if arg == store.Earliest {
 		arg = ""
 	}
 	err := s.query(tctx, s.n.replayStart, []any{arg}, func(rows pgx.Rows) error {
@@ -465,9 +469,9 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog
 		return rows.Scan(&head, &cursor, &first)
 	})
 	if err != nil {
-		return mercure.Backlog{}, fmt.Errorf("pgstore: replay: %w", err)
+		return store.Backlog{}, fmt.Errorf("pgstore: replay: %w", err)
 	}
-	b := mercure.Backlog{Cursor: mercure.Earliest, Head: uint64(head)}
+	b := store.Backlog{Cursor: store.Earliest, Head: uint64(head)}
 	r := replayer{s: s, ctx: ctx, head: uint64(head)}
 	switch {
 	case cursor != nil:
@@ -489,7 +493,7 @@ type replayer struct {
 	pos, head uint64 // the last seq passed, and the last to read
 }
 
-func (r replayer) events(yield func(*mercure.Event, error) bool) {
+func (r replayer) events(yield func(*store.Event, error) bool) {
 	for r.pos < r.head {
 		evs, _, err := r.s.read(r.ctx, r.s.poolQuery, r.pos, r.head)
 		if err != nil {
@@ -497,7 +501,7 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 			return
 		}
 		if len(evs) == 0 || evs[0].Seq != r.pos+1 {
-			yield(nil, fmt.Errorf("pgstore: replay after seq %d: %w", r.pos, mercure.ErrHistoryGap))
+			yield(nil, fmt.Errorf("pgstore: replay after seq %d: %w", r.pos, store.ErrHistoryGap))
 			return
 		}
 		// Retention deletes the oldest rows first, and a page is read
@@ -514,8 +518,8 @@ func (r replayer) events(yield func(*mercure.Event, error) bool) {
 
 // marshal returns the JSON that a row holds of e, and the digest of its
 // update.
-func marshal(e *mercure.Event) ([]byte, [32]byte, error) {
-	b, d, err := eventjson.MarshalDigest(eventjson.Update(e.Update), e.Time)
+func marshal(e *store.Event) ([]byte, [32]byte, error) {
+	b, d, err := store.MarshalEvent(e)
 	if err != nil {
 		return nil, d, fmt.Errorf("pgstore: %w", err)
 	}
@@ -548,7 +552,7 @@ func connQuery(conn *pgx.Conn) querier {
 // read reads a page (see names.page) of the events after seq after, up
 // to head, with the store's timeout. full tells whether it stopped at a
 // bound, so that more events may follow.
-func (s *Store) read(ctx context.Context, q querier, after, head uint64) (evs []*mercure.Event, full bool, err error) {
+func (s *Store) read(ctx context.Context, q querier, after, head uint64) (evs []*store.Event, full bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	var run int64
@@ -559,11 +563,11 @@ func (s *Store) read(ctx context.Context, q querier, after, head uint64) (evs []
 			if err := rows.Scan(&seq, &body, &run); err != nil {
 				return err
 			}
-			u, at, err := eventjson.Unmarshal(body)
-			if err != nil {
+			e := &store.Event{Seq: uint64(seq)}
+			if err := store.UnmarshalEvent(body, e); err != nil {
 				return fmt.Errorf("event at seq %d: %w", seq, err)
 			}
-			evs = append(evs, &mercure.Event{Update: mercure.Update(u), Seq: uint64(seq), Time: at})
+			evs = append(evs, e)
 		}
 		return nil
 	})
@@ -573,13 +577,13 @@ func (s *Store) read(ctx context.Context, q querier, after, head uint64) (evs []
 	return evs, len(evs) == page || run >= pageBytes, nil
 }
 
-// Listen implements [mercure.Store]. l's functions are called from the
+// Listen implements [store.Store]. l's functions are called from the
 // store's feed goroutine: l.Event one event at a time in Seq order,
 // l.Status when the feed loses the database and when it is back. Events
 // this Store appended before Listen was called are not passed to
 // l.Event. A listener added during an outage is told at once.
-func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
-	return s.listeners.Add(ml.Event, ml.Status, ml.Gap)
+func (s *Store) Listen(ml store.Listener) (cancel func()) {
+	return s.listeners.Add(ml)
 }
 
 // feed passes to the listeners the events after seq last, woken by the
@@ -705,7 +709,7 @@ func (s *Store) step(conn *pgx.Conn, last *uint64, aged, swept *time.Time, seque
 
 // deliver passes evs to the listeners, telling them first of a gap
 // before any event that does not follow the previous one.
-func (s *Store) deliver(evs []*mercure.Event, last *uint64) {
+func (s *Store) deliver(evs []*store.Event, last *uint64) {
 	if len(evs) == 0 {
 		return
 	}
@@ -715,7 +719,7 @@ func (s *Store) deliver(evs []*mercure.Event, last *uint64) {
 		}
 		*last = e.Seq
 		s.latest.Seen(e.Seq, e.ID)
-		s.listeners.Deliver(e.Seq, e)
+		s.listeners.Deliver(e)
 	}
 }
 

@@ -74,7 +74,7 @@ func newNames(prefix string) *names {
 		(SELECT min(seq) FROM EV WHERE update_id = $1 AND seq IS NOT NULL AND seq <= m.last_seq),
 		(SELECT min(seq) FROM EV WHERE seq IS NOT NULL)
 		FROM META m`)
-	n.subsList = r.Replace(`SELECT s.doc FROM SUBS s JOIN HUBS h USING (hub) WHERE h.expires >= now() AND h.hub <> $1`)
+	n.subsList = r.Replace(`SELECT s.id, s.doc FROM SUBS s JOIN HUBS h USING (hub) WHERE h.expires >= now() AND h.hub <> $1`)
 	// The stores that stopped refreshing their row, at most $1 of them,
 	// and their subscriptions.
 	n.subsSweep = r.Replace(`WITH gone AS (

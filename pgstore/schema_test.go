@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -58,7 +60,7 @@ func TestWithoutMigrations(t *testing.T) {
 	migrateWith(t, pool, prefix, 0)
 	s := open(t, pool, prefix, pgstore.WithoutMigrations())
 	mustAppend(t, s, "e1")
-	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); !slices.Equal(ids, []string{"e1"}) {
+	if _, ids := storetest.ReplayIDs(t, s, store.Earliest); !slices.Equal(ids, []string{"e1"}) {
 		t.Fatalf("replay %q", ids)
 	}
 }
@@ -96,7 +98,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 			t.Fatalf("version %d (%v) after the migration", v, err)
 		}
 		mustAppend(t, s, "new")
-		got := replayAll(t, s, mercure.Earliest)
+		got := replayAll(t, s, store.Earliest)
 		if len(got) != 2 || got[0].ID != "old" || got[0].Data != "v1" || got[1].ID != "new" || got[1].Seq != 2 {
 			t.Fatalf("after the migration (by the app: %v): %q", byApp, ids(got))
 		}
@@ -147,8 +149,8 @@ func TestSubscriptionsListingIsRead(t *testing.T) {
 	// loaded machine; the dead store's rows are swept within it.
 	ttl := pgstore.WithSubscriptionTTL(2 * time.Second)
 	writer := open(t, pool, prefix, ttl)
-	sub := mercure.Subscription{ID: "/s/1", Type: "Subscription", MatchType: "exact", Match: "x", Subscriber: "urn:a", Active: true}
-	if err := writer.UpdateSubscriptions(ctx, []mercure.Subscription{sub}); err != nil {
+	sub := store.Subscription{ID: "/s/1", Active: true, JSON: []byte(`{"id":"/s/1","match":"x"}`)}
+	if err := writer.UpdateSubscriptions(ctx, []store.Subscription{sub}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO `+prefix+`_hubs VALUES ('00000000-0000-0000-0000-000000000001', now() - interval '1 hour');

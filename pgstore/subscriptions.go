@@ -2,15 +2,14 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
 )
 
 // DefaultSubscriptionTTL is how long the subscriptions of a store that
@@ -61,12 +60,12 @@ func (p *presence) init(s *Store) {
 
 // UpdateSubscriptions records changes of the subscriptions of the hub
 // using the store: an active one is added (or replaced), an inactive one
-// removed. It implements [mercure.SubscriptionStore]: it returns once the
+// removed. It implements [store.SubscriptionStore]: it returns once the
 // database has the changes, or with the error of that write; the store
 // keeps them in any case and writes them when it can, and keeps them
 // visible to every store on the tables while this one lives (see
 // [WithSubscriptionTTL]).
-func (s *Store) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscription) error {
+func (s *Store) UpdateSubscriptions(ctx context.Context, subs []store.Subscription) error {
 	p := &s.presence
 	p.mu.Lock()
 	if s.closed() {
@@ -77,12 +76,8 @@ func (s *Store) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscrip
 	var del []string
 	for _, sub := range subs {
 		if sub.Active {
-			b, err := json.Marshal(sub)
-			if err != nil {
-				continue // a Payload that is not JSON: the hub never makes one
-			}
-			p.local[sub.ID] = b
-			set = append(set, sub.ID, string(b))
+			p.local[sub.ID] = slices.Clone(sub.JSON)
+			set = append(set, sub.ID, string(sub.JSON))
 		} else {
 			delete(p.local, sub.ID)
 			del = append(del, sub.ID)
@@ -161,18 +156,22 @@ func (p *presence) write(ctx context.Context, set []any, del []string) error {
 
 // Subscriptions returns the active subscriptions of every store on the
 // tables, in no particular order. It implements
-// [mercure.SubscriptionStore].
-func (s *Store) Subscriptions(ctx context.Context) ([]mercure.Subscription, error) {
+// [store.SubscriptionStore].
+func (s *Store) Subscriptions(ctx context.Context) ([]store.Subscription, error) {
 	if s.closed() {
 		return nil, ErrClosed
 	}
 	n := s.n
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	var docs [][]byte
+	var subs []store.Subscription
 	err := s.query(ctx, n.subsList, []any{s.presence.name}, func(rows pgx.Rows) error {
 		var err error
-		docs, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		subs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Subscription, error) {
+			sub := store.Subscription{Active: true}
+			err := row.Scan(&sub.ID, &sub.JSON)
+			return sub, err
+		})
 		return err
 	})
 	if err != nil {
@@ -180,18 +179,10 @@ func (s *Store) Subscriptions(ctx context.Context) ([]mercure.Subscription, erro
 	}
 	p := &s.presence
 	p.mu.Lock()
-	for _, b := range p.local {
-		docs = append(docs, b)
+	for id, doc := range p.local {
+		subs = append(subs, store.Subscription{ID: id, Active: true, JSON: doc})
 	}
 	p.mu.Unlock()
-	subs := make([]mercure.Subscription, 0, len(docs))
-	for _, d := range docs {
-		var sub mercure.Subscription
-		if err := json.Unmarshal(d, &sub); err != nil {
-			continue // not written by a Store
-		}
-		subs = append(subs, sub)
-	}
 	return subs, nil
 }
 

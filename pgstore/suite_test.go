@@ -4,7 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -17,7 +18,7 @@ var suiteTimeout = pgstore.WithTimeout(time.Minute)
 
 func TestSuite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) mercure.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		pool, prefix := db(t)
 		return open(t, pool, prefix, suiteTimeout)
 	})
@@ -25,7 +26,7 @@ func TestSuite(t *testing.T) {
 
 func TestRetention(t *testing.T) {
 	t.Parallel()
-	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
+	storetest.RunRetention(t, func(t *testing.T, keep int) store.Store {
 		pool, prefix := db(t)
 		return open(t, pool, prefix, pgstore.WithMaxEvents(int64(keep)), suiteTimeout)
 	})
@@ -38,7 +39,7 @@ func TestCluster(t *testing.T) {
 	t.Parallel()
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
-	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
+	storetest.RunCluster(t, func(t *testing.T) store.Store {
 		return open(t, newPool(t, dsn), prefix, suiteTimeout)
 	})
 }
@@ -49,7 +50,7 @@ func TestEndStreamsAcrossHubs(t *testing.T) {
 	t.Parallel()
 	pool, prefix := db(t)
 	dsn := pool.Config().ConnString()
-	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
+	storetest.RunEndStreams(t, func(t *testing.T) (a, b store.Store) {
 		return open(t, newPool(t, dsn), prefix, suiteTimeout), open(t, newPool(t, dsn), prefix, suiteTimeout)
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -29,7 +31,7 @@ import (
 // transaction. The update's position is given after the commit in every
 // case. A transaction retried after a lost COMMIT answer records the
 // update again, as it writes the application's rows again: retries are
-// recognised for appends (see [mercure.Store.Append]), not here.
+// recognised for appends (see [store.Store.Append]), not here.
 //
 // Its position in the hub-wide order is given when tx commits, after
 // every update committed before it (see the package documentation): a
@@ -71,61 +73,69 @@ func (s *Store) PublishSQLTx(ctx context.Context, tx *sql.Tx, u mercure.Update) 
 
 // prepare validates u and returns the statement that records it, and
 // the link of the hub that checked it, if any.
-func (s *Store) prepare(u mercure.Update) (string, []any, string, *mercure.HubLink, error) {
+func (s *Store) prepare(u mercure.Update) (string, []any, string, *store.HubLink, error) {
 	if s.closed() {
 		return "", nil, "", nil, ErrClosed
 	}
-	u.Topics = slices.Clone(u.Topics)
+	// Own the caller's slices and pointers before checking them.
+	e := &store.Event{ID: u.ID, Topics: slices.Clone(u.Topics), Data: u.Data, Private: u.Private, Type: u.Type}
 	if u.Retry != nil {
 		r := *u.Retry
-		u.Retry = &r
+		e.Retry = &r
 	}
 	validate, link := s.validator()
-	if err := validate(u); err != nil {
+	if err := validate(e); err != nil {
 		return "", nil, "", nil, err
 	}
-	if u.ID == "" {
-		u.ID = "urn:uuid:" + uuid.NewString() // random, as the hub's (REC-12)
+	if e.ID == "" {
+		e.ID = "urn:uuid:" + uuid.NewString() // random, as the hub's (REC-12)
 	}
-	e := &mercure.Event{Update: u, Time: time.Now()}
+	e.Time = time.Now()
 	body, digest, err := marshal(e)
 	if err != nil {
 		return "", nil, "", nil, err
 	}
-	return s.n.insertNotify, []any{e.ID, body, e.Time, len(body), digest[:]}, u.ID, link, nil
+	return s.n.insertNotify, []any{e.ID, body, e.Time, len(body), digest[:]}, e.ID, link, nil
 }
 
 // validator returns the check of PublishTx: WithValidator's, or the
 // latest attached hub's (with its link), or mercure.ValidateUpdate.
-func (s *Store) validator() (func(mercure.Update) error, *mercure.HubLink) {
+func (s *Store) validator() (func(*store.Event) error, *store.HubLink) {
 	s.hubs.Lock()
 	defer s.hubs.Unlock()
-	var link *mercure.HubLink
+	var link *store.HubLink
 	if n := len(s.hubs.links); n > 0 {
 		link = s.hubs.links[n-1]
 	}
 	switch {
 	case s.cfg.validate != nil:
-		return s.cfg.validate, link
+		return updateCheck(s.cfg.validate), link
 	case link != nil:
 		return link.Validate, link
 	}
-	return mercure.ValidateUpdate, nil
+	return updateCheck(mercure.ValidateUpdate), nil
 }
 
-// AttachHub implements [mercure.OutboxStore]: [mercure.New] calls it, so
+// updateCheck returns f as a check of an event's update.
+func updateCheck(f func(mercure.Update) error) func(*store.Event) error {
+	return func(e *store.Event) error {
+		return f(mercure.Update{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type, Retry: e.Retry})
+	}
+}
+
+// AttachHub implements [store.OutboxStore]: [mercure.New] calls it, so
 // that PublishTx checks updates with the hub's rules (unless
 // [WithValidator] says otherwise) and counts them in its metrics, until
 // the hub's Shutdown detaches it. With several hubs on one Store, the
 // latest attached is used.
-func (s *Store) AttachHub(link mercure.HubLink) (detach func()) {
+func (s *Store) AttachHub(link store.HubLink) (detach func()) {
 	l := &link
 	s.hubs.Lock()
 	s.hubs.links = append(s.hubs.links, l)
 	s.hubs.Unlock()
 	return func() {
 		s.hubs.Lock()
-		s.hubs.links = slices.DeleteFunc(s.hubs.links, func(x *mercure.HubLink) bool { return x == l })
+		s.hubs.links = slices.DeleteFunc(s.hubs.links, func(x *store.HubLink) bool { return x == l })
 		s.hubs.Unlock()
 	}
 }

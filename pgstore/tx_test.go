@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -24,18 +26,18 @@ import (
 // feed records what a store's feed passes to a listener. It keeps the
 // markers that settle appends apart from the events under test.
 type feed struct {
-	s      mercure.Store // the store listened to, to which settle appends
+	s      store.Store // the store listened to, to which settle appends
 	mu     sync.Mutex
-	evs    []*mercure.Event // the events passed, markers left out
-	marks  map[string]int   // marker id → how many events the feed had passed before it
+	evs    []*store.Event // the events passed, markers left out
+	marks  map[string]int // marker id → how many events the feed had passed before it
 	gaps   int
 	status chan error
 }
 
-func listen(t testing.TB, s mercure.Store) *feed {
+func listen(t testing.TB, s store.Store) *feed {
 	f := &feed{s: s, marks: make(map[string]int), status: make(chan error, 100)}
-	t.Cleanup(s.Listen(mercure.Listener{
-		Event: func(e *mercure.Event) {
+	t.Cleanup(s.Listen(store.Listener{
+		Event: func(e *store.Event) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if !isMarker(e.ID) {
@@ -54,7 +56,7 @@ func listen(t testing.TB, s mercure.Store) *feed {
 	return f
 }
 
-func (f *feed) events() []*mercure.Event {
+func (f *feed) events() []*store.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.evs)
@@ -67,9 +69,9 @@ func (f *feed) gapCount() int {
 }
 
 // wait waits until the feed has passed n events and returns them.
-func (f *feed) wait(t testing.TB, n int) []*mercure.Event {
+func (f *feed) wait(t testing.TB, n int) []*store.Event {
 	t.Helper()
-	var evs []*mercure.Event
+	var evs []*store.Event
 	if !testwait.Within(testwait.Deadline, func() bool { evs = f.events(); return len(evs) >= n }) {
 		t.Fatalf("feed passed %d events (%q), want %d", len(evs), ids(evs), n)
 	}
@@ -97,7 +99,7 @@ func isMarker(id string) bool { return strings.HasPrefix(id, markerPrefix) }
 // updates under test before it settles: a transaction still open is
 // numbered after the marker, and is the next settle's. Markers are left
 // out of the feed's events and of replayAll.
-func (f *feed) settle(t testing.TB, n int) []*mercure.Event {
+func (f *feed) settle(t testing.TB, n int) []*store.Event {
 	t.Helper()
 	id := fmt.Sprint(markerPrefix, markerN.Add(1))
 	e := storetest.NewEvent(id)
@@ -131,7 +133,7 @@ func (f *feed) wantStatus(t testing.TB, down bool, within time.Duration) {
 	}
 }
 
-func ids(evs []*mercure.Event) []string {
+func ids(evs []*store.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.ID
@@ -141,7 +143,7 @@ func ids(evs []*mercure.Event) []string {
 
 // sameOrder checks that two sequences of events hold the same ids with
 // the same Seqs, in order.
-func sameOrder(t testing.TB, what string, got, want []*mercure.Event) {
+func sameOrder(t testing.TB, what string, got, want []*store.Event) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %q, want %q", what, ids(got), ids(want))
@@ -154,13 +156,13 @@ func sameOrder(t testing.TB, what string, got, want []*mercure.Event) {
 }
 
 // replayAll returns the events s replays after cursor, markers left out.
-func replayAll(t testing.TB, s mercure.Store, cursor string) []*mercure.Event {
+func replayAll(t testing.TB, s store.Store, cursor string) []*store.Event {
 	t.Helper()
 	b, err := s.Replay(context.Background(), cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []*mercure.Event
+	var evs []*store.Event
 	for e, err := range b.Events {
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +181,7 @@ func upd(id string) mercure.Update {
 // mustAppend appends an event with id, retrying as a publisher would: a
 // store with a short timeout can run out of it on a healthy server beside
 // CPU hogs, and a retry of the same event is recorded once.
-func mustAppend(t testing.TB, s mercure.Store, id string) {
+func mustAppend(t testing.TB, s store.Store, id string) {
 	t.Helper()
 	storetest.MustAppend(t, s, storetest.NewEvent(id))
 }
@@ -223,7 +225,7 @@ func TestTxHeldOpenAcrossCommits(t *testing.T) {
 			t.Fatalf("before the held transaction commits: %q", got)
 		}
 	}
-	if got := ids(replayAll(t, a, mercure.Earliest)); strings.Join(got, " ") != "a1 t2 a3" {
+	if got := ids(replayAll(t, a, store.Earliest)); strings.Join(got, " ") != "a1 t2 a3" {
 		t.Fatalf("replay before the held transaction commits: %q", got)
 	}
 	if err := held.Commit(ctx); err != nil {
@@ -237,7 +239,7 @@ func TestTxHeldOpenAcrossCommits(t *testing.T) {
 		t.Fatalf("live after the commit: %q", got)
 	}
 	sameOrder(t, "feed of the other store", fb.settle(t, 5), live)
-	sameOrder(t, "replay from earliest", replayAll(t, b, mercure.Earliest), live)
+	sameOrder(t, "replay from earliest", replayAll(t, b, store.Earliest), live)
 	sameOrder(t, "replay from a3, passed before held committed", replayAll(t, a, "a3"), live[3:])
 }
 
@@ -268,7 +270,7 @@ func TestTxRollback(t *testing.T) {
 	if live[1].Seq != live[0].Seq+1 {
 		t.Fatalf("Seqs %d then %d: the rolled-back update left a hole", live[0].Seq, live[1].Seq)
 	}
-	sameOrder(t, "replay", replayAll(t, s, mercure.Earliest), live)
+	sameOrder(t, "replay", replayAll(t, s, store.Earliest), live)
 }
 
 // TestTxSQL publishes through database/sql on pgx's stdlib driver, with
@@ -339,7 +341,7 @@ func TestTxValidates(t *testing.T) {
 	if _, err := s.PublishTx(ctx, tx, mercure.Update{Data: "no topic"}); !errors.Is(err, mercure.ErrNoTopic) {
 		t.Fatalf("no topic: %v, want ErrNoTopic", err)
 	}
-	if _, err := s.PublishTx(ctx, tx, mercure.Update{Topics: []string{"t"}, ID: mercure.Earliest}); !errors.Is(err, mercure.ErrInvalidID) {
+	if _, err := s.PublishTx(ctx, tx, mercure.Update{Topics: []string{"t"}, ID: store.Earliest}); !errors.Is(err, mercure.ErrInvalidID) {
 		t.Fatalf("id earliest: %v, want ErrInvalidID", err)
 	}
 	own := open(t, pool, prefix, pgstore.WithValidator(func(mercure.Update) error { return errRefused }))
@@ -349,7 +351,7 @@ func TestTxValidates(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := replayAll(t, s, mercure.Earliest); len(got) != 0 {
+	if got := replayAll(t, s, store.Earliest); len(got) != 0 {
 		t.Fatalf("refused updates recorded: %q", ids(got))
 	}
 }
@@ -418,7 +420,7 @@ func TestTxInterleavings(t *testing.T) {
 	// is numbered after every committed update, in both feeds.
 	live := fa.settle(t, n)
 	sameOrder(t, "feed of store B", fb.settle(t, n), live)
-	sameOrder(t, "replay", replayAll(t, a, mercure.Earliest), live)
+	sameOrder(t, "replay", replayAll(t, a, store.Earliest), live)
 	for i, e := range live {
 		if !committed[e.ID] {
 			t.Fatalf("delivered %s, which was rolled back", e.ID)

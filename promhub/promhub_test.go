@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -65,16 +68,16 @@ func token(t *testing.T, s *mercure.Signer, g mercure.Grant) string {
 
 // feedStore is a memory store whose live feed the test reports down or up.
 type feedStore struct {
-	*mercure.MemoryStore
+	*memstore.Store
 	mu sync.Mutex
-	l  mercure.Listener
+	l  store.Listener
 }
 
-func (f *feedStore) Listen(l mercure.Listener) func() {
+func (f *feedStore) Listen(l store.Listener) func() {
 	f.mu.Lock()
 	f.l = l
 	f.mu.Unlock()
-	return f.MemoryStore.Listen(l)
+	return f.Store.Listen(l)
 }
 
 func (f *feedStore) status(err error) {
@@ -206,12 +209,12 @@ func (s *sub) close() {
 
 func newEnv(t *testing.T, opts ...mercure.Option) *env {
 	t.Helper()
-	ms, err := mercure.NewMemoryStore(100)
+	ms, err := memstore.New(memstore.WithMaxEvents(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &feedStore{MemoryStore: ms}
-	h, err := mercure.New(hubURL, append([]mercure.Option{mercure.WithStore(store), mercure.WithLogger(nil)}, opts...)...)
+	st := &feedStore{Store: ms}
+	h, err := mercure.New(hubURL, append([]mercure.Option{mercure.WithStore(st), mercure.WithLogger(nil)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +229,7 @@ func newEnv(t *testing.T, opts ...mercure.Option) *env {
 	})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(promhub.NewCollector(h))
-	return &env{t: t, hub: h, srv: srv, reg: reg, store: store}
+	return &env{t: t, hub: h, srv: srv, reg: reg, store: st}
 }
 
 // value is the value of the series name{labels...} gathered from the
@@ -387,7 +390,7 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	e.eventually(1, "mercure_streams")
 
 	// A replay from the start.
-	replayer := e.subscribe("match="+url.QueryEscape(topic), "Last-Event-ID", mercure.Earliest)
+	replayer := e.subscribe("match="+url.QueryEscape(topic), "Last-Event-ID", store.Earliest)
 	for _, want := range []string{"a", "b", "c"} {
 		if got := replayer.next(t); got != want {
 			t.Fatalf("replayed %q, want %q", got, want)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/mercurekit/mercure/internal/ssetest"
@@ -24,15 +26,15 @@ import (
 
 // feed records what a store's feed passes to a listener.
 type feed struct {
-	s      mercure.Store // the store listened to, to which wantEvents appends
+	s      store.Store // the store listened to, to which wantEvents appends
 	events chan string
 	status chan error
 }
 
-func listen(t *testing.T, s mercure.Store) *feed {
+func listen(t *testing.T, s store.Store) *feed {
 	f := &feed{s: s, events: make(chan string, 1000), status: make(chan error, 100)}
-	t.Cleanup(s.Listen(mercure.Listener{
-		Event:  func(e *mercure.Event) { f.events <- e.ID },
+	t.Cleanup(s.Listen(store.Listener{
+		Event:  func(e *store.Event) { f.events <- e.ID },
 		Status: func(err error) { f.status <- err },
 	}))
 	return f
@@ -92,7 +94,7 @@ func TestOutageSuite(t *testing.T) {
 		}
 		p := newProxy(t, addr)
 		o := &storetest.OutageServer{
-			Open: func(t *testing.T, keep int, cut bool) mercure.Store {
+			Open: func(t *testing.T, keep int, cut bool) store.Store {
 				to := addr
 				if cut {
 					to = p.Addr()
@@ -162,7 +164,7 @@ func TestLatestID(t *testing.T) {
 	rdb, key := client(t)
 	a := open(t, rdb, key)
 	defer a.Close()
-	if got := a.LatestID(); got != mercure.Earliest {
+	if got := a.LatestID(); got != store.Earliest {
 		t.Fatalf("empty stream: LatestID %q", got)
 	}
 	for _, id := range []string{"l1", "l2"} {
@@ -305,7 +307,7 @@ type gatedUnlisten struct {
 	gapOnce, unlistenOnce        sync.Once
 }
 
-func (s *gatedUnlisten) Listen(l mercure.Listener) func() {
+func (s *gatedUnlisten) Listen(l store.Listener) func() {
 	gap := l.Gap
 	l.Gap = func() {
 		gap()
@@ -387,7 +389,7 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 	var got atomic.Int64
 	held, hold := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	defer a.Listen(mercure.Listener{Event: func(*mercure.Event) {
+	defer a.Listen(store.Listener{Event: func(*store.Event) {
 		once.Do(func() { close(held); <-hold }) // the feed falls behind
 		got.Add(1)
 	}})()

@@ -1,4 +1,4 @@
-// Package redisstore is a [mercure.Store] on a Redis stream, shared by
+// Package redisstore is a [store.Store] on a Redis stream, shared by
 // every hub (in any number of processes) that uses the same stream key: it
 // lets several application instances act as one Mercure hub. It needs
 // Redis 5 or later (Lua scripting and streams).
@@ -20,7 +20,7 @@
 // byte for byte with the same Time) and returns that entry rather than
 // adding a second one. Client retries are therefore safe, and useful: they
 // ride over a dropped connection. A publisher's retry is recognised the
-// same way (see [mercure.Store.Append]): each entry holds, in a field
+// same way (see [store.Store.Append]): each entry holds, in a field
 // "h", the SHA-256 of its update without its time, and an append whose
 // digest is that of the latest occurrence of its id, added (by the entry
 // id's time) within the retry window before the event's Time, returns that
@@ -36,7 +36,7 @@
 // each read and write by the client's ReadTimeout and WriteTimeout (5 s
 // by default), whichever ends first: a WithTimeout longer than those
 // gives a slow Redis no more time unless they are raised too. The feed reports the
-// outage to its listeners (see [mercure.Listener]) and resumes after the
+// outage to its listeners (see [store.Listener]) and resumes after the
 // last entry it delivered; if entries were trimmed meanwhile, it tells
 // them of the gap. With a Redis that persists its data (appendonly yes,
 // appendfsync always for no loss at all), a restart loses nothing that
@@ -64,7 +64,7 @@
 // retained event: duplicates rather than a gap) until the latest is.
 // Entries an operator trims are dropped from the lists as they are met. A
 // replay that trimming overtakes, taking entries it has yet to read, ends
-// with an error wrapping [mercure.ErrHistoryGap] (see [Store.Replay]).
+// with an error wrapping [store.ErrHistoryGap] (see [Store.Replay]).
 package redisstore
 
 import (
@@ -77,10 +77,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/eventjson"
-	"github.com/mercurekit/mercure/internal/fanout"
-	"github.com/mercurekit/mercure/internal/latest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -162,9 +161,9 @@ func WithTimeout(d time.Duration) Option {
 
 // WithRetryWindow sets how long after an update was recorded the same
 // update appended again is taken for a retry and not recorded twice (see
-// [mercure.Store.Append] and the package documentation); 0 records every
+// [store.Store.Append] and the package documentation); 0 records every
 // publisher's append, and only go-redis's own retries are recognised. The
-// default is [mercure.DefaultRetryWindow].
+// default is [store.DefaultRetryWindow].
 func WithRetryWindow(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -175,7 +174,14 @@ func WithRetryWindow(d time.Duration) Option {
 	}
 }
 
-// Store is a [mercure.Store] on a Redis stream. The zero value is not
+// The store's interfaces, checked by the compiler: the hub finds the
+// optional ones by a type assertion, which would otherwise fail silently.
+var (
+	_ store.LatestStore       = (*Store)(nil)
+	_ store.SubscriptionStore = (*Store)(nil)
+)
+
+// Store is a [store.Store] on a Redis stream. The zero value is not
 // usable; call [New].
 type Store struct {
 	rdb          redis.UniversalClient
@@ -192,9 +198,9 @@ type Store struct {
 	once   sync.Once
 
 	// latest is the latest event known to this Store (see LatestID).
-	latest latest.Event
+	latest store.Latest
 
-	listeners fanout.Listeners[*mercure.Event]
+	listeners store.Fanout
 
 	presence presence
 }
@@ -413,7 +419,7 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	if client == nil || stream == "" {
 		return nil, fmt.Errorf("%w: redisstore.New needs a client and a stream key", mercure.ErrInvalidOption)
 	}
-	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL, window: mercure.DefaultRetryWindow,
+	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, subTTL: DefaultSubscriptionTTL, window: store.DefaultRetryWindow,
 		presenceBackoff: minBackoff}
 	for _, o := range opts {
 		if o == nil {
@@ -485,15 +491,12 @@ func number(m redis.XMessage) uint64 {
 
 // LatestID returns the id of the latest event this Store has appended or
 // read from the stream, including the last one in the stream when New
-// was called; [mercure.Earliest] if none. It implements
-// [mercure.LatestStore], so that a hub started on a stream with history
+// was called; [store.Earliest] if none. It implements
+// [store.LatestStore], so that a hub started on a stream with history
 // reports its last event id (spec §Reconnection, State Reconciliation, and
 // Event Sourcing).
 func (s *Store) LatestID() string {
-	if id, ok := s.latest.ID(); ok {
-		return id
-	}
-	return mercure.Earliest
+	return s.latest.ID()
 }
 
 // Close stops the feed's reader and withdraws this store's subscriptions
@@ -512,17 +515,17 @@ func (s *Store) Close() error {
 
 func (s *Store) closed() bool { return s.ctx.Err() != nil }
 
-// Append implements [mercure.Store]. It returns once Redis has added the
+// Append implements [store.Store]. It returns once Redis has added the
 // event to the stream; listeners get it from the feed, possibly later.
 // It ignores ctx's cancellation: [WithTimeout] bounds it.
-func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
+func (s *Store) Append(ctx context.Context, e *store.Event) error {
 	if s.closed() {
 		return ErrClosed
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	v, digest, err := eventjson.MarshalDigest(eventjson.Update(e.Update), e.Time)
+	v, digest, err := store.MarshalEvent(e)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
@@ -546,7 +549,7 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 	return nil
 }
 
-// Replay implements [mercure.Store]. Head and the cursor are resolved
+// Replay implements [store.Store]. Head and the cursor are resolved
 // atomically; events are then read in pages of at most 512 and about
 // 1 MiB, up to Head.
 //
@@ -556,35 +559,35 @@ func (s *Store) Append(ctx context.Context, e *mercure.Event) error {
 // has been trimmed. When it is gone, the entries' numbers tell whether
 // any entry a Store wrote went with it: the next numbered entry must
 // follow the last one passed. If not, or if there is no number to go by,
-// Events ends with an error wrapping [mercure.ErrHistoryGap]. An entry
+// Events ends with an error wrapping [store.ErrHistoryGap]. An entry
 // missing while the one before it is still there was deleted (XDEL), not
 // trimmed under the replay: the replay passes over it rather than fail
 // on it every time.
-func (s *Store) Replay(ctx context.Context, lastEventID string) (mercure.Backlog, error) {
+func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, error) {
 	if s.closed() {
-		return mercure.Backlog{}, ErrClosed
+		return store.Backlog{}, ErrClosed
 	}
 	arg := lastEventID
-	if arg == mercure.Earliest {
+	if arg == store.Earliest {
 		arg = ""
 	}
 	res, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
 		return s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, arg).StringSlice()
 	})
 	if err != nil {
-		return mercure.Backlog{}, fmt.Errorf("redisstore: replay: %w", err)
+		return store.Backlog{}, fmt.Errorf("redisstore: replay: %w", err)
 	}
 	if len(res) != 4 {
-		return mercure.Backlog{}, fmt.Errorf("redisstore: unexpected replay reply %q", res)
+		return store.Backlog{}, fmt.Errorf("redisstore: unexpected replay reply %q", res)
 	}
-	b := mercure.Backlog{Cursor: mercure.Earliest}
+	b := store.Backlog{Cursor: store.Earliest}
 	head := res[0]
 	if head == "" {
-		b.Events = func(func(*mercure.Event, error) bool) {}
+		b.Events = func(func(*store.Event, error) bool) {}
 		return b, nil
 	}
 	if b.Head, err = parseID(head); err != nil {
-		return mercure.Backlog{}, err
+		return store.Backlog{}, err
 	}
 	r := replayer{s: s, ctx: ctx, head: head, pos: res[1]}
 	if res[2] != "" {
@@ -611,9 +614,9 @@ type replayer struct {
 	check bool
 }
 
-func (r replayer) events(yield func(*mercure.Event, error) bool) {
+func (r replayer) events(yield func(*store.Event, error) bool) {
 	gap := func() {
-		yield(nil, fmt.Errorf("redisstore: replay at entry %s: %w", r.pos, mercure.ErrHistoryGap))
+		yield(nil, fmt.Errorf("redisstore: replay at entry %s: %w", r.pos, store.ErrHistoryGap))
 	}
 	for !r.passed || r.pos != r.head {
 		msgs, full, err := r.s.page(r.ctx, r.pos, r.head, r.passed)
@@ -716,13 +719,13 @@ func call[T any](s *Store, ctx context.Context, f func(context.Context) (T, erro
 	return f(ctx)
 }
 
-// Listen implements [mercure.Store]. l's functions are called from the
+// Listen implements [store.Store]. l's functions are called from the
 // store's reader goroutine: l.Event one event at a time in Seq order,
 // l.Status when the reader loses Redis and when it is back. Events this
 // Store appended before Listen was called are not passed to l.Event. A
 // listener added during an outage is told at once.
-func (s *Store) Listen(ml mercure.Listener) (cancel func()) {
-	return s.listeners.Add(ml.Event, ml.Status, ml.Gap)
+func (s *Store) Listen(ml store.Listener) (cancel func()) {
+	return s.listeners.Add(ml)
 }
 
 // readLoop feeds the listeners from the stream, starting after the entry
@@ -788,7 +791,7 @@ func (s *Store) readLoop(last string, n uint64) {
 					continue
 				}
 				s.latest.Seen(e.Seq, e.ID)
-				s.listeners.Deliver(e.Seq, e)
+				s.listeners.Deliver(e)
 			}
 		}
 	}
@@ -814,7 +817,7 @@ func parseID(id string) (uint64, error) {
 	return 0, fmt.Errorf("redisstore: stream id %q maps to Seq 0", id)
 }
 
-func decode(m redis.XMessage) (*mercure.Event, error) {
+func decode(m redis.XMessage) (*store.Event, error) {
 	seq, err := parseID(m.ID)
 	if err != nil {
 		return nil, err
@@ -823,11 +826,11 @@ func decode(m redis.XMessage) (*mercure.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("redisstore: entry %s: no field %q", m.ID, field)
 	}
-	u, at, err := eventjson.Unmarshal([]byte(v))
-	if err != nil {
+	e := &store.Event{Seq: seq}
+	if err := store.UnmarshalEvent([]byte(v), e); err != nil {
 		return nil, fmt.Errorf("redisstore: entry %s: %w", m.ID, err)
 	}
-	return &mercure.Event{Update: mercure.Update(u), Seq: seq, Time: at}, nil
+	return e, nil
 }
 
 // nextBackoff is the wait after one more failed attempt that followed a

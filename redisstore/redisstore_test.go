@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -74,7 +76,7 @@ var suiteTimeout = redisstore.WithTimeout(time.Minute)
 
 func TestSuite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) mercure.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout) // no limit
 	})
@@ -84,7 +86,7 @@ func TestSuite(t *testing.T) {
 // DefaultMaxLen: a store must have a bound unless told otherwise.
 func TestSuiteWithMaxLen(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) mercure.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		rdb, key := client(t)
 		s := open(t, rdb, key, suiteTimeout)
 		if got := s.MaxLen(); got != redisstore.DefaultMaxLen {
@@ -96,7 +98,7 @@ func TestSuiteWithMaxLen(t *testing.T) {
 
 func TestSuiteRetention(t *testing.T) {
 	t.Parallel()
-	storetest.RunRetention(t, func(t *testing.T, keep int) mercure.Store {
+	storetest.RunRetention(t, func(t *testing.T, keep int) store.Store {
 		rdb, key := client(t)
 		return open(t, rdb, key, redisstore.WithMaxLen(int64(keep)), suiteTimeout)
 	})
@@ -110,8 +112,8 @@ func TestSharedStream(t *testing.T) {
 	a, b := open(t, rdb, key), open(t, rdb, key)
 	defer a.Close()
 	defer b.Close()
-	got := make(chan *mercure.Event, 10)
-	defer b.Listen(mercure.Listener{Event: func(e *mercure.Event) { got <- e }})()
+	got := make(chan *store.Event, 10)
+	defer b.Listen(store.Listener{Event: func(e *store.Event) { got <- e }})()
 	e1, e2 := storetest.NewEvent("x1"), storetest.NewEvent("x2")
 	if err := a.Append(context.Background(), e1); err != nil {
 		t.Fatal(err)
@@ -119,7 +121,7 @@ func TestSharedStream(t *testing.T) {
 	if err := b.Append(context.Background(), e2); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []*mercure.Event{e1, e2} {
+	for _, want := range []*store.Event{e1, e2} {
 		select {
 		case e := <-got:
 			if d := storetest.SameEvent(e, want); d != "" {
@@ -150,7 +152,7 @@ func TestTrimmedCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, ids := storetest.ReplayIDs(t, s, "a")
-	if b.Cursor != mercure.Earliest || strings.Join(ids, " ") != "b c" {
+	if b.Cursor != store.Earliest || strings.Join(ids, " ") != "b c" {
 		t.Fatalf("trimmed cursor: Cursor %q, events %q", b.Cursor, ids)
 	}
 	for _, id := range []string{"a", "d"} {
@@ -182,7 +184,7 @@ func TestMaxLen(t *testing.T) {
 	if n >= 1000 || n < 10 {
 		t.Fatalf("stream length %d after 1000 appends with MAXLEN ~ 10", n)
 	}
-	_, ids := storetest.ReplayIDs(t, s, mercure.Earliest)
+	_, ids := storetest.ReplayIDs(t, s, store.Earliest)
 	if len(ids) != int(n) || ids[len(ids)-1] != "m999" {
 		t.Fatalf("replayed %d events ending %q, stream holds %d", len(ids), ids[len(ids)-1], n)
 	}
@@ -195,7 +197,7 @@ func TestLongReplay(t *testing.T) {
 	s := open(t, rdb, key)
 	defer s.Close()
 	const total = 1300
-	pipe := make([]*mercure.Event, total)
+	pipe := make([]*store.Event, total)
 	for i := range total {
 		pipe[i] = storetest.NewEvent(fmt.Sprint("r", i))
 		if err := s.Append(context.Background(), pipe[i]); err != nil {
@@ -229,7 +231,7 @@ func TestReplayReadsLittleBeyondThePage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	storetest.ReplayIDs(t, s, mercure.Earliest) // the scripts loaded: one EVALSHA a page
+	storetest.ReplayIDs(t, s, store.Earliest) // the scripts loaded: one EVALSHA a page
 
 	mon, err := net.Dial("tcp", srv.Addr)
 	if err != nil {
@@ -243,7 +245,7 @@ func TestReplayReadsLittleBeyondThePage(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
 		t.Fatalf("MONITOR: %q %v", line, err)
 	}
-	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); len(ids) != events {
+	if _, ids := storetest.ReplayIDs(t, s, store.Earliest); len(ids) != events {
 		t.Fatalf("replayed %d events, want %d", len(ids), events)
 	}
 	const marker = "replay-done"
@@ -377,7 +379,7 @@ func TestTwoHubs(t *testing.T) {
 func TestEndStreamsAcrossHubs(t *testing.T) {
 	t.Parallel()
 	rdb, key := client(t)
-	storetest.RunEndStreams(t, func(t *testing.T) (a, b mercure.Store) {
+	storetest.RunEndStreams(t, func(t *testing.T) (a, b store.Store) {
 		a, b = open(t, rdb, key, suiteTimeout), open(t, rdb, key, suiteTimeout)
 		t.Cleanup(func() { a.(*redisstore.Store).Close(); b.(*redisstore.Store).Close() })
 		return a, b
@@ -397,7 +399,7 @@ func TestReaderReconnects(t *testing.T) {
 	s := open(t, rdb, key)
 	defer s.Close()
 	got := make(chan string, 100)
-	defer s.Listen(mercure.Listener{Event: func(e *mercure.Event) { got <- e.ID }})()
+	defer s.Listen(store.Listener{Event: func(e *store.Event) { got <- e.ID }})()
 	ctx := context.Background()
 	var want []string
 	for round := range 3 {
@@ -500,7 +502,7 @@ func TestREC7AfterTrim(t *testing.T) {
 	// 163 appends: the 63 recorded first occurrences are trimmed; the
 	// other retained ones (#63 to #69) are partly unrecorded.
 	b, ids = storetest.ReplayIDs(t, s, "g")
-	if b.Cursor != mercure.Earliest || len(ids) != 100 {
+	if b.Cursor != store.Earliest || len(ids) != 100 {
 		t.Fatalf("cursor g past its recorded occurrences: Cursor %q, %d events, want earliest and 100", b.Cursor, len(ids))
 	}
 
@@ -526,7 +528,7 @@ func TestForeignEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, s, "f2", 1)
-	if _, ids := storetest.ReplayIDs(t, s, mercure.Earliest); strings.Join(ids, " ") != "f1 f2" {
+	if _, ids := storetest.ReplayIDs(t, s, store.Earliest); strings.Join(ids, " ") != "f1 f2" {
 		t.Fatalf("replay over a foreign entry: %q", ids)
 	}
 	f.wantEvents(t, "f1", "f2")
@@ -534,7 +536,7 @@ func TestForeignEntries(t *testing.T) {
 
 // drain reads a backlog to its end: the ids yielded, and the error that
 // ended it.
-func drain(b mercure.Backlog) (ids []string, err error) {
+func drain(b store.Backlog) (ids []string, err error) {
 	for e, err := range b.Events {
 		if err != nil {
 			return ids, err
@@ -566,8 +568,8 @@ func TestReplayTrimmedUnder(t *testing.T) {
 		{"trimmed up to a foreign entry", "a b c - d", "", "b", 2, "", true},
 		{"event deleted before the replay", "a b c d", "c", "b", -1, "d", false},
 		{"cursor at head trimmed", "a b", "", "b", 0, "", false},
-		{"earliest, first entry trimmed", "a b c", "", mercure.Earliest, 2, "", true},
-		{"earliest, foreign entry kept", "a - b", "", mercure.Earliest, -1, "a b", false},
+		{"earliest, first entry trimmed", "a b c", "", store.Earliest, 2, "", true},
+		{"earliest, foreign entry kept", "a - b", "", store.Earliest, -1, "a b", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, key := client(t)
@@ -601,7 +603,7 @@ func TestReplayTrimmedUnder(t *testing.T) {
 				}
 			}
 			ids, err := drain(b)
-			if got := strings.Join(ids, " "); got != tc.want || errors.Is(err, mercure.ErrHistoryGap) != tc.gap || err != nil && !tc.gap {
+			if got := strings.Join(ids, " "); got != tc.want || errors.Is(err, store.ErrHistoryGap) != tc.gap || err != nil && !tc.gap {
 				t.Fatalf("replay from %s: %q then %v; want %q and gap %v", tc.cursor, got, err, tc.want, tc.gap)
 			}
 		})
@@ -623,7 +625,7 @@ func TestReplayTrimmedBetweenPages(t *testing.T) {
 			defer s.Close()
 			ctx := context.Background()
 			const total = redisstore.ReplayPage + 100
-			var evs []*mercure.Event
+			var evs []*store.Event
 			for i := range total {
 				e := storetest.NewEvent(fmt.Sprint("p", i))
 				if err := s.Append(ctx, e); err != nil {
@@ -631,7 +633,7 @@ func TestReplayTrimmedBetweenPages(t *testing.T) {
 				}
 				evs = append(evs, e)
 			}
-			b, err := s.Replay(ctx, mercure.Earliest)
+			b, err := s.Replay(ctx, store.Earliest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -654,7 +656,7 @@ func TestReplayTrimmedBetweenPages(t *testing.T) {
 					break
 				}
 				if err != nil {
-					if more == 0 || !errors.Is(err, mercure.ErrHistoryGap) || len(ids) != 0 {
+					if more == 0 || !errors.Is(err, store.ErrHistoryGap) || len(ids) != 0 {
 						t.Fatalf("after %d more events: %v", len(ids), err)
 					}
 					return
@@ -689,7 +691,7 @@ func TestRetryWindow(t *testing.T) {
 	if err := b.Append(ctx, again); err != nil || again.Seq == first.Seq {
 		t.Fatalf("retry with WithRetryWindow(0): Seq %d (%v), want a new entry", again.Seq, err)
 	}
-	if _, ids := storetest.ReplayIDs(t, a, mercure.Earliest); strings.Join(ids, " ") != "order-1 order-1" {
+	if _, ids := storetest.ReplayIDs(t, a, store.Earliest); strings.Join(ids, " ") != "order-1 order-1" {
 		t.Fatalf("history %q", ids)
 	}
 }
@@ -699,7 +701,7 @@ func TestRetryWindow(t *testing.T) {
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	admin, key := client(t)
-	storetest.RunCluster(t, func(t *testing.T) mercure.Store {
+	storetest.RunCluster(t, func(t *testing.T) store.Store {
 		rdb := redis.NewClient(redistest.Options(admin.Options().Addr))
 		t.Cleanup(func() { rdb.Close() }) // after the store closes
 		return open(t, rdb, key, redisstore.WithMaxLen(0), suiteTimeout)

@@ -2,10 +2,10 @@ package redisstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
 )
 
 // DefaultSubscriptionTTL is how long the subscriptions of a store that
@@ -39,19 +40,20 @@ func WithSubscriptionTTL(d time.Duration) Option {
 // subscription id to its JSON document and expires unless its store
 // refreshes it. Listing skips (and forgets) the stores whose hash is gone.
 
-// listLua returns the documents of every store's hash but ARGV[2]'s, and
-// removes from the set the stores whose hash has expired or is empty.
+// listLua returns the ids and documents of every store's hash but
+// ARGV[2]'s, flattened (id, document, id, document…), and removes from the
+// set the stores whose hash has expired or is empty.
 //
 // KEYS: the set. ARGV: the hash key prefix, the caller's name.
 const listLua = `
 local out = {}
 for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if name ~= ARGV[2] then
-    local docs = redis.call('HVALS', ARGV[1] .. name)
-    if #docs == 0 then
+    local pairs = redis.call('HGETALL', ARGV[1] .. name)
+    if #pairs == 0 then
       redis.call('SREM', KEYS[1], name)
     else
-      for _, d in ipairs(docs) do out[#out + 1] = d end
+      for _, v in ipairs(pairs) do out[#out + 1] = v end
     end
   end
 end
@@ -95,7 +97,7 @@ func (p *presence) init(s *Store) {
 
 // UpdateSubscriptions records changes of the subscriptions of the hub
 // using the store: an active one is added (or replaced), an inactive one
-// removed. It implements [mercure.SubscriptionStore]: it returns once
+// removed. It implements [store.SubscriptionStore]: it returns once
 // Redis has the changes, with those of concurrent callers in one
 // transaction, or with the error of that write, or when ctx ends. The
 // store keeps the changes in any case, retries, and keeps them visible to
@@ -105,7 +107,7 @@ func (p *presence) init(s *Store) {
 // Keys: the set stream+":hubs" names the stores sharing subscriptions;
 // the hash stream+":subs:"+name of each holds its subscriptions' JSON and
 // expires unless its store refreshes it.
-func (s *Store) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscription) error {
+func (s *Store) UpdateSubscriptions(ctx context.Context, subs []store.Subscription) error {
 	p := &s.presence
 	p.mu.Lock()
 	if s.closed() {
@@ -114,11 +116,7 @@ func (s *Store) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscrip
 	}
 	for _, sub := range subs {
 		if sub.Active {
-			b, err := json.Marshal(sub)
-			if err != nil {
-				continue // a Payload that is not JSON: the hub never makes one
-			}
-			p.local[sub.ID] = b
+			p.local[sub.ID] = slices.Clone(sub.JSON)
 		} else {
 			delete(p.local, sub.ID)
 		}
@@ -158,30 +156,26 @@ func (s *Store) UpdateSubscriptions(ctx context.Context, subs []mercure.Subscrip
 
 // Subscriptions returns the active subscriptions of every store on the
 // stream, in no particular order: this store's from memory, the others'
-// from Redis. It implements [mercure.SubscriptionStore].
-func (s *Store) Subscriptions(ctx context.Context) ([]mercure.Subscription, error) {
+// from Redis. It implements [store.SubscriptionStore].
+func (s *Store) Subscriptions(ctx context.Context) ([]store.Subscription, error) {
 	if s.closed() {
 		return nil, ErrClosed
 	}
 	p := &s.presence
-	docs, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
+	pairs, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
 		return p.listScript.Run(ctx, s.rdb, []string{p.set}, s.stream+":subs:", p.name).StringSlice()
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: listing subscriptions: %w", err)
 	}
 	p.mu.Lock()
-	for _, b := range p.local {
-		docs = append(docs, string(b))
+	subs := make([]store.Subscription, 0, len(pairs)/2+len(p.local))
+	for id, doc := range p.local {
+		subs = append(subs, store.Subscription{ID: id, Active: true, JSON: doc})
 	}
 	p.mu.Unlock()
-	subs := make([]mercure.Subscription, 0, len(docs))
-	for _, d := range docs {
-		var sub mercure.Subscription
-		if err := json.Unmarshal([]byte(d), &sub); err != nil {
-			continue // not written by a Store
-		}
-		subs = append(subs, sub)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		subs = append(subs, store.Subscription{ID: pairs[i], Active: true, JSON: []byte(pairs[i+1])})
 	}
 	return subs, nil
 }

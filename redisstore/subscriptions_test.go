@@ -2,11 +2,14 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/redistest"
@@ -145,7 +148,7 @@ func TestSharedSubscriptionsWithdrawn(t *testing.T) {
 	if _, err := a.store.Subscriptions(context.Background()); err != redisstore.ErrClosed {
 		t.Fatalf("Subscriptions after Close: %v", err)
 	}
-	var _ mercure.SubscriptionStore = a.store
+	var _ store.SubscriptionStore = a.store
 }
 
 // TestSharedSubscriptionsRewrittenAfterLoss: Redis restarts empty and the
@@ -177,7 +180,7 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 	ctx := context.Background()
 	rdbA := srv.Client()
 	a, b := mk(rdbA), mk(srv.Client())
-	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "old", Active: true}}); err != nil {
+	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("old", true)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(b); !slices.Equal(got, []string{"old"}) {
@@ -187,7 +190,7 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 	// A's client has left its connections to the killed server: the
 	// ping that succeeds is on a new one, which the write takes next.
 	testwait.For(t, "Redis to answer A's client", func() bool { return rdbA.Ping(ctx).Err() == nil })
-	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "new", Active: true}}); err != nil {
+	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("new", true)}); err != nil {
 		t.Fatalf("the first write after the restart: %v", err)
 	}
 	testwait.For(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
@@ -207,7 +210,7 @@ func TestUpdateSubscriptionsFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{{ID: "s", Active: true}}); err == nil {
+	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("s", true)}); err == nil {
 		t.Fatal("UpdateSubscriptions succeeded with Redis down")
 	}
 	if d := time.Since(start); d > 3*time.Second {
@@ -242,8 +245,14 @@ func (g *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-func active(id string, on bool) mercure.Subscription {
-	return mercure.Subscription{ID: id, Type: "subscription", Active: on}
+// active returns the change of the subscription id: added (on) with a
+// document of the hub's, or removed.
+func active(id string, on bool) store.Subscription {
+	s := store.Subscription{ID: id, Active: on}
+	if on {
+		s.JSON, _ = json.Marshal(mercure.Subscription{ID: id, Type: "subscription", Active: on})
+	}
+	return s
 }
 
 // TestSharedSubscriptionsResyncDespiteConcurrentRemoval: the hash holding
@@ -263,7 +272,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	t.Cleanup(func() { a.Close(); other.Close(); rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // past every wait below
 	defer cancel()
-	if err := a.UpdateSubscriptions(ctx, []mercure.Subscription{active("X", true)}); err != nil {
+	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("X", true)}); err != nil {
 		t.Fatal(err)
 	}
 	names, err := admin.SMembers(ctx, key+":hubs").Result()
@@ -278,7 +287,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	g.armed.Store(true)
 	first := make(chan error, 1)
 	go func() {
-		first <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", true), active("B", true)})
+		first <- a.UpdateSubscriptions(ctx, []store.Subscription{active("A", true), active("B", true)})
 	}()
 	select {
 	case <-g.reached:
@@ -286,7 +295,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 		t.Fatal("the write of A and B never reached Redis")
 	}
 	second := make(chan error, 1)
-	go func() { second <- a.UpdateSubscriptions(ctx, []mercure.Subscription{active("A", false)}) }()
+	go func() { second <- a.UpdateSubscriptions(ctx, []store.Subscription{active("A", false)}) }()
 	// The removal is recorded (a store lists its own subscriptions from
 	// memory, where the change is made) while the first write is held.
 	testwait.For(t, "the removal of A to be recorded", func() bool {
@@ -338,7 +347,7 @@ func TestSubscribeRightAfterRecovery(t *testing.T) {
 	// made again until a write takes it (each change wakes the writer).
 	var err error
 	if !testwait.Within(testwait.Deadline, func() bool {
-		err = in.store.UpdateSubscriptions(ctx, []mercure.Subscription{active("X", true)})
+		err = in.store.UpdateSubscriptions(ctx, []store.Subscription{active("X", true)})
 		return err == nil
 	}) {
 		t.Fatal(err)
@@ -346,7 +355,7 @@ func TestSubscribeRightAfterRecovery(t *testing.T) {
 	srv.Kill()
 	// The write fails and the writer starts its wait: a change made from
 	// now on wakes it (the wake is kept if it comes before the wait).
-	if err := in.store.UpdateSubscriptions(ctx, []mercure.Subscription{active("Y", true)}); err == nil {
+	if err := in.store.UpdateSubscriptions(ctx, []store.Subscription{active("Y", true)}); err == nil {
 		t.Fatal("UpdateSubscriptions succeeded with Redis down")
 	}
 	srv.Start()
@@ -360,7 +369,8 @@ func TestSubscribeRightAfterRecovery(t *testing.T) {
 		var stream bool
 		for _, s := range subs {
 			ids = append(ids, s.ID)
-			stream = stream || s.Match == topic
+			var doc mercure.Subscription
+			stream = stream || json.Unmarshal(s.JSON, &doc) == nil && doc.Match == topic
 		}
 		return stream && len(ids) == 3 && slices.Contains(ids, "X") && slices.Contains(ids, "Y")
 	})

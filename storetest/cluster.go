@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/seqcheck"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -22,7 +24,7 @@ import (
 
 // RunCluster runs the hub-level contract of a store shared by several
 // hubs: open returns a new handle on the same history at each call (the
-// same [mercure.MemoryStore] again, or a new client of one Redis stream,
+// same [memstore.Store] again, or a new client of one Redis stream,
 // one PostgreSQL database); the cases use topics and ids of their own.
 // Every distinct handle that implements io.Closer is closed when the
 // test ends. The history must keep a few thousand events.
@@ -43,11 +45,11 @@ import (
 //     or ends and resumes from history (a skip is allowed only where the
 //     hub reported it); every acknowledged update is recorded once; the
 //     held hub's queues stay within MaxQueuedBytes.
-func RunCluster(t *testing.T, open func(t *testing.T) mercure.Store) {
+func RunCluster(t *testing.T, open func(t *testing.T) store.Store) {
 	var mu sync.Mutex
-	closed := map[mercure.Store]bool{}
+	closed := map[store.Store]bool{}
 	parent := t
-	handle := func(t *testing.T) mercure.Store {
+	handle := func(t *testing.T) store.Store {
 		t.Helper()
 		s := open(t)
 		mu.Lock()
@@ -73,11 +75,11 @@ var clusterN atomic.Int64
 type clusterHub struct {
 	name  string
 	hub   *mercure.Hub
-	store mercure.Store
+	store store.Store
 	srv   *httptest.Server
 }
 
-func newClusterHub(t *testing.T, name string, s mercure.Store, opts ...mercure.Option) *clusterHub {
+func newClusterHub(t *testing.T, name string, s store.Store, opts ...mercure.Option) *clusterHub {
 	t.Helper()
 	opts = append([]mercure.Option{mercure.WithStore(s), mercure.WithAnonymousSubscribers(),
 		mercure.WithInsecurePublishing(), mercure.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
@@ -122,9 +124,9 @@ func (c *clusterHub) publish(t *testing.T, topic string, u mercure.Update) {
 
 // storeOrder returns the store's order: the ids of every event s holds,
 // and those on topic. It fails t if an event on topic is there twice.
-func storeOrder(t *testing.T, s mercure.Store, topic string) (o seqcheck.Order, ids []string) {
+func storeOrder(t *testing.T, s store.Store, topic string) (o seqcheck.Order, ids []string) {
 	t.Helper()
-	b, err := s.Replay(context.Background(), mercure.Earliest)
+	b, err := s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +281,7 @@ func checkFollowers(t *testing.T, o seqcheck.Order, until string, fs ...*followe
 	return sum
 }
 
-func testPublishThenOpen(t *testing.T, open func(t *testing.T) mercure.Store) {
+func testPublishThenOpen(t *testing.T, open func(t *testing.T) store.Store) {
 	topic := fmt.Sprintf("https://example.com/cluster/%d", clusterN.Add(1))
 	a, b := newClusterHub(t, "a", open(t)), newClusterHub(t, "b", open(t))
 	const rounds = 20
@@ -338,7 +340,7 @@ func closedChan(c chan struct{}) bool {
 // what the store passes to a listener waits, in order, and is passed on
 // all at once when released, as to a hub that fell behind the feed.
 type lagging struct {
-	mercure.Store
+	store.Store
 	mu      sync.Mutex
 	cond    *sync.Cond
 	held    bool
@@ -347,15 +349,15 @@ type lagging struct {
 	closed  bool
 }
 
-// laggingLatest is a lagging handle on a [mercure.LatestStore].
+// laggingLatest is a lagging handle on a [store.LatestStore].
 type laggingLatest struct{ *lagging }
 
-func (l laggingLatest) LatestID() string { return l.Store.(mercure.LatestStore).LatestID() }
+func (l laggingLatest) LatestID() string { return l.Store.(store.LatestStore).LatestID() }
 
-func newLagging(s mercure.Store) (*lagging, mercure.Store) {
+func newLagging(s store.Store) (*lagging, store.Store) {
 	l := &lagging{Store: s}
 	l.cond = sync.NewCond(&l.mu)
-	if _, ok := s.(mercure.LatestStore); ok {
+	if _, ok := s.(store.LatestStore); ok {
 		return l, laggingLatest{l}
 	}
 	return l, l
@@ -382,15 +384,15 @@ func (l *lagging) release() {
 	l.mu.Unlock()
 }
 
-func (l *lagging) Listen(ln mercure.Listener) func() {
+func (l *lagging) Listen(ln store.Listener) func() {
 	queue := func(f func()) {
 		l.mu.Lock()
 		l.pending = append(l.pending, f)
 		l.cond.Broadcast()
 		l.mu.Unlock()
 	}
-	unlisten := l.Store.Listen(mercure.Listener{
-		Event: func(e *mercure.Event) { queue(func() { ln.Event(e) }) },
+	unlisten := l.Store.Listen(store.Listener{
+		Event: func(e *store.Event) { queue(func() { ln.Event(e) }) },
 		Status: func(err error) {
 			if ln.Status != nil {
 				queue(func() { ln.Status(err) })
@@ -438,7 +440,7 @@ func (l *lagging) Listen(ln mercure.Listener) func() {
 	}
 }
 
-func testTraffic(t *testing.T, open func(t *testing.T) mercure.Store) {
+func testTraffic(t *testing.T, open func(t *testing.T) store.Store) {
 	topic := fmt.Sprintf("https://example.com/cluster/%d", clusterN.Add(1))
 	const perHub, size = 150, 1024
 	lim := mercure.Limits{MaxPendingUpdates: 8, MaxQueuedBytes: 256 << 10, QueueBytes: 64 << 10, MaxBodyBytes: 16 << 10}

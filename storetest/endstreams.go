@@ -11,17 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // RunEndStreams checks [mercure.Hub.EndStreams] across two hubs sharing
 // a store: open returns two stores on the same data (the same
-// [mercure.MemoryStore] twice, or two clients of one Redis stream), one
+// [memstore.Store] twice, or two clients of one Redis stream), one
 // per hub. The streams that a filter selects end on both hubs, those it
 // does not select stay; a stream opened after the instruction stays; no
 // stream receives the instruction, live or replayed.
-func RunEndStreams(t *testing.T, open func(t *testing.T) (a, b mercure.Store)) {
+func RunEndStreams(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
 	const hubURL = "https://example.com/.well-known/mercure"
 	storeA, storeB := open(t)
 	sessions := map[string]string{"s1": "alice", "s2": "alice", "s3": "bob", "admin": "root"}
@@ -32,7 +34,7 @@ func RunEndStreams(t *testing.T, open func(t *testing.T) (a, b mercure.Store)) {
 		}
 		return &mercure.Access{Subject: sessions[c.Value], Session: c.Value, Subscribe: []mercure.Match{{Pattern: "*"}}}, nil
 	}
-	newHub := func(s mercure.Store) (*mercure.Hub, string) {
+	newHub := func(s store.Store) (*mercure.Hub, string) {
 		h, err := mercure.New(hubURL, mercure.WithStore(s), mercure.WithAuthorizer(authorize, time.Hour), mercure.WithLogger(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +101,7 @@ func RunEndStreams(t *testing.T, open func(t *testing.T) (a, b mercure.Store)) {
 	}
 
 	// No stream got an instruction, live or replayed.
-	replay := stream(urlB, "admin", "Last-Event-ID", mercure.Earliest)
+	replay := stream(urlB, "admin", "Last-Event-ID", store.Earliest)
 	sync(replay)
 	for _, s := range []*endStream{admin, replay, a3} {
 		if got := s.typed("mercure"); len(got) != 0 {

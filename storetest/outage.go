@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/ssetest"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -30,7 +32,7 @@ type OutageServer struct {
 	// server. It keeps at least keep events, and about that many (0: at
 	// least a few thousand), and bounds each call to the server by
 	// Timeout. With cut, it reaches the server through the link.
-	Open func(t *testing.T, keep int, cut bool) mercure.Store
+	Open func(t *testing.T, keep int, cut bool) store.Store
 	// Cut closes every connection through the link and refuses new ones
 	// until Mend.
 	Cut  func()
@@ -95,7 +97,7 @@ func RunOutage(t *testing.T, start func(t *testing.T, restartable bool) *OutageS
 			t.Skip("the server cannot be killed and restarted")
 		}
 		open := srv.Open
-		srv.Open = func(t *testing.T, keep int, cut bool) mercure.Store {
+		srv.Open = func(t *testing.T, keep int, cut bool) store.Store {
 			t.Helper()
 			return closing(t, open(t, keep, cut))
 		}
@@ -127,10 +129,10 @@ type journal struct {
 	status chan error
 }
 
-func record(t *testing.T, s mercure.Store) *journal {
+func record(t *testing.T, s store.Store) *journal {
 	j := &journal{status: make(chan error, 100)}
-	t.Cleanup(s.Listen(mercure.Listener{
-		Event:  func(e *mercure.Event) { j.add(e.ID) },
+	t.Cleanup(s.Listen(store.Listener{
+		Event:  func(e *store.Event) { j.add(e.ID) },
 		Status: func(err error) { j.status <- err },
 		Gap:    func() { j.add("GAP") },
 	}))
@@ -193,7 +195,7 @@ func failsFast(t *testing.T, srv *OutageServer, what string, f func() error) {
 // succeeds: a store's short timeout (which the outage cases need) can run
 // out on a healthy server beside CPU hogs, and a retry of the same event
 // is recorded once (see RetryRecordedOnce in [Run]).
-func MustAppend(t testing.TB, s mercure.Store, e *mercure.Event) {
+func MustAppend(t testing.TB, s store.Store, e *store.Event) {
 	t.Helper()
 	var err error
 	if !testwait.Within(testwait.Deadline, func() bool { err = s.Append(context.Background(), e); return err == nil }) {
@@ -203,7 +205,7 @@ func MustAppend(t testing.TB, s mercure.Store, e *mercure.Event) {
 
 // replayIDs is ReplayIDs from the earliest event on a store whose server
 // is up, retried like MustAppend.
-func replayIDs(t *testing.T, s mercure.Store) []string {
+func replayIDs(t *testing.T, s store.Store) []string {
 	t.Helper()
 	var ids []string
 	var err error
@@ -213,8 +215,8 @@ func replayIDs(t *testing.T, s mercure.Store) []string {
 	return ids
 }
 
-func tryReplayIDs(s mercure.Store) ([]string, error) {
-	b, err := s.Replay(context.Background(), mercure.Earliest)
+func tryReplayIDs(s store.Store) ([]string, error) {
+	b, err := s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +239,7 @@ func testCrash(t *testing.T, srv *OutageServer) {
 	srv.Kill(t)
 	j.wantStatus(t, true)
 	failsFast(t, srv, "Append", func() error { return s.Append(context.Background(), NewEvent("during")) })
-	failsFast(t, srv, "Replay", func() error { _, err := s.Replay(context.Background(), mercure.Earliest); return err })
+	failsFast(t, srv, "Replay", func() error { _, err := s.Replay(context.Background(), store.Earliest); return err })
 	record(t, s).wantStatus(t, true) // a listener added during the outage is told at once
 
 	srv.Restart(t)
@@ -257,11 +259,11 @@ const (
 // hubOn is one app instance: a hub on a store of its own, served.
 type hubOn struct {
 	hub   *mercure.Hub
-	store mercure.Store
+	store store.Store
 	srv   *httptest.Server
 }
 
-func newHubOn(t *testing.T, s mercure.Store) *hubOn {
+func newHubOn(t *testing.T, s store.Store) *hubOn {
 	t.Helper()
 	h, err := mercure.New(outageHubURL, mercure.WithStore(s),
 		mercure.WithAnonymousSubscribers(), mercure.WithInsecurePublishing(), mercure.WithSubscriptions(),
@@ -490,7 +492,7 @@ func testLostReply(t *testing.T, srv *OutageServer) {
 		t.Fatal("no reply was lost: nothing to test")
 	}
 	t.Logf("the first attempt, its reply lost, returned %v", firstErr)
-	var again *mercure.Event
+	var again *store.Event
 	testwait.For(t, "the update sent again to be accepted", func() bool {
 		again = RetryOf(e)
 		return s.Append(context.Background(), again) == nil

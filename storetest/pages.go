@@ -9,7 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure/internal/testwait"
 )
 
@@ -17,10 +18,10 @@ import (
 // returns how much heap one replay from cursor holds once it has yielded
 // its first event (after a garbage collection), and that event. The
 // store's feed has delivered the events by then, so that it holds none.
-func PinnedHeap(t testing.TB, s mercure.Store, n, size int, cursor string) (pinned int64, first *mercure.Event) {
+func PinnedHeap(t testing.TB, s store.Store, n, size int, cursor string) (pinned int64, first *store.Event) {
 	t.Helper()
 	var fed atomic.Int64
-	defer s.Listen(mercure.Listener{Event: func(*mercure.Event) { fed.Add(1) }})()
+	defer s.Listen(store.Listener{Event: func(*store.Event) { fed.Add(1) }})()
 	data := strings.Repeat("x", size)
 	for i := range n {
 		e := NewEvent(fmt.Sprint("big", i))
@@ -59,13 +60,13 @@ func liveHeap() int64 {
 // has yielded its first event: pages are bounded by bytes, not only by
 // count. (The memory store's events are in memory anyway: for it this
 // case shows nothing, see its own tests.)
-func testReplayPages(t *testing.T, open func(t *testing.T) mercure.Store) {
+func testReplayPages(t *testing.T, open func(t *testing.T) store.Store) {
 	// 8 MiB of data, fewer than a page of 512 events: a page bounded by
 	// count alone holds all of it, one bounded by bytes (1 MiB in the
 	// stores of this module) a quarter of the limit.
 	const n, size = 16, 512 << 10
 	const limit = 4 << 20
-	for _, cursor := range []string{mercure.Earliest, "unknown cursor"} {
+	for _, cursor := range []string{store.Earliest, "unknown cursor"} {
 		t.Run(strings.ReplaceAll(cursor, " ", "_"), func(t *testing.T) {
 			s := closing(t, open(t))
 			pinned, first := PinnedHeap(t, s, n, size, cursor)

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
 )
 
 // retentionKeep is the keep that RunRetention passes to open.
@@ -35,11 +35,11 @@ const retentionKeep = 1000
 // The cases:
 //
 //   - A replay that retention overtakes (it drops every event the replay
-//     has still to yield), from [mercure.Earliest] and from a cursor,
+//     has still to yield), from [store.Earliest] and from a cursor,
 //     with an event read before and with none, yields a contiguous run
 //     of the events it would have yielded undisturbed, from the first.
 //     If the run stops before Head, Events ends with an error wrapping
-//     [mercure.ErrHistoryGap]: never silently short.
+//     [store.ErrHistoryGap]: never silently short.
 //   - Once events are dropped, a replay from Earliest yields exactly the
 //     retained ones, contiguous and ending at Head, without error; a
 //     cursor naming a dropped event is unknown (Cursor Earliest, every
@@ -48,7 +48,7 @@ const retentionKeep = 1000
 //     with a replay overtaken meanwhile, the replayed events and the live
 //     ones after Head miss nothing unless the replay reports the gap
 //     (the hub's seam between history and live events).
-func RunRetention(t *testing.T, open func(t *testing.T, keep int) mercure.Store) {
+func RunRetention(t *testing.T, open func(t *testing.T, keep int) store.Store) {
 	fresh := func(t *testing.T) *history {
 		t.Helper()
 		return &history{s: closing(t, open(t, retentionKeep)), keep: retentionKeep}
@@ -65,9 +65,9 @@ const appenders = 64
 // history is a store under test and every event appended to it, in Seq
 // order. Only the test appends.
 type history struct {
-	s    mercure.Store
+	s    store.Store
 	keep int
-	evs  []*mercure.Event
+	evs  []*store.Event
 	ids  int // events appended so far, which names the next one
 }
 
@@ -76,7 +76,7 @@ func (h *history) appendN(t *testing.T, n int) {
 	t.Helper()
 	var (
 		mu    sync.Mutex
-		added []*mercure.Event
+		added []*store.Event
 		wg    sync.WaitGroup
 		next  = make(chan string)
 	)
@@ -104,13 +104,13 @@ func (h *history) appendN(t *testing.T, n int) {
 		t.FailNow()
 	}
 	h.evs = append(h.evs, added...)
-	slices.SortFunc(h.evs, func(a, b *mercure.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(h.evs, func(a, b *store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
 }
 
 // from returns the events appended from the one with Seq seq on.
-func (h *history) from(t *testing.T, seq uint64) []*mercure.Event {
+func (h *history) from(t *testing.T, seq uint64) []*store.Event {
 	t.Helper()
-	i, ok := slices.BinarySearchFunc(h.evs, seq, func(e *mercure.Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	i, ok := slices.BinarySearchFunc(h.evs, seq, func(e *store.Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
 	if !ok {
 		t.Fatalf("no event with Seq %d was appended", seq)
 	}
@@ -119,9 +119,9 @@ func (h *history) from(t *testing.T, seq uint64) []*mercure.Event {
 
 // firstRetained returns the oldest event that a fresh replay from
 // Earliest yields.
-func (h *history) firstRetained(t *testing.T) *mercure.Event {
+func (h *history) firstRetained(t *testing.T) *store.Event {
 	t.Helper()
-	b, err := h.s.Replay(context.Background(), mercure.Earliest)
+	b, err := h.s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		t.Fatalf("Replay(earliest): %v", err)
 	}
@@ -157,7 +157,7 @@ func (h *history) dropThrough(t *testing.T, seq uint64, settle func()) {
 
 // tail checks that evs are the latest events appended, in order, at
 // least keep of them.
-func (h *history) tail(t *testing.T, what string, evs []*mercure.Event) {
+func (h *history) tail(t *testing.T, what string, evs []*store.Event) {
 	t.Helper()
 	if len(evs) < h.keep || len(evs) > len(h.evs) {
 		t.Fatalf("%s: %d events, want at least the %d kept and at most the %d appended", what, len(evs), h.keep, len(h.evs))
@@ -166,7 +166,7 @@ func (h *history) tail(t *testing.T, what string, evs []*mercure.Event) {
 }
 
 // sameRun checks that got and want hold the same events.
-func sameRun(t *testing.T, what string, got, want []*mercure.Event) {
+func sameRun(t *testing.T, what string, got, want []*store.Event) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
@@ -180,15 +180,15 @@ func sameRun(t *testing.T, what string, got, want []*mercure.Event) {
 
 // pulled is a backlog read an event at a time.
 type pulled struct {
-	b    mercure.Backlog
-	next func() (*mercure.Event, error, bool)
+	b    store.Backlog
+	next func() (*store.Event, error, bool)
 	stop func()
-	got  []*mercure.Event
+	got  []*store.Event
 	err  error // the error that ended Events
 	done bool
 }
 
-func pull(t *testing.T, s mercure.Store, cursor string) *pulled {
+func pull(t *testing.T, s store.Store, cursor string) *pulled {
 	t.Helper()
 	b, err := s.Replay(context.Background(), cursor)
 	if err != nil {
@@ -223,7 +223,7 @@ func (p *pulled) read(n int) {
 // later ones, see testHead). It must yield a prefix of want; if that
 // stops before Head, the replay must end with an error wrapping
 // ErrHistoryGap, and with no error otherwise.
-func overtaken(t *testing.T, what string, p *pulled, want []*mercure.Event) {
+func overtaken(t *testing.T, what string, p *pulled, want []*store.Event) {
 	t.Helper()
 	p.read(-1)
 	if len(p.got) > len(want) {
@@ -240,15 +240,15 @@ func overtaken(t *testing.T, what string, p *pulled, want []*mercure.Event) {
 			last = p.got[len(p.got)-1].Seq
 		}
 		t.Fatalf("%s: Events ended without error after %d events (last Seq %d), short of Head %d: a silent gap", what, len(p.got), last, p.b.Head)
-	case !reached && !errors.Is(p.err, mercure.ErrHistoryGap):
-		t.Fatalf("%s: Events ended short of Head with %v, want an error wrapping mercure.ErrHistoryGap", what, p.err)
+	case !reached && !errors.Is(p.err, store.ErrHistoryGap):
+		t.Fatalf("%s: Events ended short of Head with %v, want an error wrapping store.ErrHistoryGap", what, p.err)
 	}
 	t.Logf("%s: %d of the %d events up to Head, then %v", what, len(p.got), upTo(want, p.b.Head), p.err)
 }
 
 // upTo counts the events of evs up to Seq head.
-func upTo(evs []*mercure.Event, head uint64) int {
-	i, found := slices.BinarySearchFunc(evs, head, func(e *mercure.Event, head uint64) int { return cmp.Compare(e.Seq, head) })
+func upTo(evs []*store.Event, head uint64) int {
+	i, found := slices.BinarySearchFunc(evs, head, func(e *store.Event, head uint64) int { return cmp.Compare(e.Seq, head) })
 	if found {
 		i++
 	}
@@ -262,9 +262,9 @@ func upTo(evs []*mercure.Event, head uint64) int {
 // its first page only when Events starts.
 func testOvertaken(t *testing.T, h *history, fromCursor bool) {
 	h.appendN(t, h.keep)
-	_, retained := replay(t, h.s, mercure.Earliest)
+	_, retained := replay(t, h.s, store.Earliest)
 	h.tail(t, "undisturbed replay", retained)
-	cursor, want := mercure.Earliest, retained
+	cursor, want := store.Earliest, retained
 	if fromCursor {
 		i := len(retained) / 4
 		cursor, want = retained[i].ID, retained[i+1:]
@@ -298,14 +298,14 @@ func testAfterEviction(t *testing.T, h *history) {
 	h.dropThrough(t, gone.Seq, nil)
 	last := h.evs[len(h.evs)-1]
 
-	b, retained := replay(t, h.s, mercure.Earliest)
-	if b.Cursor != mercure.Earliest || b.Head != last.Seq {
+	b, retained := replay(t, h.s, store.Earliest)
+	if b.Cursor != store.Earliest || b.Head != last.Seq {
 		t.Fatalf("earliest: Cursor %q Head %d, want earliest and %d", b.Cursor, b.Head, last.Seq)
 	}
 	h.tail(t, "earliest", retained)
 
 	b, got := replay(t, h.s, gone.ID)
-	if b.Cursor != mercure.Earliest || b.Head != last.Seq {
+	if b.Cursor != store.Earliest || b.Head != last.Seq {
 		t.Fatalf("dropped cursor %s: Cursor %q Head %d, want earliest and %d", gone.ID, b.Cursor, b.Head, last.Seq)
 	}
 	sameRun(t, "dropped cursor "+gone.ID, got, retained)
@@ -333,12 +333,12 @@ func testAfterEviction(t *testing.T, h *history) {
 // not about.
 func testListenTrimming(t *testing.T, h *history) {
 	h.appendN(t, h.keep)
-	_, retained := replay(t, h.s, mercure.Earliest)
+	_, retained := replay(t, h.s, store.Earliest)
 	var r recorder
 	var gaps atomic.Int64
-	defer h.s.Listen(mercure.Listener{Event: r.fn, Gap: func() { gaps.Add(1) }})()
+	defer h.s.Listen(store.Listener{Event: r.fn, Gap: func() { gaps.Add(1) }})()
 	before := len(h.evs)
-	p := pull(t, h.s, mercure.Earliest)
+	p := pull(t, h.s, store.Earliest)
 	p.read(100)
 	h.dropThrough(t, p.b.Head, func() { r.wait(t, len(h.evs)-before) })
 	want := h.evs[before:]

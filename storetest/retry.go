@@ -7,29 +7,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
 )
 
 // RetryOf returns what a publisher sends again when it got no answer to
 // e: the same update (its slices and pointers copied), accepted anew now.
-func RetryOf(e *mercure.Event) *mercure.Event {
-	u := e.Update
-	u.Topics = slices.Clone(u.Topics)
-	if u.Retry != nil {
-		r := *u.Retry
-		u.Retry = &r
+func RetryOf(e *store.Event) *store.Event {
+	r := &store.Event{ID: e.ID, Topics: slices.Clone(e.Topics), Data: e.Data, Private: e.Private, Type: e.Type, Time: time.Now().Round(0)}
+	if e.Retry != nil {
+		retry := *e.Retry
+		r.Retry = &retry
 	}
-	return &mercure.Event{Update: u, Time: time.Now().Round(0)}
+	return r
 }
 
 // testRetry: an update appended again, the same id and content within
 // the retry window, is recorded and delivered once, and Append reports
 // the recorded event's Seq; any difference of content makes it another
 // update, recorded whatever its id (REC-7). The store must use
-// [mercure.DefaultRetryWindow].
-func testRetry(t *testing.T, s mercure.Store) {
+// [store.DefaultRetryWindow].
+func testRetry(t *testing.T, s store.Store) {
 	var r recorder
-	defer s.Listen(mercure.Listener{Event: r.fn})()
+	defer s.Listen(store.Listener{Event: r.fn})()
 	ctx := context.Background()
 	first := NewEvent("retried")
 	if err := s.Append(ctx, first); err != nil {
@@ -49,12 +48,12 @@ func testRetry(t *testing.T, s mercure.Store) {
 	// The feed is in order: had a retry been delivered, it would come
 	// before end.
 	checkIDs(t, "listener", r.wait(t, 3), "retried", "between", "end")
-	if _, got := replay(t, s, mercure.Earliest); len(got) != 3 || got[0].Seq != first.Seq || got[2].Seq != end.Seq {
+	if _, got := replay(t, s, store.Earliest); len(got) != 3 || got[0].Seq != first.Seq || got[2].Seq != end.Seq {
 		t.Fatalf("history holds %q, want the update once", ids(got))
 	}
 
 	late := RetryOf(first)
-	late.Time = first.Time.Add(mercure.DefaultRetryWindow + time.Minute)
+	late.Time = first.Time.Add(store.DefaultRetryWindow + time.Minute)
 	if err := s.Append(ctx, late); err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +62,17 @@ func testRetry(t *testing.T, s mercure.Store) {
 	}
 
 	other := time.Minute
-	for name, change := range map[string]func(u *mercure.Update){
-		"topics reordered": func(u *mercure.Update) { u.Topics[0], u.Topics[1] = u.Topics[1], u.Topics[0] },
-		"topic added":      func(u *mercure.Update) { u.Topics = append(u.Topics, "urn:extra") },
-		"data":             func(u *mercure.Update) { u.Data += "!" },
-		"private":          func(u *mercure.Update) { u.Private = !u.Private },
-		"type":             func(u *mercure.Update) { u.Type = "other" },
-		"no retry":         func(u *mercure.Update) { u.Retry = nil },
-		"other retry":      func(u *mercure.Update) { u.Retry = &other },
+	for name, change := range map[string]func(u *store.Event){
+		"topics reordered": func(u *store.Event) { u.Topics[0], u.Topics[1] = u.Topics[1], u.Topics[0] },
+		"topic added":      func(u *store.Event) { u.Topics = append(u.Topics, "urn:extra") },
+		"data":             func(u *store.Event) { u.Data += "!" },
+		"private":          func(u *store.Event) { u.Private = !u.Private },
+		"type":             func(u *store.Event) { u.Type = "other" },
+		"no retry":         func(u *store.Event) { u.Retry = nil },
+		"other retry":      func(u *store.Event) { u.Retry = &other },
 	} {
 		e := RetryOf(first)
-		change(&e.Update)
+		change(e)
 		prev := late.Seq
 		if err := s.Append(ctx, e); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -92,9 +91,9 @@ func testRetry(t *testing.T, s mercure.Store) {
 // testConcurrentRetries: the same update appended by several publishers
 // at once (a retry racing its first attempt) is recorded once, and every
 // Append reports its Seq.
-func testConcurrentRetries(t *testing.T, s mercure.Store) {
+func testConcurrentRetries(t *testing.T, s store.Store) {
 	var r recorder
-	defer s.Listen(mercure.Listener{Event: r.fn})()
+	defer s.Listen(store.Listener{Event: r.fn})()
 	e := NewEvent("raced")
 	const n = 16
 	seqs := make([]uint64, n)
@@ -119,10 +118,10 @@ func testConcurrentRetries(t *testing.T, s mercure.Store) {
 	}
 	appendIDs(t, s, "end")
 	checkIDs(t, "listener", r.wait(t, 2), "raced", "end")
-	checkIDs(t, "history", collect(t, mustReplay(t, s, mercure.Earliest)), "raced", "end")
+	checkIDs(t, "history", collect(t, mustReplay(t, s, store.Earliest)), "raced", "end")
 }
 
-func mustReplay(t *testing.T, s mercure.Store, cursor string) mercure.Backlog {
+func mustReplay(t *testing.T, s store.Store, cursor string) store.Backlog {
 	t.Helper()
 	b, err := s.Replay(context.Background(), cursor)
 	if err != nil {

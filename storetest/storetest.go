@@ -1,24 +1,27 @@
 // Package storetest is a behavioural test suite shared by every
-// [mercure.Store] implementation.
+// [store.Store] implementation.
 package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure/internal/alone"
 	"github.com/mercurekit/mercure/internal/testwait"
 )
 
 // Run runs the suite. open returns a fresh, empty store, with the default
-// retry window ([mercure.DefaultRetryWindow]) and a retention of at least
+// retry window ([store.DefaultRetryWindow]) and a retention of at least
 // a few thousand events; when the store implements io.Closer, Run closes
 // it when the subtest ends. A store that drops old events should pass
 // [RunRetention] too, and a store on the network [RunOutage].
@@ -32,8 +35,8 @@ import (
 // with its -short, -v and -timeout flags). Run may thus be called from a
 // parallel test. With -short, the case of the seam between a replay and
 // live events appends 200 events instead of 2 000.
-func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
-	fresh := func(t *testing.T) mercure.Store {
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	fresh := func(t *testing.T) store.Store {
 		t.Helper()
 		return closing(t, open(t))
 	}
@@ -57,16 +60,16 @@ func Run(t *testing.T, open func(t *testing.T) mercure.Store) {
 	runParallel(t, "ConcurrentRetriesRecordedOnce", func(t *testing.T) { testConcurrentRetries(t, fresh(t)) })
 	// The optional interfaces, when the store implements them.
 	runParallel(t, "LatestID", func(t *testing.T) {
-		s, ok := fresh(t).(mercure.LatestStore)
+		s, ok := fresh(t).(store.LatestStore)
 		if !ok {
-			t.Skip("not a mercure.LatestStore")
+			t.Skip("not a store.LatestStore")
 		}
 		testLatestID(t, s)
 	})
 	runParallel(t, "Subscriptions", func(t *testing.T) {
-		s, ok := fresh(t).(mercure.SubscriptionStore)
+		s, ok := fresh(t).(store.SubscriptionStore)
 		if !ok {
-			t.Skip("not a mercure.SubscriptionStore")
+			t.Skip("not a store.SubscriptionStore")
 		}
 		testSubscriptions(t, s)
 	})
@@ -83,7 +86,7 @@ func runParallel(t *testing.T, name string, f func(t *testing.T)) {
 }
 
 // closing returns s, closed when t ends if it is an io.Closer.
-func closing(t *testing.T, s mercure.Store) mercure.Store {
+func closing(t *testing.T, s store.Store) store.Store {
 	t.Helper()
 	if c, ok := s.(io.Closer); ok {
 		t.Cleanup(func() {
@@ -95,9 +98,9 @@ func closing(t *testing.T, s mercure.Store) mercure.Store {
 	return s
 }
 
-func testLatestID(t *testing.T, s mercure.LatestStore) {
-	if got := s.LatestID(); got != mercure.Earliest {
-		t.Fatalf("empty store: LatestID %q, want %q", got, mercure.Earliest)
+func testLatestID(t *testing.T, s store.LatestStore) {
+	if got := s.LatestID(); got != store.Earliest {
+		t.Fatalf("empty store: LatestID %q, want %q", got, store.Earliest)
 	}
 	appendIDs(t, s, "l1", "l2", "l1") // two updates with one id
 	if got := s.LatestID(); got != "l1" {
@@ -108,19 +111,22 @@ func testLatestID(t *testing.T, s mercure.LatestStore) {
 // testSubscriptions checks that a store lists the subscriptions it was
 // told of once UpdateSubscriptions returns, replaces one reported again,
 // and forgets one reported inactive.
-func testSubscriptions(t *testing.T, s mercure.SubscriptionStore) {
+func testSubscriptions(t *testing.T, s store.SubscriptionStore) {
 	ctx := context.Background()
-	sub := func(id, match string, active bool) mercure.Subscription {
-		return mercure.Subscription{ID: id, Type: "subscription", MatchType: "exact", Match: match,
-			Subscriber: "urn:uuid:" + id, Active: active, Payload: []byte(`{"n":1}`)}
+	sub := func(id, match string, active bool) store.Subscription {
+		s := store.Subscription{ID: id, Active: active}
+		if active {
+			s.JSON = []byte(`{"id":"` + id + `","match":"` + match + `","payload":{"n":1}}`)
+		}
+		return s
 	}
-	list := func() map[string]mercure.Subscription {
+	list := func() map[string]store.Subscription {
 		t.Helper()
 		subs, err := s.Subscriptions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := make(map[string]mercure.Subscription)
+		m := make(map[string]store.Subscription)
 		for _, x := range subs {
 			if _, dup := m[x.ID]; dup {
 				t.Fatalf("%s listed twice", x.ID)
@@ -132,19 +138,28 @@ func testSubscriptions(t *testing.T, s mercure.SubscriptionStore) {
 	if got := list(); len(got) != 0 {
 		t.Fatalf("fresh store lists %v", got)
 	}
-	if err := s.UpdateSubscriptions(ctx, []mercure.Subscription{sub("a", "x", true), sub("b", "y", true)}); err != nil {
+	if err := s.UpdateSubscriptions(ctx, []store.Subscription{sub("a", "x", true), sub("b", "y", true)}); err != nil {
 		t.Fatal(err)
 	}
+	// The documents come back as they were given, the same JSON values.
 	got := list()
-	if len(got) != 2 || got["a"].Match != "x" || got["b"].Subscriber != "urn:uuid:b" || string(got["a"].Payload) != `{"n":1}` || !got["a"].Active {
+	if len(got) != 2 || !sameJSON(got["a"], sub("a", "x", true)) || !sameJSON(got["b"], sub("b", "y", true)) {
 		t.Fatalf("after adding a and b: %+v", got)
 	}
-	if err := s.UpdateSubscriptions(ctx, []mercure.Subscription{sub("a", "z", true), sub("b", "y", false)}); err != nil {
+	if err := s.UpdateSubscriptions(ctx, []store.Subscription{sub("a", "z", true), sub("b", "y", false)}); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); len(got) != 1 || got["a"].Match != "z" {
+	if got := list(); len(got) != 1 || !sameJSON(got["a"], sub("a", "z", true)) {
 		t.Fatalf("after replacing a and removing b: %+v", got)
 	}
+}
+
+// sameJSON reports whether a store listed got as want: active, the same
+// id, and the same JSON value.
+func sameJSON(got, want store.Subscription) bool {
+	var g, w any
+	return got.ID == want.ID && got.Active && json.Unmarshal(got.JSON, &g) == nil &&
+		json.Unmarshal(want.JSON, &w) == nil && reflect.DeepEqual(g, w)
 }
 
 // eventN numbers the events of NewEvent.
@@ -152,25 +167,23 @@ var eventN atomic.Int64
 
 // NewEvent returns an event with every Update field set, derived from id.
 // Its Data differs from call to call: two events of NewEvent with the
-// same id are two updates, not a retry (see [mercure.Store.Append]).
-func NewEvent(id string) *mercure.Event {
+// same id are two updates, not a retry (see [store.Store.Append]).
+func NewEvent(id string) *store.Event {
 	retry := time.Duration(len(id)+1) * time.Millisecond
-	return &mercure.Event{
-		Update: mercure.Update{
-			Topics:  []string{"https://example.com/" + id, "urn:alt:" + id},
-			Data:    fmt.Sprintf("data of %s #%d\nline 2", id, eventN.Add(1)),
-			Private: len(id)%2 == 0,
-			ID:      id,
-			Type:    "type-" + id,
-			Retry:   &retry,
-		},
-		Time: time.Now().Round(0),
+	return &store.Event{
+		Topics:  []string{"https://example.com/" + id, "urn:alt:" + id},
+		Data:    fmt.Sprintf("data of %s #%d\nline 2", id, eventN.Add(1)),
+		Private: len(id)%2 == 0,
+		ID:      id,
+		Type:    "type-" + id,
+		Retry:   &retry,
+		Time:    time.Now().Round(0),
 	}
 }
 
-func appendIDs(t *testing.T, s mercure.Store, ids ...string) []*mercure.Event {
+func appendIDs(t *testing.T, s store.Store, ids ...string) []*store.Event {
 	t.Helper()
-	var evs []*mercure.Event
+	var evs []*store.Event
 	for _, id := range ids {
 		e := NewEvent(id)
 		if err := s.Append(context.Background(), e); err != nil {
@@ -182,9 +195,9 @@ func appendIDs(t *testing.T, s mercure.Store, ids ...string) []*mercure.Event {
 }
 
 // collect drains a backlog.
-func collect(t *testing.T, b mercure.Backlog) []*mercure.Event {
+func collect(t *testing.T, b store.Backlog) []*store.Event {
 	t.Helper()
-	var evs []*mercure.Event
+	var evs []*store.Event
 	for e, err := range b.Events {
 		if err != nil {
 			t.Fatalf("Events: %v", err)
@@ -194,7 +207,7 @@ func collect(t *testing.T, b mercure.Backlog) []*mercure.Event {
 	return evs
 }
 
-func replay(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []*mercure.Event) {
+func replay(t *testing.T, s store.Store, cursor string) (store.Backlog, []*store.Event) {
 	t.Helper()
 	b, err := s.Replay(context.Background(), cursor)
 	if err != nil {
@@ -205,13 +218,13 @@ func replay(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []*m
 
 // ReplayIDs replays s from cursor and returns the backlog and the ids of
 // the events it yields, failing t on any error.
-func ReplayIDs(t *testing.T, s mercure.Store, cursor string) (mercure.Backlog, []string) {
+func ReplayIDs(t *testing.T, s store.Store, cursor string) (store.Backlog, []string) {
 	t.Helper()
 	b, evs := replay(t, s, cursor)
 	return b, ids(evs)
 }
 
-func ids(evs []*mercure.Event) []string {
+func ids(evs []*store.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.ID
@@ -219,7 +232,7 @@ func ids(evs []*mercure.Event) []string {
 	return out
 }
 
-func checkIDs(t *testing.T, what string, got []*mercure.Event, want ...string) {
+func checkIDs(t *testing.T, what string, got []*store.Event, want ...string) {
 	t.Helper()
 	if g := ids(got); !slices.Equal(g, want) {
 		t.Fatalf("%s: ids %q, want %q", what, g, want)
@@ -228,7 +241,7 @@ func checkIDs(t *testing.T, what string, got []*mercure.Event, want ...string) {
 
 // SameEvent reports how got differs from want, or "" when its Update
 // fields, Seq and Time are equal.
-func SameEvent(got, want *mercure.Event) string {
+func SameEvent(got, want *store.Event) string {
 	switch {
 	case !slices.Equal(got.Topics, want.Topics):
 		return fmt.Sprintf("Topics %q, want %q", got.Topics, want.Topics)
@@ -253,25 +266,25 @@ func SameEvent(got, want *mercure.Event) string {
 // recorder is a listener that records what it receives.
 type recorder struct {
 	mu  sync.Mutex
-	evs []*mercure.Event
+	evs []*store.Event
 	n   atomic.Int64
 }
 
-func (r *recorder) fn(e *mercure.Event) {
+func (r *recorder) fn(e *store.Event) {
 	r.mu.Lock()
 	r.evs = append(r.evs, e)
 	r.mu.Unlock()
 	r.n.Add(1)
 }
 
-func (r *recorder) events() []*mercure.Event {
+func (r *recorder) events() []*store.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.evs)
 }
 
 // wait waits until r has received at least n events.
-func (r *recorder) wait(t *testing.T, n int) []*mercure.Event {
+func (r *recorder) wait(t *testing.T, n int) []*store.Event {
 	t.Helper()
 	if !testwait.Within(testwait.Deadline, func() bool { return r.n.Load() >= int64(n) }) {
 		t.Fatalf("listener got %d events, want %d", r.n.Load(), n)
@@ -279,9 +292,9 @@ func (r *recorder) wait(t *testing.T, n int) []*mercure.Event {
 	return r.events()
 }
 
-func testAppendSeq(t *testing.T, s mercure.Store) {
+func testAppendSeq(t *testing.T, s store.Store) {
 	var r recorder
-	defer s.Listen(mercure.Listener{Event: r.fn})()
+	defer s.Listen(store.Listener{Event: r.fn})()
 	evs := appendIDs(t, s, "a", "b", "c", "d", "e")
 	got := r.wait(t, len(evs))
 	var prev uint64
@@ -296,9 +309,9 @@ func testAppendSeq(t *testing.T, s mercure.Store) {
 	}
 }
 
-func testRoundTrip(t *testing.T, s mercure.Store) {
+func testRoundTrip(t *testing.T, s store.Store) {
 	var r recorder
-	defer s.Listen(mercure.Listener{Event: r.fn})()
+	defer s.Listen(store.Listener{Event: r.fn})()
 	evs := appendIDs(t, s, "e1", "e22", "e333")
 	noRetry := NewEvent("e4444")
 	noRetry.Retry, noRetry.Type, noRetry.Topics = nil, "", []string{"only"}
@@ -307,7 +320,7 @@ func testRoundTrip(t *testing.T, s mercure.Store) {
 	}
 	evs = append(evs, noRetry)
 	live := r.wait(t, len(evs))
-	_, replayed := replay(t, s, mercure.Earliest)
+	_, replayed := replay(t, s, store.Earliest)
 	if len(replayed) != len(evs) {
 		t.Fatalf("replayed %d events, want %d", len(replayed), len(evs))
 	}
@@ -321,7 +334,7 @@ func testRoundTrip(t *testing.T, s mercure.Store) {
 	}
 }
 
-func testReplayCursor(t *testing.T, s mercure.Store) {
+func testReplayCursor(t *testing.T, s store.Store) {
 	appendIDs(t, s, "e1", "e2", "e3")
 	b, got := replay(t, s, "e1")
 	if b.Cursor != "e1" {
@@ -335,38 +348,38 @@ func testReplayCursor(t *testing.T, s mercure.Store) {
 	checkIDs(t, "cursor e3", got)
 }
 
-func testReplayEarliest(t *testing.T, s mercure.Store) {
-	b, got := replay(t, s, mercure.Earliest)
-	if b.Cursor != mercure.Earliest || len(got) != 0 {
+func testReplayEarliest(t *testing.T, s store.Store) {
+	b, got := replay(t, s, store.Earliest)
+	if b.Cursor != store.Earliest || len(got) != 0 {
 		t.Fatalf("empty store: Cursor %q, %d events", b.Cursor, len(got))
 	}
 	appendIDs(t, s, "e1", "e2", "e3")
-	b, got = replay(t, s, mercure.Earliest)
-	if b.Cursor != mercure.Earliest {
+	b, got = replay(t, s, store.Earliest)
+	if b.Cursor != store.Earliest {
 		t.Errorf("Cursor %q, want earliest", b.Cursor)
 	}
 	checkIDs(t, "earliest", got, "e1", "e2", "e3")
 }
 
-func testReplayUnknown(t *testing.T, s mercure.Store) {
+func testReplayUnknown(t *testing.T, s store.Store) {
 	b, got := replay(t, s, "zz")
-	if b.Cursor != mercure.Earliest || len(got) != 0 {
+	if b.Cursor != store.Earliest || len(got) != 0 {
 		t.Fatalf("empty store: Cursor %q, %d events", b.Cursor, len(got))
 	}
 	appendIDs(t, s, "e1", "e2", "e3")
 	b, got = replay(t, s, "zz")
-	if b.Cursor != mercure.Earliest {
+	if b.Cursor != store.Earliest {
 		t.Errorf("Cursor %q, want earliest", b.Cursor)
 	}
 	checkIDs(t, "unknown cursor", got, "e1", "e2", "e3")
 	b, got = replay(t, s, "")
-	if b.Cursor != mercure.Earliest {
+	if b.Cursor != store.Earliest {
 		t.Errorf("empty cursor: Cursor %q, want earliest", b.Cursor)
 	}
 	checkIDs(t, "empty cursor", got, "e1", "e2", "e3")
 }
 
-func testDuplicates(t *testing.T, s mercure.Store) {
+func testDuplicates(t *testing.T, s store.Store) {
 	appendIDs(t, s, "a", "x", "b", "x", "c")
 	b, got := replay(t, s, "x")
 	if b.Cursor != "x" {
@@ -375,8 +388,8 @@ func testDuplicates(t *testing.T, s mercure.Store) {
 	checkIDs(t, "cursor x", got, "b", "x", "c")
 }
 
-func testHead(t *testing.T, s mercure.Store) {
-	b, _ := replay(t, s, mercure.Earliest)
+func testHead(t *testing.T, s store.Store) {
+	b, _ := replay(t, s, store.Earliest)
 	if b.Head != 0 {
 		t.Fatalf("empty store: Head %d, want 0", b.Head)
 	}
@@ -403,11 +416,11 @@ func testHead(t *testing.T, s mercure.Store) {
 	}
 }
 
-func testListen(t *testing.T, s mercure.Store) {
+func testListen(t *testing.T, s store.Store) {
 	appendIDs(t, s, "before")
 	var r1, r2 recorder
-	cancel1 := s.Listen(mercure.Listener{Event: r1.fn})
-	cancel2 := s.Listen(mercure.Listener{Event: r2.fn})
+	cancel1 := s.Listen(store.Listener{Event: r1.fn})
+	cancel2 := s.Listen(store.Listener{Event: r2.fn})
 	defer cancel2()
 	var want []string
 	for i := range 20 {
@@ -435,10 +448,10 @@ func testListen(t *testing.T, s mercure.Store) {
 	checkIDs(t, "second listener", r2.events(), append(want, "after1", "after2", "after3")...)
 }
 
-func testConcurrent(t *testing.T, s mercure.Store) {
+func testConcurrent(t *testing.T, s store.Store) {
 	const writers, per = 8, 200
 	var r recorder
-	defer s.Listen(mercure.Listener{Event: r.fn})()
+	defer s.Listen(store.Listener{Event: r.fn})()
 	var wg sync.WaitGroup
 	seqs := make([][]uint64, writers)
 	for w := range writers {
@@ -475,7 +488,7 @@ func testConcurrent(t *testing.T, s mercure.Store) {
 			t.Fatalf("listener event %d Seq %d after %d", i, live[i].Seq, live[i-1].Seq)
 		}
 	}
-	_, replayed := replay(t, s, mercure.Earliest)
+	_, replayed := replay(t, s, store.Earliest)
 	if len(replayed) != len(live) {
 		t.Fatalf("replayed %d events, want %d", len(replayed), len(live))
 	}
@@ -490,9 +503,9 @@ func testConcurrent(t *testing.T, s mercure.Store) {
 // testAppendCancelled: Append records an event even when its context is
 // already done (the hub passes a request's context, whose client may be
 // gone), every time, and listeners get it.
-func testAppendCancelled(t *testing.T, s mercure.Store) {
+func testAppendCancelled(t *testing.T, s store.Store) {
 	got := make(chan string, 20)
-	defer s.Listen(mercure.Listener{Event: func(e *mercure.Event) { got <- e.ID }})()
+	defer s.Listen(store.Listener{Event: func(e *store.Event) { got <- e.ID }})()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var want []string
@@ -503,7 +516,7 @@ func testAppendCancelled(t *testing.T, s mercure.Store) {
 		}
 		want = append(want, id)
 	}
-	if _, ids := ReplayIDs(t, s, mercure.Earliest); !slices.Equal(ids, want) {
+	if _, ids := ReplayIDs(t, s, store.Earliest); !slices.Equal(ids, want) {
 		t.Fatalf("replay %q, want %q", ids, want)
 	}
 	for _, id := range want {
@@ -521,7 +534,7 @@ func testAppendCancelled(t *testing.T, s mercure.Store) {
 // testSeam checks that listening first, replaying next and dropping the
 // live events the replay covered yields every event after the cursor
 // exactly once, while a publisher appends. 2 000 of them (200 with -short).
-func testSeam(t *testing.T, s mercure.Store) {
+func testSeam(t *testing.T, s store.Store) {
 	total, subscribers := 2000, 6
 	if testing.Short() {
 		total = 200
@@ -551,9 +564,9 @@ func testSeam(t *testing.T, s mercure.Store) {
 				time.Sleep(50 * time.Microsecond) // short: a subscriber starts at its point of the publication
 			}
 			var r recorder
-			cancel := s.Listen(mercure.Listener{Event: r.fn})
+			cancel := s.Listen(store.Listener{Event: r.fn})
 			defer cancel()
-			cursor, first := mercure.Earliest, 0
+			cursor, first := store.Earliest, 0
 			if n := int(published.Load()); sub%2 == 1 && n > 0 {
 				first = n / 2
 				cursor = pub(first - 1)

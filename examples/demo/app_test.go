@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/netcut"
 	"github.com/mercurekit/mercure/internal/testwait"
@@ -269,7 +271,7 @@ func TestLoginSetsSession(t *testing.T) {
 
 func TestListHasLinks(t *testing.T) {
 	a, srv := startApp(t)
-	if got := cursor(t, srv); got != mercure.Earliest {
+	if got := cursor(t, srv); got != store.Earliest {
 		t.Errorf("cursor of an empty board %q", got)
 	}
 	alice := login(t, srv, "alice")
@@ -283,7 +285,7 @@ func TestListHasLinks(t *testing.T) {
 	if !strings.Contains(links, "<"+a.boardTopic()+`>; rel="self"`) {
 		t.Errorf("no self link: %s", links)
 	}
-	if got := cursor(t, srv); got == mercure.Earliest || got != a.hub.LastEventID() {
+	if got := cursor(t, srv); got == store.Earliest || got != a.hub.LastEventID() {
 		t.Errorf("cursor %q, hub's last %q", got, a.hub.LastEventID())
 	}
 	var list []Task

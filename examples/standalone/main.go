@@ -53,6 +53,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
+	"github.com/mercurekit/mercure/memstore"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/promhub"
 	"github.com/mercurekit/mercure/redisstore"
@@ -100,7 +101,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	var (
 		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
-		history          = fs.Int("history", mercure.DefaultHistory, "number of past updates kept for reconnecting subscribers")
+		history          = fs.Int("history", memstore.DefaultMaxEvents, "number of past updates kept for reconnecting subscribers")
 		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) or postgres://USER@HOST:PORT/DB[?prefix=NAME] shared by hubs")
 		insecurePublish  = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile       = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -122,7 +123,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		subscriptions  = fs.Bool("subscriptions", false, "enable active subscriptions")
 		corsOrigins    = fs.String("cors-origins", "", "comma-separated browser origins allowed to subscribe")
 		cookie         = fs.String("cookie", "", "name of the cookie carrying the access token")
-		historyBytes   = fs.Int64("history-bytes", mercure.DefaultHistoryBytes, "memory the in-memory store's history may take, in bytes")
+		historyBytes   = fs.Int64("history-bytes", memstore.DefaultMaxBytes, "memory the in-memory store's history may take, in bytes")
 		legacyClients  = fs.Bool("legacy-clients", false, "also accept pre-standard clients (Symfony's component, API Platform, older hubs' clients): tokens with the mercure claim verified by the keys of -publisher-jwks and -subscriber-jwks, topic= selectors, the mercureAuthorization cookie, the authorization query parameter")
 		// Limits (mercure.Limits): 0 keeps the library's default.
 		maxConns       = fs.Int("max-connections", 0, "streams open at once (default 10000); more get 429")
@@ -226,7 +227,11 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	var closeStore func() error
 	switch {
 	case *storeSpec == "memory":
-		opts = append(opts, mercure.WithHistory(*history), mercure.WithHistoryBytes(*historyBytes))
+		st, err := memstore.New(memstore.WithMaxEvents(*history), memstore.WithMaxBytes(*historyBytes))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
 	case strings.HasPrefix(*storeSpec, "bolt:") && len(*storeSpec) > len("bolt:"):
 		st, err := boltstore.Open(strings.TrimPrefix(*storeSpec, "bolt:"), boltstore.WithMaxEvents(max(*history, 1)))
 		if err != nil {

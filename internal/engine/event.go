@@ -24,8 +24,8 @@ type Event struct {
 	// Bytes is the event's SSE encoding.
 	Bytes []byte
 
-	// Resolved caches the topics resolved as URLs; nil for none.
-	Resolved *topicurl.Cache
+	// resolved caches the topics resolved as URLs.
+	resolved topicurl.Cache
 
 	// queues counts the streams' queues that hold the event, for the
 	// engine's memory budget: its bytes count once while any does.
@@ -34,9 +34,5 @@ type Event struct {
 
 // URLs returns ev's topics resolved by r (see [topicurl.Cache.Resolve]).
 func (ev *Event) URLs(r *topicurl.Resolver) []topicurl.URL {
-	if ev.Resolved == nil {
-		var c topicurl.Cache
-		return c.Resolve(r, ev.Topics)
-	}
-	return ev.Resolved.Resolve(r, ev.Topics)
+	return ev.resolved.Resolve(r, ev.Topics)
 }

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/redisstore"
@@ -38,7 +40,7 @@ func BenchmarkReplayHeldHeap(b *testing.B) {
 				if kind == "memory" {
 					held = memoryHeld(b, n, size)
 				} else {
-					held, _ = storetest.PinnedHeap(b, openStore(b, kind), n, size, mercure.Earliest)
+					held, _ = storetest.PinnedHeap(b, openStore(b, kind), n, size, store.Earliest)
 				}
 				b.ReportMetric(float64(held)/(1<<20), "MiB-held")
 			}
@@ -54,9 +56,9 @@ func BenchmarkReplay(b *testing.B) {
 	for _, kind := range storeKinds {
 		for _, size := range []int{1 << 10, 100 << 10, 400 << 10} {
 			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {
-				var s mercure.Store
+				var s store.Store
 				if kind == "memory" {
-					m, err := mercure.NewMemoryStore(n) // no bound on bytes
+					m, err := memstore.New(memstore.WithMaxEvents(n), memstore.WithMaxBytes(0))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -66,7 +68,7 @@ func BenchmarkReplay(b *testing.B) {
 				}
 				data := strings.Repeat("x", size)
 				for i := range n {
-					e := &mercure.Event{Update: mercure.Update{Topics: []string{topic}, ID: fmt.Sprint("r", i), Data: data}, Time: time.Now()}
+					e := &store.Event{Topics: []string{topic}, ID: fmt.Sprint("r", i), Data: data, Time: time.Now()}
 					if err := s.Append(context.Background(), e); err != nil {
 						b.Fatal(err)
 					}
@@ -74,7 +76,7 @@ func BenchmarkReplay(b *testing.B) {
 				b.SetBytes(int64(n * size))
 				b.ResetTimer()
 				for range b.N {
-					bl, err := s.Replay(context.Background(), mercure.Earliest)
+					bl, err := s.Replay(context.Background(), store.Earliest)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -98,21 +100,21 @@ func BenchmarkReplay(b *testing.B) {
 // size bytes, gets the first event, replaces the history, and returns the
 // heap the reader keeps alive.
 func memoryHeld(b *testing.B, n, size int) int64 {
-	s, err := mercure.NewMemoryStore(mercure.DefaultHistory, mercure.MemoryMaxBytes(mercure.DefaultHistoryBytes))
+	s, err := memstore.New() // the default store's settings
 	if err != nil {
 		b.Fatal(err)
 	}
 	fill := func(prefix string) {
 		data := strings.Repeat("x", size)
 		for i := range n {
-			e := &mercure.Event{Update: mercure.Update{Topics: []string{topic}, ID: fmt.Sprint(prefix, i), Data: data}, Time: time.Now()}
+			e := &store.Event{Topics: []string{topic}, ID: fmt.Sprint(prefix, i), Data: data, Time: time.Now()}
 			if err := s.Append(context.Background(), e); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	fill("old")
-	bl, err := s.Replay(context.Background(), mercure.Earliest)
+	bl, err := s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -137,9 +139,9 @@ func liveHeap() int64 {
 
 // openStore returns a store of kind (bolt, redis or postgres) that keeps
 // at least 1 000 events, closed when b ends.
-func openStore(b *testing.B, kind string) mercure.Store {
+func openStore(b *testing.B, kind string) store.Store {
 	var st interface {
-		mercure.Store
+		store.Store
 		Close() error
 	}
 	var err error

@@ -21,6 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -38,10 +41,10 @@ const (
 	// subscribes to it.
 	topic = "http://example.com/bench/1"
 	// retained is the history every store keeps: the memory store's
-	// default (mercure.DefaultHistory), boltstore.WithMaxEvents and
+	// default (memstore.DefaultMaxEvents), boltstore.WithMaxEvents and
 	// redisstore.WithMaxLen (approximate trimming), so that the three
 	// stores do comparable work per append, pruning included.
-	retained = mercure.DefaultHistory
+	retained = memstore.DefaultMaxEvents
 	// payload is about what an application sends per update.
 	payload = `{"n":1,"text":"a hundred bytes of JSON payload, roughly what an app sends per update....."}`
 	// timeout bounds every wait for an event: a lost update fails the
@@ -109,10 +112,10 @@ func pgPool(b *testing.B) (*pgxpool.Pool, string) {
 // servers close, then the stores close, then the Redis keys are deleted.
 func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 	b.Helper()
-	var stores []mercure.Store
+	var stores []store.Store
 	switch kind {
 	case "memory":
-		stores = []mercure.Store{nil} // WithHistory: the hub's own store
+		stores = []store.Store{nil} // WithHistory: the hub's own store
 	case "bolt":
 		st, err := boltstore.Open(filepath.Join(b.TempDir(), "hub.db"), boltstore.WithMaxEvents(retained))
 		if err != nil {
@@ -123,7 +126,7 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 				b.Errorf("closing the bolt store: %v", err)
 			}
 		})
-		stores = []mercure.Store{st}
+		stores = []store.Store{st}
 	case "redis":
 		addr := os.Getenv("MERCURE_TEST_REDIS")
 		if addr == "" {
@@ -177,10 +180,13 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 			mercure.WithLogger(slog.New(slog.DiscardHandler)),
 		}
 		if st == nil {
-			opts = append(opts, mercure.WithHistory(retained))
-		} else {
-			opts = append(opts, mercure.WithStore(st))
+			m, err := memstore.New(memstore.WithMaxEvents(retained))
+			if err != nil {
+				b.Fatal(err)
+			}
+			st = m
 		}
+		opts = append(opts, mercure.WithStore(st))
 		h, err := mercure.New(hubURL, opts...)
 		if err != nil {
 			b.Fatal(err)

@@ -1,18 +1,18 @@
-package latest_test
+package store_test
 
 import (
 	"fmt"
 	"sync"
 	"testing"
 
-	"github.com/mercurekit/mercure/internal/latest"
+	"github.com/mercurekit/mercure/store"
 )
 
 // Concurrent Seen calls in any order leave the event with the highest seq.
-func TestSeenKeepsTheLatest(t *testing.T) {
-	var l latest.Event
-	if _, ok := l.ID(); ok {
-		t.Fatal("a zero Event has seen an event")
+func TestLatestKeepsTheLatest(t *testing.T) {
+	var l store.Latest
+	if id := l.ID(); id != store.Earliest {
+		t.Fatalf("a zero Latest has seen %q", id)
 	}
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -24,7 +24,7 @@ func TestSeenKeepsTheLatest(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if id, ok := l.ID(); !ok || id != fmt.Sprint(1000*8+7) {
-		t.Fatalf("ID %q, %v; want %d", id, ok, 1000*8+7)
+	if id := l.ID(); id != fmt.Sprint(1000*8+7) {
+		t.Fatalf("ID %q, want %d", id, 1000*8+7)
 	}
 }

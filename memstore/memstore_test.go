@@ -1,4 +1,4 @@
-package mercure_test
+package memstore_test
 
 import (
 	"context"
@@ -8,25 +8,27 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mercurekit/mercure/memstore"
+	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/storetest"
 )
 
-// Tests of the memory store (store.go).
-
 // replayIDs returns the cursor and the ids of the events Replay yields.
-func replayIDs(t *testing.T, s mercure.Store, lastEventID string) (string, []string) {
+func replayIDs(t *testing.T, s store.Store, lastEventID string) (string, []string) {
 	t.Helper()
 	b, ids := storetest.ReplayIDs(t, s, lastEventID)
 	return b.Cursor, ids
 }
 
-func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
+func TestReplayAfterWrap(t *testing.T) {
 	t.Parallel()
 	s := newMemoryStore(t, 600)
 	for i := range 1000 {
-		if err := s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(i)}}); err != nil {
+		if err := s.Append(context.Background(), &store.Event{ID: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +36,7 @@ func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
 	if cursor != "450" || len(got) != 549 || got[0] != "451" || got[548] != "999" {
 		t.Fatalf("cursor %q, replayed %d events from %v to %v", cursor, len(got), got[0], got[len(got)-1])
 	}
-	if cursor, got := replayIDs(t, s, "100"); cursor != mercure.Earliest || len(got) != 600 || got[0] != "400" {
+	if cursor, got := replayIDs(t, s, "100"); cursor != store.Earliest || len(got) != 600 || got[0] != "400" {
 		t.Fatalf("dropped cursor: %q, %d events from %v", cursor, len(got), got[0])
 	}
 }
@@ -43,7 +45,7 @@ func TestMemoryStore_ReplayAfterWrap(t *testing.T) {
 // never make it skip events (REC-4): it yields the page it holds, then
 // ends with ErrHistoryGap, so that the hub ends the stream and the
 // client resumes from the last event it got.
-func TestMemoryStore_ReplayOvertakenByEviction(t *testing.T) {
+func TestReplayOvertakenByEviction(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name       string
@@ -58,14 +60,14 @@ func TestMemoryStore_ReplayOvertakenByEviction(t *testing.T) {
 			ctx := context.Background()
 			appendN := func(prefix string) {
 				for i := range c.size {
-					e := &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(prefix, i), Data: strings.Repeat("d", c.data)}}
+					e := &store.Event{ID: fmt.Sprint(prefix, i), Data: strings.Repeat("d", c.data)}
 					if err := s.Append(ctx, e); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			appendN("e")
-			b, err := s.Replay(ctx, mercure.Earliest)
+			b, err := s.Replay(ctx, store.Earliest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +83,7 @@ func TestMemoryStore_ReplayOvertakenByEviction(t *testing.T) {
 				}
 				got = append(got, e.Seq)
 			}
-			if !errors.Is(end, mercure.ErrHistoryGap) {
+			if !errors.Is(end, store.ErrHistoryGap) {
 				t.Fatalf("replay ended with %v after %d events, want ErrHistoryGap", end, len(got))
 			}
 			if len(got) != c.page || got[0] != 1 || got[len(got)-1] != uint64(c.page) {
@@ -94,19 +96,19 @@ func TestMemoryStore_ReplayOvertakenByEviction(t *testing.T) {
 // A replay holds at most a page of the events evicted under it: a slow
 // reader of a history of large events does not keep that history alive
 // once publishers have replaced it.
-func TestMemoryStore_ReplayHoldsAPageOfEvicted(t *testing.T) {
+func TestReplayHoldsAPageOfEvicted(t *testing.T) {
 	const size = 512 << 10 // about 1 MiB retained with its encoding
-	s := newMemoryStore(t, 1000, mercure.MemoryMaxBytes(32<<20))
+	s := newMemoryStore(t, 1000, memstore.WithMaxBytes(32<<20))
 	data := strings.Repeat("x", size)
 	fill := func(prefix string) {
 		for i := range 32 {
-			if err := s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: fmt.Sprint(prefix, i), Data: data}}); err != nil {
+			if err := s.Append(context.Background(), &store.Event{ID: fmt.Sprint(prefix, i), Data: data}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	fill("old")
-	b, err := s.Replay(context.Background(), mercure.Earliest)
+	b, err := s.Replay(context.Background(), store.Earliest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,59 +134,64 @@ func liveHeap() int64 {
 	return int64(m.HeapAlloc)
 }
 
-func TestMemoryStore_DuplicateIDSurvivesEviction(t *testing.T) {
+func TestDuplicateIDSurvivesEviction(t *testing.T) {
 	t.Parallel()
 	s := newMemoryStore(t, 3)
 	for i, id := range []string{"x", "a", "x", "b"} { // the first x is evicted
-		_ = s.Append(context.Background(), &mercure.Event{Update: mercure.Update{ID: id, Data: fmt.Sprint(i)}})
+		_ = s.Append(context.Background(), &store.Event{ID: id, Data: fmt.Sprint(i)})
 	}
 	if cursor, got := replayIDs(t, s, "x"); cursor != "x" || strings.Join(got, " ") != "b" {
 		t.Fatalf("cursor %q, replayed %v; want x then b", cursor, got)
 	}
 }
 
-// MemoryMaxBytes bounds the history's memory: the oldest events go first,
-// and the latest stays whatever its size. WithHistoryBytes sizes the
-// default store, so it conflicts with WithStore.
-func TestMemoryStore_MaxBytes(t *testing.T) {
+// WithMaxBytes bounds the history's memory: the oldest events go first,
+// and the latest stays whatever its size.
+func TestMaxBytes(t *testing.T) {
 	t.Parallel()
-	s := newMemoryStore(t, 100, mercure.MemoryMaxBytes(2000))
+	s := newMemoryStore(t, 100, memstore.WithMaxBytes(2000))
 	ctx := context.Background()
 	for i := range 10 {
-		if err := s.Append(ctx, &mercure.Event{Update: mercure.Update{Topics: []string{"t"}, ID: fmt.Sprint(i), Data: strings.Repeat("d", 300)}}); err != nil {
+		if err := s.Append(ctx, &store.Event{Topics: []string{"t"}, ID: fmt.Sprint(i), Data: strings.Repeat("d", 300)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Each event keeps about 620 bytes (data, encoding, topic, id).
-	if _, got := replayIDs(t, s, mercure.Earliest); len(got) != 3 || got[2] != "9" {
+	if _, got := replayIDs(t, s, store.Earliest); len(got) != 3 || got[2] != "9" {
 		t.Fatalf("retained %v, want the last 3", got)
 	}
-	if err := s.Append(ctx, &mercure.Event{Update: mercure.Update{Topics: []string{"t"}, ID: "big", Data: strings.Repeat("d", 5000)}}); err != nil {
+	if err := s.Append(ctx, &store.Event{Topics: []string{"t"}, ID: "big", Data: strings.Repeat("d", 5000)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, got := replayIDs(t, s, mercure.Earliest); len(got) != 1 || got[0] != "big" {
+	if _, got := replayIDs(t, s, store.Earliest); len(got) != 1 || got[0] != "big" {
 		t.Fatalf("after an event over the bound: %v, want it alone", got)
-	}
-	if _, err := mercure.New(testHubURL, mercure.WithHistoryBytes(1<<20), mercure.WithStore(s)); !errors.Is(err, mercure.ErrInvalidOption) {
-		t.Fatalf("WithHistoryBytes with WithStore: %v", err)
 	}
 }
 
 // The memory store refuses what it cannot honour, like every option.
-func TestNewMemoryStore_RejectsBadOptions(t *testing.T) {
+func TestNew_RejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	for name, c := range map[string]struct {
-		size int
-		opts []mercure.MemoryOption
-	}{
-		"negative size":      {-1, nil},
-		"negative max bytes": {10, []mercure.MemoryOption{mercure.MemoryMaxBytes(-1)}},
-		"nil option":         {10, []mercure.MemoryOption{nil}},
+	for name, opt := range map[string]memstore.Option{
+		"negative max events":   memstore.WithMaxEvents(-1),
+		"negative max bytes":    memstore.WithMaxBytes(-1),
+		"negative retry window": memstore.WithRetryWindow(-time.Second),
+		"nil option":            nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if s, err := mercure.NewMemoryStore(c.size, c.opts...); !errors.Is(err, mercure.ErrInvalidOption) {
-				t.Fatalf("NewMemoryStore: store %v, err %v; want ErrInvalidOption", s, err)
+			if s, err := memstore.New(opt); !errors.Is(err, mercure.ErrInvalidOption) {
+				t.Fatalf("New: store %v, err %v; want ErrInvalidOption", s, err)
 			}
 		})
 	}
+}
+
+// newMemoryStore returns a memory store keeping size events, whatever
+// their size unless opts say otherwise.
+func newMemoryStore(t testing.TB, size int, opts ...memstore.Option) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(append([]memstore.Option{memstore.WithMaxEvents(size), memstore.WithMaxBytes(0)}, opts...)...)
+	if err != nil {
+		t.Fatalf("memstore.New: %v", err)
+	}
+	return s
 }

@@ -9,13 +9,12 @@ import (
 
 	"github.com/mercurekit/mercure/store"
 
-	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/storetest"
 )
 
 func BenchmarkAppend(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
-		s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
+		s := open(b, filepath.Join(storetest.TempDir(b), "hub.db"))
 		defer s.Close()
 		b.ReportAllocs()
 		i := 0
@@ -27,7 +26,7 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
+		s := open(b, filepath.Join(storetest.TempDir(b), "hub.db"))
 		defer s.Close()
 		b.ReportAllocs()
 		b.SetParallelism(16)
@@ -47,7 +46,7 @@ func BenchmarkAppend(b *testing.B) {
 // event history: the cost must not grow with the history.
 func BenchmarkReplayRecentCursor(b *testing.B) {
 	const n = 100000
-	s := open(b, filepath.Join(scratch.TempDir(b), "hub.db"))
+	s := open(b, filepath.Join(storetest.TempDir(b), "hub.db"))
 	defer s.Close()
 	fill(b, s, n)
 	bl, err := s.Replay(context.Background(), store.Earliest)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
-	"github.com/mercurekit/mercure/internal/scratch"
 	"github.com/mercurekit/mercure/storetest"
 )
 
@@ -29,21 +28,21 @@ func open(t testing.TB, path string, opts ...boltstore.Option) *boltstore.Store 
 func TestSuite(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
+		return open(t, filepath.Join(storetest.TempDir(t), "hub.db"))
 	})
 }
 
 func TestSuiteWithRetention(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return open(t, filepath.Join(scratch.TempDir(t), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
+		return open(t, filepath.Join(storetest.TempDir(t), "hub.db"), boltstore.WithMaxEvents(100000), boltstore.WithMaxAge(time.Hour))
 	})
 }
 
 func TestSuiteRetention(t *testing.T) {
 	t.Parallel()
 	storetest.RunRetention(t, func(t *testing.T, keep int) store.Store {
-		return open(t, filepath.Join(scratch.TempDir(t), "hub.db"), boltstore.WithMaxEvents(keep))
+		return open(t, filepath.Join(storetest.TempDir(t), "hub.db"), boltstore.WithMaxEvents(keep))
 	})
 }
 
@@ -86,7 +85,7 @@ func idsOf(evs []*store.Event) string {
 
 func TestReopen(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(scratch.TempDir(t), "hub.db")
+	path := filepath.Join(storetest.TempDir(t), "hub.db")
 	s := open(t, path)
 	want := appendIDs(t, s, "a", "b", "c")
 	if err := s.Close(); err != nil {
@@ -117,7 +116,7 @@ func TestReopen(t *testing.T) {
 // WithRetryWindow(0), every append is recorded.
 func TestRetryAfterReopen(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(scratch.TempDir(t), "hub.db")
+	path := filepath.Join(storetest.TempDir(t), "hub.db")
 	s := open(t, path)
 	first := appendIDs(t, s, "order-1")[0]
 	if err := s.Close(); err != nil {
@@ -146,7 +145,7 @@ func TestRetryAfterReopen(t *testing.T) {
 // store and for a hub started on it (REC-13).
 func TestLatestID(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(scratch.TempDir(t), "hub.db")
+	path := filepath.Join(storetest.TempDir(t), "hub.db")
 	s := open(t, path)
 	if got := s.LatestID(); got != store.Earliest {
 		t.Fatalf("new file: LatestID %q", got)
@@ -172,7 +171,7 @@ func TestLatestID(t *testing.T) {
 
 func TestRetentionByCount(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(scratch.TempDir(t), "hub.db")
+	path := filepath.Join(storetest.TempDir(t), "hub.db")
 	s := open(t, path, boltstore.WithMaxEvents(3))
 	appendIDs(t, s, "a", "x", "b", "x", "c", "d")
 	// Retained: x(4) c d; the oldest retained x is now the second one.
@@ -205,7 +204,7 @@ func TestRetentionByAge(t *testing.T) {
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	advance := func(d time.Duration) { now.Add(int64(d)) }
-	path := filepath.Join(scratch.TempDir(t), "hub.db")
+	path := filepath.Join(storetest.TempDir(t), "hub.db")
 	s := open(t, path, boltstore.WithMaxAge(time.Hour), boltstore.WithClock(clock))
 	stamp := func(id string) {
 		e := storetest.NewEvent(id)
@@ -245,7 +244,7 @@ func TestRetentionByAge(t *testing.T) {
 func TestReplayLargeHistory(t *testing.T) {
 	t.Parallel()
 	const n = 20000
-	s := open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
+	s := open(t, filepath.Join(storetest.TempDir(t), "hub.db"))
 	defer s.Close()
 	fill(t, s, n)
 	_, all := replay(t, s, store.Earliest)
@@ -299,7 +298,7 @@ func fill(t testing.TB, s store.Store, n int) {
 
 func TestClosed(t *testing.T) {
 	t.Parallel()
-	s := open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
+	s := open(t, filepath.Join(storetest.TempDir(t), "hub.db"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -318,6 +317,6 @@ func TestClosed(t *testing.T) {
 // a file is opened once per process, so each hub gets the same handle.
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	s := open(t, filepath.Join(scratch.TempDir(t), "hub.db"))
+	s := open(t, filepath.Join(storetest.TempDir(t), "hub.db"))
 	storetest.RunCluster(t, func(*testing.T) store.Store { return s })
 }

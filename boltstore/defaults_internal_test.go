@@ -4,14 +4,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mercurekit/mercure/internal/scratch"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // A store opened without options keeps a bounded history: any client may
 // ask to replay all of it.
 func TestDefaultRetentionIsBounded(t *testing.T) {
 	t.Parallel()
-	s, err := Open(filepath.Join(scratch.TempDir(t), "hub.db"))
+	s, err := Open(filepath.Join(storetest.TempDir(t), "hub.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

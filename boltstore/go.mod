@@ -3,7 +3,7 @@ module github.com/mercurekit/mercure/boltstore
 go 1.25.0
 
 require (
-	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure v0.1.0
 	go.etcd.io/bbolt v1.5.0
 )
 
@@ -37,7 +37,3 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-// This repository's modules come from the checkout (go.work says the same;
-// these serve builds with GOWORK=off).
-replace github.com/mercurekit/mercure => ..

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
-	"github.com/mercurekit/mercure/internal/scratch"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // Options refuse values they cannot honour rather than clamp them, and
@@ -25,7 +25,7 @@ func TestOpen_RejectsBadOptions(t *testing.T) {
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
-			s, err := boltstore.Open(filepath.Join(scratch.TempDir(t), "hub.db"), o)
+			s, err := boltstore.Open(filepath.Join(storetest.TempDir(t), "hub.db"), o)
 			if !errors.Is(err, mercure.ErrInvalidOption) {
 				t.Fatalf("Open: store %v, err %v; want ErrInvalidOption", s, err)
 			}

@@ -8,19 +8,18 @@ require (
 	github.com/gorilla/mux v1.8.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/lestrrat-go/jwx/v3 v3.4.0
-	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/boltstore v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/internal/redistest v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/pgstore v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/promhub v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/redisstore v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure v0.1.0
+	github.com/mercurekit/mercure/boltstore v0.1.0
+	github.com/mercurekit/mercure/pgstore v0.1.0
+	github.com/mercurekit/mercure/promhub v0.1.0
+	github.com/mercurekit/mercure/redisstore v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.22.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.46.0
 	go.opentelemetry.io/otel/sdk v1.46.0
 	go.opentelemetry.io/otel/trace v1.46.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -61,19 +60,6 @@ require (
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-// This repository's modules come from the checkout (go.work says the same;
-// these serve builds with GOWORK=off).
-replace (
-	github.com/mercurekit/mercure => ..
-	github.com/mercurekit/mercure/boltstore => ../boltstore
-	github.com/mercurekit/mercure/internal/pgtest => ../internal/pgtest
-	github.com/mercurekit/mercure/internal/redistest => ../internal/redistest
-	github.com/mercurekit/mercure/pgstore => ../pgstore
-	github.com/mercurekit/mercure/promhub => ../promhub
-	github.com/mercurekit/mercure/redisstore => ../redisstore
 )

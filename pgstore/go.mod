@@ -5,8 +5,7 @@ go 1.25.0
 require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/internal/pgtest v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -42,11 +41,4 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// This repository's modules come from the checkout (go.work says the same;
-// these serve builds with GOWORK=off).
-replace (
-	github.com/mercurekit/mercure => ..
-	github.com/mercurekit/mercure/internal/pgtest => ../internal/pgtest
 )

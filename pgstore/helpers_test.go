@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mercurekit/mercure/internal/pgtest"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // newPool returns a pool of 4 connections on dsn (pgxpool's default on a
@@ -67,12 +67,12 @@ func leftovers(t testing.TB, pool *pgxpool.Pool, prefix string) []string {
 // Its calls are bounded by suiteTimeout unless opts say otherwise: the
 // tests that are about the store's timeout set it themselves. Every test
 // opens its stores on a healthy server, so that opening is retried until
-// testwait.Deadline: a short timeout can run out on a loaded machine.
+// storetest.Deadline: a short timeout can run out on a loaded machine.
 func open(t testing.TB, pool *pgxpool.Pool, prefix string, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
 	var s *pgstore.Store
 	var err error
-	if !testwait.Within(testwait.Deadline, func() bool {
+	if !storetest.Within(storetest.Deadline, func() bool {
 		s, err = pgstore.New(context.Background(), pool, append([]pgstore.Option{pgstore.WithPrefix(prefix), suiteTimeout}, opts...)...)
 		return err == nil
 	}) {

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
 )
 
 // strictDSN returns the DSN of the shared test server with sessions whose

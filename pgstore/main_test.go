@@ -5,8 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // TestMain runs up to 4 parallel tests at once; it also checks that the
@@ -14,6 +13,6 @@ import (
 // says how many tests skipped for want of a PostgreSQL server
 // (MERCURE_TEST_POSTGRES).
 func TestMain(m *testing.M) {
-	testwait.Parallel(4) // the parallel tests wait on servers, not on a CPU
-	goleak.VerifyTestMain(skips.Report("pgstore", m))
+	storetest.Parallel(4) // the parallel tests wait on servers, not on a CPU
+	goleak.VerifyTestMain(storetest.ReportSkips("pgstore", m))
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // TestInvalidOptions: options refuse bad values rather than clamp them.
@@ -86,7 +86,7 @@ func TestMaxAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, "new")
-	testwait.For(t, "the old event to go", func() bool {
+	storetest.WaitFor(t, "the old event to go", func() bool {
 		// A replay that the eviction overtakes reports the gap: it is
 		// the eviction happening, so look again.
 		b, err := s.Replay(context.Background(), store.Earliest)

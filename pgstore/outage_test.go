@@ -16,11 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/netproxy"
-	"github.com/mercurekit/mercure/internal/pgtest"
-	"github.com/mercurekit/mercure/internal/ssetest"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
 	"github.com/mercurekit/mercure/storetest"
 )
 
@@ -55,7 +52,7 @@ func TestOutageSuite(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := cfg.ConnConfig
-		p := netproxy.Start(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
+		p := storetest.StartProxy(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
 		host, port, _ := strings.Cut(p.Addr(), ":")
 		through := fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", c.User, host, port, c.Database)
 		o := &storetest.OutageServer{
@@ -90,11 +87,11 @@ func TestPublishTxAfterRestart(t *testing.T) {
 	mustAppend(t, s, "before")
 	f.wait(t, 1)
 	srv.Kill()
-	f.wantStatus(t, true, testwait.Deadline)
+	f.wantStatus(t, true, storetest.Deadline)
 	srv.Start()
-	f.wantStatus(t, false, testwait.Deadline)
+	f.wantStatus(t, false, storetest.Deadline)
 	ctx := context.Background()
-	testwait.For(t, "a transaction to commit", func() bool {
+	storetest.WaitFor(t, "a transaction to commit", func() bool {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return publishTx(s, tx, upd("in-tx")) }) == nil
 	})
 	// The marker follows in-tx, committed: "before" passed again after
@@ -181,9 +178,9 @@ func newInstance(t *testing.T, dsn, prefix string, opts ...pgstore.Option) *inst
 
 // subscribe opens a stream on in matching topic, resuming after
 // lastEventID when it is not empty.
-func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
+func subscribe(t *testing.T, in *instance, lastEventID string) *storetest.Stream {
 	t.Helper()
-	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
+	return storetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
 // TestSharedSubscriptions: the subscriptions API of any hub lists the
@@ -210,10 +207,10 @@ func TestSharedSubscriptions(t *testing.T) {
 		}
 		return n
 	}
-	testwait.For(t, "each hub to list both subscribers", func() bool { return listed(a) == 2 && listed(b) == 2 })
+	storetest.WaitFor(t, "each hub to list both subscribers", func() bool { return listed(a) == 2 && listed(b) == 2 })
 	// A dies: its pool goes first, so that its store cannot withdraw
 	// its subscriptions nor refresh them.
 	a.pool.Close()
 	a.store.Close()
-	testwait.For(t, "A's subscriber to expire from B's list", func() bool { return listed(b) == 1 })
+	storetest.WaitFor(t, "A's subscriber to expire from B's list", func() bool { return listed(b) == 1 })
 }

@@ -14,9 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/pgtest"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
 	"github.com/mercurekit/mercure/storetest"
 )
 
@@ -172,7 +171,7 @@ func TestSubscriptionsListingIsRead(t *testing.T) {
 	if len(subs) != 1 || subs[0].ID != "/s/1" {
 		t.Fatalf("listed %+v, want the live store's subscription only", subs)
 	}
-	testwait.For(t, "the expired store's rows to be swept", func() bool {
+	storetest.WaitFor(t, "the expired store's rows to be swept", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+prefix+`_hubs) + (SELECT count(*) FROM `+prefix+`_subs WHERE id = '/s/dead')`).Scan(&n)
 		return err == nil && n == 1 // the writer's row alone

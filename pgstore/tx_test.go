@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -72,7 +71,7 @@ func (f *feed) gapCount() int {
 func (f *feed) wait(t testing.TB, n int) []*store.Event {
 	t.Helper()
 	var evs []*store.Event
-	if !testwait.Within(testwait.Deadline, func() bool { evs = f.events(); return len(evs) >= n }) {
+	if !storetest.Within(storetest.Deadline, func() bool { evs = f.events(); return len(evs) >= n }) {
 		t.Fatalf("feed passed %d events (%q), want %d", len(evs), ids(evs), n)
 	}
 	return evs
@@ -105,9 +104,9 @@ func (f *feed) settle(t testing.TB, n int) []*store.Event {
 	e := storetest.NewEvent(id)
 	// Sent again, the same event is taken for a retry (a store just back
 	// from an outage may fail the first append on a stale connection).
-	testwait.For(t, "the marker to be appended", func() bool { return f.s.Append(context.Background(), e) == nil })
+	storetest.WaitFor(t, "the marker to be appended", func() bool { return f.s.Append(context.Background(), e) == nil })
 	var before int
-	testwait.For(t, "the marker to be passed", func() bool {
+	storetest.WaitFor(t, "the marker to be passed", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		var ok bool

@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/lestrrat-go/jwx/v3 v3.4.0
-	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 	go.uber.org/goleak v1.3.0
@@ -45,7 +45,3 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-// This repository's modules come from the checkout (go.work says the same;
-// these serve builds with GOWORK=off).
-replace github.com/mercurekit/mercure => ..

@@ -24,8 +24,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/promhub"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -185,8 +185,8 @@ func (s *sub) next(t *testing.T) string {
 		default:
 		}
 		t.Fatal("the stream ended before the next event")
-	case <-time.After(testwait.Deadline):
-		t.Fatalf("no event within %v", testwait.Deadline)
+	case <-time.After(storetest.Deadline):
+		t.Fatalf("no event within %v", storetest.Deadline)
 	}
 	return ""
 }
@@ -196,7 +196,7 @@ func (s *sub) ended(t *testing.T) {
 	t.Helper()
 	select {
 	case <-s.done:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("the stream did not end")
 	}
 }
@@ -284,7 +284,7 @@ func (e *env) want(want float64, name string, labels ...string) {
 // eventually waits until name{labels} is want.
 func (e *env) eventually(want float64, name string, labels ...string) {
 	e.t.Helper()
-	if !testwait.Within(testwait.Deadline, func() bool { return e.value(name, labels...) == want }) {
+	if !storetest.Within(storetest.Deadline, func() bool { return e.value(name, labels...) == want }) {
 		e.t.Fatalf("%s%v = %v, want %v", name, labels, e.value(name, labels...), want)
 	}
 }
@@ -413,7 +413,7 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	// before it receives updates (see mercure.Stats).
 	select {
 	case <-w.headed:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("the stalled stream got no headers")
 	}
 	e.eventually(2, "mercure_streams") // and the replayer's released
@@ -422,7 +422,7 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	case <-w.stalled:
 	case <-served:
 		t.Fatal("the stalled stream ended before its first event")
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("the stalled stream got no event")
 	}
 	for i := 0; e.hub.Stats().Overflows == 0; i++ {
@@ -435,7 +435,7 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	close(w.release)
 	select {
 	case <-served:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("the stream that fell behind was not ended")
 	}
 	e.want(1, "mercure_streams_closed_total", "reason", "queue_overflow")

@@ -4,8 +4,7 @@ go 1.25.0
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
 )
@@ -39,11 +38,4 @@ require (
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// This repository's modules come from the checkout (go.work says the same;
-// these serve builds with GOWORK=off).
-replace (
-	github.com/mercurekit/mercure => ..
-	github.com/mercurekit/mercure/internal/redistest => ../internal/redistest
 )

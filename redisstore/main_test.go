@@ -7,8 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // quiet drops go-redis's own log lines: the outage tests make it log
@@ -23,6 +22,6 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // (MERCURE_TEST_REDIS).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	testwait.Parallel(8) // the parallel tests wait on servers, not on a CPU
-	goleak.VerifyTestMain(skips.Report("redisstore", m))
+	storetest.Parallel(8) // the parallel tests wait on servers, not on a CPU
+	goleak.VerifyTestMain(storetest.ReportSkips("redisstore", m))
 }

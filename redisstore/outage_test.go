@@ -16,10 +16,8 @@ import (
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/redistest"
-	"github.com/mercurekit/mercure/internal/ssetest"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/redisstore"
+	"github.com/mercurekit/mercure/redisstore/redistest"
 	"github.com/mercurekit/mercure/storetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -70,7 +68,7 @@ func (f *feed) wantEvents(t *testing.T, ids ...string) {
 			if id != want {
 				t.Fatalf("feed passed %s, want %s", id, want)
 			}
-		case <-time.After(testwait.Deadline):
+		case <-time.After(storetest.Deadline):
 			t.Fatalf("feed did not pass %s", want)
 		}
 	}
@@ -227,9 +225,9 @@ func newInstance(t *testing.T, addr, key string, opts ...redisstore.Option) *ins
 
 // subscribe opens a stream on in matching topic, resuming after
 // lastEventID when it is not empty.
-func subscribe(t *testing.T, in *instance, lastEventID string) *ssetest.Stream {
+func subscribe(t *testing.T, in *instance, lastEventID string) *storetest.Stream {
 	t.Helper()
-	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
+	return storetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
 // TestHungRedis pauses Redis (it accepts nothing and answers nothing, as
@@ -257,7 +255,7 @@ func TestHungRedis(t *testing.T) {
 	}
 	f.wantStatus(t, true, 3*time.Second)
 	srv.Resume()
-	f.wantStatus(t, false, testwait.Deadline)
+	f.wantStatus(t, false, storetest.Deadline)
 	// Redis is back: the append succeeds, if need be on a retry (its
 	// 300 ms can run out on a busy machine).
 	storetest.MustAppend(t, s, storetest.NewEvent("y"))
@@ -267,7 +265,7 @@ func TestHungRedis(t *testing.T) {
 	// The feed is in a read, which the paused server will not answer:
 	// the one under way when it paused (unless its reply had left just
 	// before, a matter of microseconds in its 200 ms block), or the next.
-	testwait.For(t, "the feed to be in a read", func() bool { return reads.inFlight.Load() > 0 })
+	storetest.WaitFor(t, "the feed to be in a read", func() bool { return reads.inFlight.Load() > 0 })
 	start = time.Now()
 	s.Close()
 	if d := time.Since(start); d > 3*time.Second {
@@ -337,7 +335,7 @@ func TestGapDuringShutdown(t *testing.T) {
 	}
 	ctx := context.Background()
 	appendN(t, b, "first", 1)
-	testwait.For(t, "the first event", func() bool { return h.LastEventID() == "first" })
+	storetest.WaitFor(t, "the first event", func() bool { return h.LastEventID() == "first" })
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -346,7 +344,7 @@ func TestGapDuringShutdown(t *testing.T) {
 	}()
 	select {
 	case <-gated.unlistening:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("Hub.Shutdown did not cancel its listener")
 	}
 	// Shutdown is held in the cancellation: the feed reports a gap (the
@@ -357,13 +355,13 @@ func TestGapDuringShutdown(t *testing.T) {
 	appendN(t, b, "after-gap", 1)
 	select {
 	case <-gated.gapped:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("the feed's gap report deadlocked with Hub.Shutdown")
 	}
 	close(gated.release)
 	select {
 	case <-done:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("Hub.Shutdown did not return")
 	}
 }
@@ -396,7 +394,7 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 	appendN(t, b, "first", 1)
 	select {
 	case <-held:
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("the feed did not pass the first event")
 	}
 	data := strings.Repeat("x", 256<<10)
@@ -413,7 +411,7 @@ func TestLargeBacklogOnSlowLink(t *testing.T) {
 	// retrying the same read forever makes no progress.
 	for got.Load() < n+1 {
 		last := got.Load()
-		if !testwait.Within(testwait.Deadline, func() bool { return got.Load() > last }) {
+		if !storetest.Within(storetest.Deadline, func() bool { return got.Load() > last }) {
 			t.Fatalf("%d of %d events delivered: the feed stopped catching up", last, n+1)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mercurekit/mercure/internal/netproxy"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // proxy forwards TCP connections to Redis, and breaks them on demand:
@@ -15,7 +15,7 @@ import (
 // the next script call and closes that connection (the script ran, but
 // its caller never learns it, and retries).
 type proxy struct {
-	*netproxy.Proxy
+	*storetest.Proxy
 	armed   atomic.Bool
 	scripts atomic.Int64 // script calls seen
 	// rate, when not 0, caps the bytes per second from Redis on each
@@ -25,7 +25,7 @@ type proxy struct {
 
 func newProxy(t *testing.T, target string) *proxy {
 	p := &proxy{}
-	p.Proxy = netproxy.Start(t, target, func() (toServer, toClient func([]byte) bool) {
+	p.Proxy = storetest.StartProxy(t, target, func() (toServer, toClient func([]byte) bool) {
 		var scriptPending atomic.Bool
 		toServer = func(b []byte) bool {
 			if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) {

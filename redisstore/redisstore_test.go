@@ -21,9 +21,8 @@ import (
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/redistest"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/redisstore"
+	"github.com/mercurekit/mercure/redisstore/redistest"
 	"github.com/mercurekit/mercure/storetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -53,13 +52,13 @@ func client(t *testing.T) (*redis.Client, string) {
 // open returns a store on key. Its calls are bounded by suiteTimeout
 // unless opts say otherwise: the tests that are about the store's timeout
 // set it themselves. Every test opens its stores on a healthy server, so
-// that opening is retried until testwait.Deadline: a short timeout can
+// that opening is retried until storetest.Deadline: a short timeout can
 // run out on a loaded machine.
 func open(t *testing.T, rdb redis.UniversalClient, key string, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	var s *redisstore.Store
 	var err error
-	if !testwait.Within(testwait.Deadline, func() bool {
+	if !storetest.Within(storetest.Deadline, func() bool {
 		s, err = redisstore.New(rdb, key, append([]redisstore.Option{suiteTimeout}, opts...)...)
 		return err == nil
 	}) {
@@ -127,7 +126,7 @@ func TestSharedStream(t *testing.T) {
 			if d := storetest.SameEvent(e, want); d != "" {
 				t.Fatal(d)
 			}
-		case <-time.After(testwait.Deadline):
+		case <-time.After(storetest.Deadline):
 			t.Fatalf("store b did not deliver %s", want.ID)
 		}
 	}
@@ -433,7 +432,7 @@ func TestReaderReconnects(t *testing.T) {
 			if id != w {
 				t.Fatalf("event %d: got %s, want %s", i, id, w)
 			}
-		case <-time.After(testwait.Deadline):
+		case <-time.After(storetest.Deadline):
 			t.Fatalf("event %d (%s) not delivered", i, w)
 		}
 	}

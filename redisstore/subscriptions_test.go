@@ -12,9 +12,9 @@ import (
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/redistest"
-	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/redisstore"
+	"github.com/mercurekit/mercure/redisstore/redistest"
+	"github.com/mercurekit/mercure/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,14 +54,14 @@ func own(t *testing.T, in *instance) []string {
 func waitSubscribers(t *testing.T, in *instance, what string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
-	if !testwait.Within(testwait.Deadline, func() bool { return slices.Equal(subscribers(in), want) }) {
+	if !storetest.Within(storetest.Deadline, func() bool { return slices.Equal(subscribers(in), want) }) {
 		// What the hub lists, whole, tells a store that lost a write from
 		// a stream that ended.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		subs, err := in.hub.Subscriptions(ctx)
 		t.Fatalf("timed out after %v waiting for %s: want %q, the hub lists %+v (error %v), its stats %+v",
-			testwait.Deadline, what, want, subs, err, in.hub.Stats())
+			storetest.Deadline, what, want, subs, err, in.hub.Stats())
 	}
 }
 
@@ -105,14 +105,14 @@ func TestSharedSubscriptions(t *testing.T) {
 	// within a third of the TTL. (First, both hubs have the three
 	// subscription events: one appended after the restart would restart
 	// the numbering, a gap, and the hubs would end their streams.)
-	testwait.For(t, "the subscription events", func() bool {
+	storetest.WaitFor(t, "the subscription events", func() bool {
 		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
 	})
 	// And their appends have returned: the feeds may pass an entry before
 	// its append's reply is read, and go-redis sends again a script whose
 	// reply the restart cut, to the empty server, which records it anew
 	// (as it should: the first was lost).
-	testwait.For(t, "the appends to return", func() bool {
+	storetest.WaitFor(t, "the appends to return", func() bool {
 		return a.scripts.inFlight.Load() == 0 && b.scripts.inFlight.Load() == 0
 	})
 	srv.Restart()
@@ -189,11 +189,11 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 	srv.Restart()
 	// A's client has left its connections to the killed server: the
 	// ping that succeeds is on a new one, which the write takes next.
-	testwait.For(t, "Redis to answer A's client", func() bool { return rdbA.Ping(ctx).Err() == nil })
+	storetest.WaitFor(t, "Redis to answer A's client", func() bool { return rdbA.Ping(ctx).Err() == nil })
 	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("new", true)}); err != nil {
 		t.Fatalf("the first write after the restart: %v", err)
 	}
-	testwait.For(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
+	storetest.WaitFor(t, "B to list both", func() bool { return slices.Equal(ids(b), []string{"new", "old"}) })
 }
 
 // TestUpdateSubscriptionsFailsFast: while Redis is down, the update
@@ -217,7 +217,7 @@ func TestUpdateSubscriptionsFailsFast(t *testing.T) {
 		t.Fatalf("UpdateSubscriptions took %v to fail", d)
 	}
 	srv.Start()
-	testwait.For(t, "B to list the kept change", func() bool {
+	storetest.WaitFor(t, "B to list the kept change", func() bool {
 		subs, err := b.Subscriptions(context.Background())
 		return err == nil && len(subs) == 1 && subs[0].ID == "s"
 	})
@@ -298,7 +298,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	go func() { second <- a.UpdateSubscriptions(ctx, []store.Subscription{active("A", false)}) }()
 	// The removal is recorded (a store lists its own subscriptions from
 	// memory, where the change is made) while the first write is held.
-	testwait.For(t, "the removal of A to be recorded", func() bool {
+	storetest.WaitFor(t, "the removal of A to be recorded", func() bool {
 		subs, err := a.Subscriptions(ctx)
 		if err != nil {
 			return false
@@ -314,7 +314,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 	if err := errors.Join(<-first, <-second); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the other store to list B and X", func() bool {
+	storetest.WaitFor(t, "the other store to list B and X", func() bool {
 		subs, err := other.Subscriptions(ctx)
 		if err != nil {
 			return false
@@ -334,7 +334,7 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 // short, and the store rewrites its whole set. The writer's first backoff
 // is made an hour long (the default is 50 ms, doubling up to 1 s): were
 // it not cut short, the other store would not list the subscriptions
-// within testwait.Deadline.
+// within storetest.Deadline.
 func TestSubscribeRightAfterRecovery(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, false)
@@ -346,7 +346,7 @@ func TestSubscribeRightAfterRecovery(t *testing.T) {
 	// Redis is up, but 100 ms may not do beside CPU hogs: the change is
 	// made again until a write takes it (each change wakes the writer).
 	var err error
-	if !testwait.Within(testwait.Deadline, func() bool {
+	if !storetest.Within(storetest.Deadline, func() bool {
 		err = in.store.UpdateSubscriptions(ctx, []store.Subscription{active("X", true)})
 		return err == nil
 	}) {
@@ -360,7 +360,7 @@ func TestSubscribeRightAfterRecovery(t *testing.T) {
 	}
 	srv.Start()
 	subscribe(t, in, "")
-	testwait.For(t, "the other store to list X, Y and the new stream's subscription", func() bool {
+	storetest.WaitFor(t, "the other store to list X, Y and the new stream's subscription", func() bool {
 		subs, err := other.Subscriptions(ctx)
 		if err != nil {
 			return false

@@ -19,7 +19,7 @@ import (
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/ssetest"
+
 	"github.com/mercurekit/mercure/internal/testwait"
 )
 
@@ -281,9 +281,9 @@ func newHubOn(t *testing.T, s store.Store) *hubOn {
 	return in
 }
 
-func (in *hubOn) subscribe(t *testing.T, lastEventID string) *ssetest.Stream {
+func (in *hubOn) subscribe(t *testing.T, lastEventID string) *Stream {
 	t.Helper()
-	return ssetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(outageTopic), lastEventID)
+	return Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(outageTopic), lastEventID)
 }
 
 func (in *hubOn) publish(u mercure.Update) (string, error) {

@@ -17,8 +17,8 @@ import (
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/netcut"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/examples/internal/netcut"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // testRecheck is how often the hub re-checks sessions in the tests: often,
@@ -196,7 +196,7 @@ func subscribe(t *testing.T, a *app, cookies []*http.Cookie, q url.Values) *stre
 // ended waits until the hub ends the stream, skipping its events.
 func (s *stream) ended(t *testing.T) {
 	t.Helper()
-	timeout := time.After(testwait.Deadline)
+	timeout := time.After(storetest.Deadline)
 	for {
 		select {
 		case _, ok := <-s.events:
@@ -204,7 +204,7 @@ func (s *stream) ended(t *testing.T) {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("the stream did not end within %v", testwait.Deadline)
+			t.Fatalf("the stream did not end within %v", storetest.Deadline)
 		}
 	}
 }
@@ -218,8 +218,8 @@ func (s *stream) next(t *testing.T) sseEvent {
 			t.Fatal("stream ended")
 		}
 		return e
-	case <-time.After(testwait.Deadline):
-		t.Fatalf("no event within %v", testwait.Deadline)
+	case <-time.After(storetest.Deadline):
+		t.Fatalf("no event within %v", storetest.Deadline)
 	}
 	return sseEvent{}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/pgtest"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // TestTransactionalPublish: a task added reaches a subscriber; one the
@@ -89,7 +89,7 @@ func TestTransactionalPublish(t *testing.T) {
 		if !strings.Contains(d, `"title":"write the report"`) {
 			t.Fatalf("first update %s: the rolled-back task's, or another", d)
 		}
-	case <-time.After(testwait.Deadline):
+	case <-time.After(storetest.Deadline):
 		t.Fatal("no update for the task")
 	}
 	ts, err := a.tasks(ctx)

@@ -22,8 +22,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/mercurekit/mercure"
-	"github.com/mercurekit/mercure/internal/ssetest"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // The root package's routes_test.go checks the same for net/http's
@@ -124,7 +123,7 @@ func TestRouting(t *testing.T) {
 
 			// The stream and publication.
 			const topic = "https://example.com/books/1" // its escaped form holds %2F
-			s := ssetest.Subscribe(t, srv, h.Path(), "match="+url.QueryEscape(topic), "")
+			s := storetest.Subscribe(t, srv, h.Path(), "match="+url.QueryEscape(topic), "")
 			res, err := http.PostForm(srv.URL+h.Path(), url.Values{"topic": {topic}})
 			if err != nil {
 				t.Fatal(err)
@@ -139,7 +138,7 @@ func TestRouting(t *testing.T) {
 				if got != string(id) {
 					t.Fatalf("stream got %s, want %s", got, id)
 				}
-			case <-time.After(testwait.Deadline):
+			case <-time.After(storetest.Deadline):
 				t.Fatal("no event on the stream")
 			}
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/examples/internal/browsertest"
-	"github.com/mercurekit/mercure/internal/netcut"
+	"github.com/mercurekit/mercure/examples/internal/netcut"
 )
 
 // The debugger, driven in Chromium as a developer would: subscribe from a

@@ -23,7 +23,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
-	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // symfonySecret is the MERCURE_JWT_SECRET of the Symfony application in
@@ -44,7 +44,7 @@ func needPHP(t *testing.T) string {
 			t.Fatalf("MERCURE_TEST_PHP=1 but PHP with Symfony's Mercure component is missing: %v", err)
 		}
 		t.Logf("PHP with Symfony's Mercure component: %v", err)
-		skips.Skip(t, wantPHP)
+		storetest.Skip(t, wantPHP)
 	}
 	return php
 }

@@ -33,9 +33,9 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
-	"github.com/mercurekit/mercure/internal/pgtest"
-	"github.com/mercurekit/mercure/internal/redistest"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
+	"github.com/mercurekit/mercure/redisstore/redistest"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 func TestStandalone(t *testing.T) {
@@ -483,10 +483,10 @@ func subscribe(t *testing.T, u string) <-chan string {
 	return lines
 }
 
-// want reads lines until it gets line, failing after testwait.Deadline.
+// want reads lines until it gets line, failing after storetest.Deadline.
 func want(t *testing.T, lines <-chan string, line string) {
 	t.Helper()
-	timeout := time.After(testwait.Deadline)
+	timeout := time.After(storetest.Deadline)
 	for {
 		select {
 		case l := <-lines:
@@ -494,7 +494,7 @@ func want(t *testing.T, lines <-chan string, line string) {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("no %q within %v", line, testwait.Deadline)
+			t.Fatalf("no %q within %v", line, storetest.Deadline)
 		}
 	}
 }
@@ -533,7 +533,7 @@ func TestStandalone_Readyz(t *testing.T) {
 		t.Helper()
 		var code int
 		var body string
-		testwait.For(t, fmt.Sprintf("/readyz to answer %d", want), func() bool {
+		storetest.WaitFor(t, fmt.Sprintf("/readyz to answer %d", want), func() bool {
 			code, body = health(t, ops.URL, "/readyz")
 			return code == want
 		})

@@ -17,9 +17,9 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/examples/internal/browsertest"
-	"github.com/mercurekit/mercure/internal/pgtest"
-	"github.com/mercurekit/mercure/internal/redistest"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
+	"github.com/mercurekit/mercure/redisstore/redistest"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // A short outage of a service the hub depends on must not end a page's
@@ -100,7 +100,7 @@ func (p *outageTab) state() string {
 // the first, rather than giving up.
 func waitDeferred(t *testing.T, hub *mercure.Hub, n uint64) {
 	t.Helper()
-	if !testwait.Within(testwait.Deadline, func() bool { return hub.Metrics().SubscribesDeferred >= n }) {
+	if !storetest.Within(storetest.Deadline, func() bool { return hub.Metrics().SubscribesDeferred >= n }) {
 		t.Fatalf("%d subscribes deferred, want %d: the EventSource stopped coming back", hub.Metrics().SubscribesDeferred, n)
 	}
 }
@@ -111,7 +111,7 @@ func publishOnceBack(t *testing.T, hub *mercure.Hub, u mercure.Update) string {
 	t.Helper()
 	var id string
 	var err error
-	if !testwait.Within(testwait.Deadline, func() bool {
+	if !storetest.Within(storetest.Deadline, func() bool {
 		id, err = hub.Publish(context.Background(), u)
 		return err == nil
 	}) {
@@ -212,7 +212,7 @@ func TestBrowser_EventSourceSurvivesSessionDatabaseOutage(t *testing.T) {
 	// The Authorizer refuses before a stream is opened. StreamsOpened, not
 	// Stats().Streams: a stream counts there a moment before it receives
 	// updates.
-	if !testwait.Within(testwait.Deadline, func() bool { return hub.Metrics().StreamsOpened > opened }) {
+	if !storetest.Within(storetest.Deadline, func() bool { return hub.Metrics().StreamsOpened > opened }) {
 		t.Fatalf("no stream opened once PostgreSQL was back: %+v, %s", hub.Metrics(), page.state())
 	}
 	if _, err := hub.Publish(ctx, mercure.Update{Topics: []string{topic}, Data: "for alice", Private: true}); err != nil {

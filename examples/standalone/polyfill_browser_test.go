@@ -15,7 +15,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/examples/internal/browsertest"
-	"github.com/mercurekit/mercure/internal/netcut"
+	"github.com/mercurekit/mercure/examples/internal/netcut"
 )
 
 //go:embed testdata/event-source-polyfill/eventsource.min.js

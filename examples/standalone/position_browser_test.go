@@ -16,7 +16,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/examples/internal/browsertest"
-	"github.com/mercurekit/mercure/internal/netcut"
+	"github.com/mercurekit/mercure/examples/internal/netcut"
 )
 
 // positionPage subscribes with the browser's own EventSource.

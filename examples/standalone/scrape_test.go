@@ -15,9 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mercurekit/mercure/internal/loopback"
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // A real Prometheus scrapes the standalone's -metrics-addr, and its HTTP
@@ -35,7 +33,7 @@ func TestPrometheusScrapesTheStandalone(t *testing.T) {
 		if os.Getenv("MERCURE_TEST_PROMETHEUS") != "" {
 			t.Fatal("MERCURE_TEST_PROMETHEUS is set but prometheus is not installed")
 		}
-		skips.Skip(t, wantPrometheus)
+		storetest.Skip(t, wantPrometheus)
 	}
 	s, err := configure([]string{"-addr", "127.0.0.1:0", "-insecure-publish", "-metrics-addr", "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -71,7 +69,7 @@ scrape_configs:
 `, target), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	promAddr := loopback.Addr(t) // free for Prometheus: no outgoing connection takes it meanwhile
+	promAddr := storetest.Addr(t) // free for Prometheus: no outgoing connection takes it meanwhile
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -123,7 +121,7 @@ scrape_configs:
 	deadline := time.Now().Add(60 * time.Second)
 	for q, v := range want {
 		var got string
-		if !testwait.Within(time.Until(deadline), func() bool { got = query(q); return got == v }) {
+		if !storetest.Within(time.Until(deadline), func() bool { got = query(q); return got == v }) {
 			t.Fatalf("Prometheus: %s = %q, want %q", q, got, v)
 		}
 	}

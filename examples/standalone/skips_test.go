@@ -4,17 +4,16 @@ import (
 	"os"
 	"testing"
 
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // What some of these tests need beside Redis and PostgreSQL (see
 // redistest.Want, pgtest.Want, browsertest.Want): programs, which .ci/run
 // installs.
 var (
-	wantPrometheus = skips.Want{What: "prometheus",
+	wantPrometheus = storetest.Want{What: "prometheus",
 		How: "install it (Debian package prometheus); MERCURE_TEST_PROMETHEUS=1 makes its absence a failure"}
-	wantPHP = skips.Want{What: "PHP with Symfony's Mercure component",
+	wantPHP = storetest.Want{What: "PHP with Symfony's Mercure component",
 		How: "install them (Debian packages php-cli php-symfony-mercure); MERCURE_TEST_PHP=1 makes their absence a failure"}
 )
 
@@ -27,8 +26,8 @@ var (
 // otherwise, up to 8 of them run at once, not GOMAXPROCS (2 on a
 // 2-core machine, which ran them two by two).
 func TestMain(m *testing.M) {
-	testwait.Parallel(8) // the browser tests wait on Chromium, not on a CPU
-	code := skips.Report("examples/standalone", m).Run()
+	storetest.Parallel(8) // the browser tests wait on Chromium, not on a CPU
+	code := storetest.ReportSkips("examples/standalone", m).Run()
 	chrome.Close()
 	os.Exit(code)
 }

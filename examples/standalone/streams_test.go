@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // By default (and with -low-memory, kept for compatibility) streams are
@@ -53,7 +53,7 @@ func testStreamMode(t *testing.T, args []string, close bool) {
 			t.Fatalf("got %q %v, want %q", line, err, want)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
+	ctx, cancel := context.WithTimeout(context.Background(), storetest.Deadline)
 	defer cancel()
 	if err := s.hub.Shutdown(ctx); err != nil {
 		t.Fatal(err)

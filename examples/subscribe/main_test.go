@@ -15,7 +15,7 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/client"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,7 +36,7 @@ func TestRun(t *testing.T) {
 	hub.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/authors/1"}, ID: "a1", Type: "author", Data: "<x>"})
 	hub.Publish(ctx, mercure.Update{Topics: []string{"https://example.com/other"}, ID: "o1"})
 
-	ctx, cancel := context.WithTimeout(ctx, testwait.Deadline)
+	ctx, cancel := context.WithTimeout(ctx, storetest.Deadline)
 	defer cancel()
 	r, w := io.Pipe()
 	done := make(chan error, 1)

@@ -4,11 +4,10 @@ go 1.25.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/mercurekit/mercure v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/boltstore v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/pgstore v0.0.0-00010101000000-000000000000
-	github.com/mercurekit/mercure/redisstore v0.0.0-00010101000000-000000000000
+	github.com/mercurekit/mercure v0.1.0
+	github.com/mercurekit/mercure/boltstore v0.1.0
+	github.com/mercurekit/mercure/pgstore v0.1.0
+	github.com/mercurekit/mercure/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 )
 
@@ -47,15 +46,4 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// This repository's modules come from the checkout (go.work says the same;
-// these serve builds with GOWORK=off).
-replace (
-	github.com/mercurekit/mercure => ../..
-	github.com/mercurekit/mercure/boltstore => ../../boltstore
-	github.com/mercurekit/mercure/internal/pgtest => ../pgtest
-	github.com/mercurekit/mercure/internal/redistest => ../redistest
-	github.com/mercurekit/mercure/pgstore => ../../pgstore
-	github.com/mercurekit/mercure/redisstore => ../../redisstore
 )

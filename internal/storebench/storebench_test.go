@@ -30,8 +30,8 @@ import (
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/boltstore"
-	"github.com/mercurekit/mercure/internal/pgtest"
 	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
 	"github.com/mercurekit/mercure/redisstore"
 )
 

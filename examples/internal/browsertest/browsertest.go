@@ -15,13 +15,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
-// Want is what the browser tests skip for want of, for [skips.Report];
+// Want is what the browser tests skip for want of, for [storetest.ReportSkips];
 // .ci/run installs it, so CI always runs them.
-var Want = skips.Want{What: "Chromium", How: "install it (Debian package chromium-headless-shell, or chromium)"}
+var Want = storetest.Want{What: "Chromium", How: "install it (Debian package chromium-headless-shell, or chromium)"}
 
 // Browser is a test binary's Chromium, with windows of Width × Height
 // pixels. A start costs seconds, more than most browser tests take
@@ -46,7 +45,7 @@ func (b *Browser) Start(t *testing.T) {
 	}
 	exe := find()
 	if exe == "" {
-		skips.Skip(t, Want)
+		storetest.Skip(t, Want)
 	}
 	b.once.Do(func() {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -100,13 +99,13 @@ func find() string {
 type Step = chromedp.Action[chromedp.Void]
 
 // WaitJS polls a JavaScript condition on the page every 20 ms, for
-// testwait.Deadline at most (less than the tests' page contexts allow, so
+// storetest.Deadline at most (less than the tests' page contexts allow, so
 // that a failure names the condition): polling on every animation frame
 // (chromedp's default) has Chromium draw frames all along, which cost a
 // third of the CPU time of the browser tests.
 func WaitJS(cond string) Step {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(testwait.Deadline), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, t)
+		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(storetest.Deadline), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, t)
 		if err != nil {
 			err = fmt.Errorf("waiting for %s: %w", cond, err)
 		}

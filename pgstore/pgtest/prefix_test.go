@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // Drop drops what a prefix holds, and tries again when PostgreSQL aborts
@@ -49,7 +49,7 @@ func TestDropOutlivesADeadlock(t *testing.T) {
 	}
 	dropped := make(chan error, 1)
 	go func() { dropped <- Drop(pool, prefix) }()
-	testwait.For(t, "Drop to wait for the second table", func() bool {
+	storetest.WaitFor(t, "Drop to wait for the second table", func() bool {
 		var waiting bool
 		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted AND relation = $1::regclass)`, prefix+"_b").Scan(&waiting)
 		return err == nil && waiting

@@ -1,7 +1,4 @@
-// Package netproxy is a TCP proxy for tests of stores on the network:
-// it forwards connections to a server and cuts them on demand, as a
-// network partition between one instance and the server would.
-package netproxy
+package storetest
 
 import (
 	"bytes"
@@ -9,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/mercurekit/mercure/internal/loopback"
 )
 
 // Filters returns, for one new connection, the functions that see each
@@ -18,7 +13,9 @@ import (
 // false drops its chunk and closes the connection. Either may be nil.
 type Filters func() (toServer, toClient func([]byte) bool)
 
-// Proxy forwards TCP connections from Addr to its target.
+// Proxy forwards TCP connections from Addr to its target, and cuts them
+// on demand, as a network partition between one instance and the server
+// would: the link of an [OutageServer].
 type Proxy struct {
 	addr, target string
 	filters      Filters
@@ -32,11 +29,11 @@ type Proxy struct {
 	lost  []*atomic.Bool         // LoseReply's flags, the latest last
 }
 
-// Start returns a proxy to target, listening on a loopback port (one of
-// [loopback.Port], that Mend can listen on again), with filters if not
+// StartProxy returns a proxy to target, listening on a loopback port (one of
+// [Port], that Mend can listen on again), with filters if not
 // nil; it is cut and its goroutines waited for when t ends.
-func Start(t testing.TB, target string, filters Filters) *Proxy {
-	p := &Proxy{addr: loopback.Addr(t), target: target, filters: filters}
+func StartProxy(t testing.TB, target string, filters Filters) *Proxy {
+	p := &Proxy{addr: Addr(t), target: target, filters: filters}
 	p.Mend(t)
 	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
 	return p

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // DB is what [Drop] and [Leftovers] need of a database: a *pgx.Conn or a
@@ -57,7 +57,7 @@ func Drop(db DB, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dropWithin)
 	defer cancel()
 	var err error
-	testwait.Within(dropWithin, func() bool {
+	storetest.Within(dropWithin, func() bool {
 		_, err = db.Exec(ctx, strings.ReplaceAll(dropSQL, "PFX", prefix))
 		var pe *pgconn.PgError
 		return !errors.As(err, &pe) || pe.Code != "40P01" || ctx.Err() != nil

@@ -1,4 +1,4 @@
-package scratch
+package storetest
 
 import (
 	"os"
@@ -20,15 +20,15 @@ func TestDir(t *testing.T) {
 		t.Fatalf("the temporary directory's file system: %d bytes free, %v", free, ok)
 	}
 	want := os.TempDir()
-	if free, ok := freeBytes(memoryDir); ok && free >= Room {
-		want = memoryDir
+	if free, ok := freeBytes(scratchMemoryDir); ok && free >= ScratchRoom {
+		want = scratchMemoryDir
 	}
-	if got := Dir(); got != want {
-		t.Fatalf("Dir() = %s, want %s", got, want)
+	if got := ScratchDir(); got != want {
+		t.Fatalf("ScratchDir() = %s, want %s", got, want)
 	}
-	if runtime.GOOS == "linux" && want != memoryDir {
-		free, _ := freeBytes(memoryDir)
-		t.Logf("%s has %d MiB free, less than %d MiB: scratch goes to %s", memoryDir, free>>20, Room>>20, want)
+	if runtime.GOOS == "linux" && want != scratchMemoryDir {
+		free, _ := freeBytes(scratchMemoryDir)
+		t.Logf("%s has %d MiB free, less than %d MiB: scratch goes to %s", scratchMemoryDir, free>>20, ScratchRoom>>20, want)
 	}
 }
 
@@ -39,8 +39,8 @@ func TestTempDir(t *testing.T) {
 	var dir string
 	t.Run("user", func(t *testing.T) {
 		dir = TempDir(t)
-		if filepath.Dir(dir) != filepath.Clean(Dir()) {
-			t.Errorf("TempDir %s, not in %s", dir, Dir())
+		if filepath.Dir(dir) != filepath.Clean(ScratchDir()) {
+			t.Errorf("TempDir %s, not in %s", dir, ScratchDir())
 		}
 		if other := TempDir(t); other == dir {
 			t.Errorf("TempDir twice: %s both times", dir)
@@ -73,14 +73,14 @@ func TestSweep(t *testing.T) {
 		}
 		return d
 	}
-	dead := dir(prefix + strconv.Itoa(ended.Process.Pid) + "-123")
+	dead := dir(scratchPrefix + strconv.Itoa(ended.Process.Pid) + "-123")
 	keep := []string{
-		dir(prefix + strconv.Itoa(os.Getpid()) + "-456"),
-		dir(prefix + "1-789"), // init: runs
-		dir(prefix + "garbled"),
+		dir(scratchPrefix + strconv.Itoa(os.Getpid()) + "-456"),
+		dir(scratchPrefix + "1-789"), // init: runs
+		dir(scratchPrefix + "garbled"),
 		dir("mercure-pgtest-0123"),
 	}
-	sweep(root)
+	sweepScratch(root)
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("%s of an ended process: %v, want it removed", dead, err)
 	}

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mercurekit/mercure/internal/scratch"
-	"github.com/mercurekit/mercure/internal/skips"
+	"github.com/mercurekit/mercure/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(skips.Report("pgtest", m).Run()) }
+func TestMain(m *testing.M) { os.Exit(storetest.ReportSkips("pgtest", m).Run()) }
 
 // The inventory notices a file or a directory gone, or a file cut short.
 func TestComplete(t *testing.T) {
@@ -66,7 +65,7 @@ func TestTemplateMadeAgainWhenDamaged(t *testing.T) {
 	}
 	needPrograms(t)
 	cred := credential(t)
-	root, err := mkdirOwned(scratch.Dir(), "pgtest-template-", cred)
+	root, err := mkdirOwned(storetest.ScratchDir(), "pgtest-template-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-// Package redistest runs redis-server processes for tests: a test may kill
-// and restart its own server without disturbing the shared one named by
-// MERCURE_TEST_REDIS.
+// Package redistest runs redis-server processes for the tests of
+// redisstore and of programs that use it: a test may kill and restart its
+// own server without disturbing the shared one named by MERCURE_TEST_REDIS.
+// It needs redis-server on a unix system.
 package redistest
 
 import (
@@ -19,10 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mercurekit/mercure/internal/loopback"
-	"github.com/mercurekit/mercure/internal/scratch"
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // Patient bounds each dial, read and write of a client of [Options]: far
@@ -62,11 +60,11 @@ func Start(t *testing.T, persist bool) *Server {
 	t.Helper()
 	Addr(t) // like every Redis test, this one needs MERCURE_TEST_REDIS
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		skips.Skip(t, skips.Want{What: "redis-server", How: "install it (Debian package redis-server)"})
+		storetest.Skip(t, storetest.Want{What: "redis-server", How: "install it (Debian package redis-server)"})
 	}
 	// A port the kernel would not give an outgoing connection: free
 	// again for the restart after a kill.
-	s := &Server{t: t, Addr: loopback.Addr(t), dir: scratch.TempDir(t), persist: persist}
+	s := &Server{t: t, Addr: storetest.Addr(t), dir: storetest.TempDir(t), persist: persist}
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
@@ -94,7 +92,7 @@ func (s *Server) Start() {
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer rdb.Close()
 	var err error
-	if !testwait.Within(testwait.Deadline, func() bool {
+	if !storetest.Within(storetest.Deadline, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		err = rdb.Ping(ctx).Err()

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // dial opens a connection to l and returns its client side and the
@@ -76,7 +76,7 @@ func TestCutWhoeverHoldsTheSocket(t *testing.T) {
 	}
 	l.Cut()
 	for _, c := range []net.Conn{plain, detached} { // a socket left open fails the test, not its run
-		c.SetReadDeadline(time.Now().Add(testwait.Deadline))
+		c.SetReadDeadline(time.Now().Add(storetest.Deadline))
 	}
 	if b, err := io.ReadAll(detached); err != nil || string(b) != "last" {
 		t.Errorf("the detached connection read %q, %v; want the last bytes, then its end", b, err)

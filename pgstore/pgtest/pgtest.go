@@ -1,12 +1,14 @@
-// Package pgtest runs throwaway PostgreSQL clusters for tests: a test may
-// kill and restart its own server without disturbing the shared one named
-// by MERCURE_TEST_POSTGRES.
+// Package pgtest runs throwaway PostgreSQL clusters for the tests of
+// pgstore and of programs that use it: a test may kill and restart its own
+// server without disturbing the shared one named by MERCURE_TEST_POSTGRES.
+// It needs PostgreSQL's server programs (initdb, postgres) on a unix
+// system.
 //
 // A cluster is a copy of a template that initdb makes once for the
 // installed server and keeps for later runs (mercure-pgtest-*), as Go
 // keeps its build cache: an initdb costs a second of CPU, a copy a tenth
 // of that. Both live in memory (/dev/shm) where there is room, else in
-// the temporary directory: see package scratch.
+// the temporary directory (see storetest.ScratchDir).
 package pgtest
 
 import (
@@ -28,26 +30,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mercurekit/mercure/internal/loopback"
-	"github.com/mercurekit/mercure/internal/scratch"
-	"github.com/mercurekit/mercure/internal/skips"
-	"github.com/mercurekit/mercure/internal/testwait"
+	"github.com/mercurekit/mercure/storetest"
 )
 
 // Env names the variable holding the DSN of the shared test server.
 const Env = "MERCURE_TEST_POSTGRES"
 
-// Want is what the PostgreSQL tests skip for want of, for [skips.Report].
-var Want = skips.Want{What: "a PostgreSQL server",
+// Want is what the PostgreSQL tests skip for want of, for [storetest.ReportSkips].
+var Want = storetest.Want{What: "a PostgreSQL server",
 	How: "set " + Env + " to a DSN (such as postgres://postgres@127.0.0.1:6432/postgres?sslmode=disable)"}
 
 // DSN returns the DSN of the shared test server, or skips t, counting the
-// skip for [skips.Report].
+// skip for [storetest.ReportSkips].
 func DSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(Env)
 	if dsn == "" {
-		skips.Skip(t, Want)
+		storetest.Skip(t, Want)
 	}
 	return dsn
 }
@@ -94,7 +93,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := mkdirOwned(scratch.Dir(), "pgtest-", cred)
+	dir, err := mkdirOwned(storetest.ScratchDir(), "pgtest-", cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,19 +104,19 @@ func Start(t testing.TB) *Server {
 	}
 	// A port the kernel would not give an outgoing connection: free
 	// again for the restart after a kill.
-	s.Port = loopback.Port(t)
+	s.Port = storetest.Port(t)
 	s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.Port)
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
 }
 
-// needPrograms skips t, counting the skip for [skips.Report], unless
+// needPrograms skips t, counting the skip for [storetest.ReportSkips], unless
 // PostgreSQL's initdb and postgres are installed.
 func needPrograms(t testing.TB) {
 	t.Helper()
 	if Bin("initdb") == "" || Bin("postgres") == "" {
-		skips.Skip(t, skips.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
+		storetest.Skip(t, storetest.Want{What: "initdb", How: "install PostgreSQL's server programs (Debian package postgresql)"})
 	}
 }
 
@@ -130,7 +129,7 @@ func credential(t testing.TB) *syscall.Credential {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		skips.Skip(t, skips.Want{What: "a user postgres to run the server as (root cannot)", How: "create it, or run the tests as another user"})
+		storetest.Skip(t, storetest.Want{What: "a user postgres to run the server as (root cannot)", How: "create it, or run the tests as another user"})
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -166,7 +165,7 @@ func template(cred *syscall.Credential) (string, error) {
 	made.Lock()
 	defer made.Unlock()
 	if made.dir == "" {
-		root := scratch.Dir()
+		root := storetest.ScratchDir()
 		sweep(root, time.Now())
 		dir, err := makeTemplate(root, cred)
 		if err != nil {
@@ -341,7 +340,7 @@ func (s *Server) Start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	if !testwait.Within(testwait.Deadline, func() bool {
+	if !storetest.Within(storetest.Deadline, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var c *pgx.Conn

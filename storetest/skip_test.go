@@ -1,4 +1,4 @@
-package skips
+package storetest
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package scratch
+package storetest
 
 // freeBytes reports no memory file system outside Linux: scratch goes to
 // the temporary directory.

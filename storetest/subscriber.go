@@ -1,6 +1,4 @@
-// Package ssetest is a subscriber for tests of stores shared by several
-// hub instances: it reads the ids of one stream's events.
-package ssetest
+package storetest
 
 import (
 	"bufio"
@@ -11,11 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mercurekit/mercure/internal/testwait"
 )
 
-// Stream is one subscriber's stream.
+// Stream is one subscriber's stream, for tests of stores shared by
+// several hub instances: it reads the ids of the stream's events.
 type Stream struct {
 	IDs    chan string // the ids of the events read, in order (not the position a stream starts with)
 	Header http.Header // the response's
@@ -81,14 +78,14 @@ func Subscribe(t testing.TB, srv *httptest.Server, path, q, lastEventID string) 
 func (s *Stream) Close() { s.cancel(); <-s.done }
 
 // Collect reads ids until want have been read or none comes for
-// testwait.Deadline, then any extra one that comes within 200 ms.
+// Deadline, then any extra one that comes within 200 ms.
 func (s *Stream) Collect(want int) []string {
 	var got []string
 	for len(got) < want {
 		select {
 		case id := <-s.IDs:
 			got = append(got, id)
-		case <-time.After(testwait.Deadline):
+		case <-time.After(Deadline):
 			return got
 		}
 	}

@@ -1,9 +1,4 @@
-// Package skips counts the tests that skip for want of something the
-// environment lacks (a server named by a variable, a program) and, once
-// the tests ran, says how many skipped and what would run them: otherwise
-// go test ./... passes a package whose every store test skipped as "ok",
-// without a word.
-package skips
+package storetest
 
 import (
 	"fmt"
@@ -15,7 +10,11 @@ import (
 	"testing"
 )
 
-// A Want is what skipped tests lack, and how to provide it.
+// A Want is what tests skipped for want of something the environment
+// lacks (a server named by a variable, a program), and how to provide it.
+// [ReportSkips] says, once the tests ran, how many skipped and what would
+// run them: otherwise go test ./... passes a package whose every store
+// test skipped as "ok", without a word.
 type Want struct {
 	// What names it, after "for want of": "a Redis server".
 	What string
@@ -24,18 +23,18 @@ type Want struct {
 	How string
 }
 
-// Skip skips t for want of w, and counts the skip for [Report].
+// Skip skips t for want of w, and counts the skip for [ReportSkips].
 func Skip(t testing.TB, w Want) {
 	t.Helper()
 	counts.add(w)
 	t.Skip("for want of " + w.What + "; to run it, " + w.How)
 }
 
-// M is what a TestMain runs: *testing.M, or what Report returns
-// (goleak.VerifyTestMain takes either).
-type M interface{ Run() int }
+// Runner is what a TestMain runs: *testing.M, or what ReportSkips
+// returns (goleak.VerifyTestMain takes either).
+type Runner interface{ Run() int }
 
-// Report wraps the m of a TestMain so that, once the tests ran, a line on
+// ReportSkips wraps the m of a TestMain so that, once the tests ran, a line on
 // stderr says, for each [Want], how many tests of package pkg skipped for
 // want of it:
 //
@@ -43,10 +42,10 @@ type M interface{ Run() int }
 //
 // go test shows it with -v, or when run in the package's directory
 // without arguments; go test ./... hides what a passing package prints.
-func Report(pkg string, m M) M { return reporting{m, pkg, os.Stderr} }
+func ReportSkips(pkg string, m Runner) Runner { return reporting{m, pkg, os.Stderr} }
 
 type reporting struct {
-	m   M
+	m   Runner
 	pkg string
 	out io.Writer
 }

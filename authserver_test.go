@@ -429,7 +429,7 @@ func TestDIS7_AuthorizationServersListed(t *testing.T) {
 		}
 	})
 	rec := httptest.NewRecorder()
-	h.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataURL(), nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataPath(), nil))
 	var doc struct {
 		AuthServers []string `json:"authorization_servers"`
 	}

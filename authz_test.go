@@ -607,8 +607,10 @@ func TestDIS5_MetadataURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := h.MetadataURL(); got != c.url {
-			t.Errorf("%s: MetadataURL = %q, want %q", c.hub, got, c.url)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.url, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("%s: GET %s: %d, want 200", c.hub, c.url, rec.Code)
 		}
 		if got := h.MetadataPath(); got != c.path {
 			t.Errorf("%s: MetadataPath = %q, want %q", c.hub, got, c.path)
@@ -647,7 +649,7 @@ func TestDIS6_7_MetadataDocument(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
 		rec := httptest.NewRecorder()
-		h.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataURL(), nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataPath(), nil))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("%s: status = %d", c.hub, rec.Code)
 		}
@@ -703,7 +705,7 @@ func TestDIS5_MetadataWithoutIssuers(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
 		rec := httptest.NewRecorder()
-		h.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataURL(), nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataPath(), nil))
 		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != c.want {
 			t.Errorf("%s: %d %s %s, want 200 application/json %s", c.name, rec.Code, rec.Header().Get("Content-Type"), rec.Body, c.want)
 		}

@@ -51,7 +51,7 @@ func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
 		th := startHub(t, smallSendBuffers, append(opts, mercure.WithInsecurePublishing(), mercure.WithLimits(mercure.Limits{
 			MaxBodyBytes: 64 << 10, QueueEvents: 1 << 20, QueueBytes: 16 << 20, MaxQueuedBytes: 16 << 20,
 			MaxConnections: 3000,
-		}), mercure.WithWriteTimeout(20*time.Second), mercure.WithKeepAlive(time.Hour))...)
+		}), mercure.WithLimits(mercure.Limits{WriteTimeout: 20 * time.Second}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))...)
 		const nStalled = 2000
 		stalled := stalledStreams(t, th, "match=x", nStalled)
 		const healthy, rounds, perRound = 20, 10, 50
@@ -68,7 +68,7 @@ func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
 		var open int
 		var closed uint64
 		settled := func() bool {
-			m, open, closed = th.Metrics(), th.Stats().Streams, 0
+			m, open, closed = th.Metrics(), th.Metrics().Streams, 0
 			for _, n := range m.StreamsClosed {
 				closed += n
 			}

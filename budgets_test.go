@@ -142,7 +142,7 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 	streamModesParallel(t, func(t *testing.T, opts ...mercure.Option) {
 		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{
 			MaxBodyBytes: 64 << 10, QueueBytes: 2 << 20, MaxQueuedBytes: 2 << 20, MaxConnections: 1000,
-		}), mercure.WithWriteTimeout(writeTimeout))...) // stalled: no progress for 5 s
+		}), mercure.WithLimits(mercure.Limits{WriteTimeout: writeTimeout}))...) // stalled: no progress for 5 s
 		stalled := stalledStreams(t, th, "match=x", 200)
 		const healthy, rounds, perRound = 10, 20, 20
 		got := healthyReaders(t, th, healthy, rounds, perRound, 16<<10)
@@ -155,8 +155,8 @@ func TestBudgets_StalledReadersPayNotHealthyOnes(t *testing.T) {
 		// are over budget, or, when it stalled late (a busy machine can
 		// leave it under budget until the end), ended by the write
 		// timeout. No healthy stream ended for either.
-		if !testwait.Within(writeTimeout+testwait.Deadline, func() bool { return th.Stats().Streams == healthy }) {
-			t.Fatalf("%d streams open, want the %d healthy ones: the stalled ones were neither shed nor timed out", th.Stats().Streams, healthy)
+		if !testwait.Within(writeTimeout+testwait.Deadline, func() bool { return th.Metrics().Streams == healthy }) {
+			t.Fatalf("%d streams open, want the %d healthy ones: the stalled ones were neither shed nor timed out", th.Metrics().Streams, healthy)
 		}
 		m := th.Metrics()
 		paid := m.StreamsClosed[mercure.CloseQueueOverflow] + m.StreamsClosed[mercure.CloseWriteError]

@@ -21,11 +21,11 @@ func TestCloseReasons_WriteTimeoutIsNotClientGone(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			th := newTestHub(t, engine, mercure.WithWriteTimeout(200*time.Millisecond),
-				mercure.WithKeepAlive(time.Hour), bigLimits)
+			th := newTestHub(t, engine, mercure.WithLimits(mercure.Limits{WriteTimeout: 200 * time.Millisecond}),
+				mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}), bigLimits)
 			stalledStreams(t, th, "match=x", 1) // never read, small receive buffer
 			publishUntilCut(t, th, "x", strings.Repeat("y", 256<<10), 0)
-			// The stream is counted as closed once it is gone from Stats.
+			// The stream is counted as closed once it is gone from Metrics.
 			testwait.For(t, "the stream counted as closed", func() bool {
 				m := th.Metrics()
 				var n uint64
@@ -38,13 +38,13 @@ func TestCloseReasons_WriteTimeoutIsNotClientGone(t *testing.T) {
 			if m.StreamsClosed[mercure.CloseWriteError] != 1 || m.StreamsClosed[mercure.CloseClientGone] != 0 {
 				t.Fatalf("closed %v, want one write_error and no client_gone", m.StreamsClosed)
 			}
-			if st := th.Stats(); st.Overflows != 0 {
+			if st := th.Metrics(); st.Overflows != 0 {
 				t.Fatalf("stats %+v, want the write timeout, not an overflow", st)
 			}
 
 			// A reader that hangs up is client_gone.
 			s := th.subscribe("match=x")
-			testwait.For(t, "the stream open", func() bool { return th.Stats().Streams == 1 })
+			testwait.For(t, "the stream open", func() bool { return th.Metrics().Streams == 1 })
 			s.close()
 			testwait.For(t, "the leaver counted", func() bool { return th.Metrics().StreamsClosed[mercure.CloseClientGone] == 1 })
 			if got := th.Metrics().StreamsClosed[mercure.CloseWriteError]; got != 1 {

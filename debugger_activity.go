@@ -60,14 +60,13 @@ func (l *activityLog) run(h *Hub) {
 }
 
 func (l *activityLog) record(h *Hub) {
-	st := h.Stats()
-	c := &h.metrics
+	c, ec := &h.metrics, h.engine.Counters()
 	s := activitySample{
 		Time:       time.Now().UnixMilli(),
-		Streams:    st.Streams,
+		Streams:    h.engine.Streams(),
 		Published:  c.publishedHTTP.Load() + c.publishedGo.Load(),
-		Deliveries: h.engine.Counters().Deliveries.Load(),
-		Overflows:  st.Overflows,
+		Deliveries: ec.Deliveries.Load(),
+		Overflows:  ec.Overflows.Load(),
 		Replays:    c.replays.Load(),
 	}
 	for i := range s.Refused {
@@ -130,7 +129,7 @@ func (h *Hub) serveActivity(w http.ResponseWriter, r *http.Request) {
 	b, err := json.Marshal(struct {
 		Interval      int64            `json:"interval_ms"`
 		RefusedLabels []string         `json:"refused_labels"`
-		TokenLabels   []string         `json:"token_failure_labels"`
+		TokenLabels   []TokenFailure   `json:"token_failure_labels"`
 		Samples       []activitySample `json:"samples"`
 	}{activityEvery.Milliseconds(), refusalStatuses[:], tokenReasons[:], h.debug.activity.after(after)})
 	if err != nil {

@@ -24,7 +24,7 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 	t.Parallel() // a second waiting for the sampler: beside the other tests
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithAnonymousSubscribers(),
 		mercure.WithLogger(nil),
-		mercure.WithLimits(mercure.Limits{QueueEvents: 2}), mercure.WithWriteTimeout(time.Hour), mercure.WithKeepAlive(time.Hour))
+		mercure.WithLimits(mercure.Limits{QueueEvents: 2}), mercure.WithLimits(mercure.Limits{WriteTimeout: time.Hour}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))
 	reader := th.subscribe("match=x")
 	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: "first"}); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 	stalledStreams(t, th, "match=x", 1) // overflows
 	data := strings.Repeat("y", 64<<10)
 	published := 1
-	for ; th.Stats().Overflows == 0; published++ {
+	for ; th.Metrics().Overflows == 0; published++ {
 		if published == 200 {
 			t.Fatal("no overflow")
 		}

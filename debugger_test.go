@@ -162,7 +162,7 @@ func TestDebugger_Routing(t *testing.T) {
 	t.Parallel()
 	for _, c := range routingCases {
 		t.Run(c.name, func(t *testing.T) {
-			h, err := mercure.New(c.hubURL, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithLogger(nil))
+			h, err := mercure.New(c.hubURL, append([]mercure.Option{withAuthIssuer(t), mercure.WithDebugger(), mercure.WithLogger(nil)}, c.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -92,7 +92,7 @@ func TestDetached_StalledClientsCostOnlyTheirStreams(t *testing.T) {
 	for _, poller := range []bool{true, false} {
 		t.Run(fmt.Sprint("poller=", poller), func(t *testing.T) {
 			t.Parallel()
-			opts := []mercure.Option{mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits}
+			opts := []mercure.Option{mercure.WithLimits(mercure.Limits{WriteTimeout: time.Minute}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}), bigLimits}
 			if !poller {
 				opts = append(opts, mercure.WithoutPoller()) // unfinished writes are retried on a timer
 			}
@@ -135,7 +135,7 @@ func testStalledClients(t *testing.T, th *testHub) {
 		t.Fatalf("the healthy subscriber did not get every update: %v", err)
 	}
 	// The stalled streams are stuck, not gone.
-	if st := th.Stats(); st.Streams != len(stalled)+1 || st.Overflows != 0 {
+	if st := th.Metrics(); st.Streams != len(stalled)+1 || st.Overflows != 0 {
 		t.Fatalf("stats %+v, want %d streams, no overflow", st, len(stalled)+1)
 	}
 }
@@ -153,7 +153,7 @@ func TestDetached_StalledClientsAreCut(t *testing.T) {
 	if !alone.InProcess(t) {
 		return
 	}
-	th := newDetachedHub(t, mercure.WithWriteTimeout(5*time.Second), mercure.WithKeepAlive(time.Hour), bigLimits)
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{WriteTimeout: 5 * time.Second}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}), bigLimits)
 	stalled := stalledStreams(t, th, "match=x", stalledCount)
 	healthy := dialStream(t, th, "match=x")
 	var reading sync.WaitGroup
@@ -164,7 +164,7 @@ func TestDetached_StalledClientsAreCut(t *testing.T) {
 	})
 	defer healthy.conn.Close()
 	publishUntilCut(t, th, "x", strings.Repeat("y", 256<<10), 1)
-	if st := th.Stats(); st.Overflows != 0 || st.Streams != 1 {
+	if st := th.Metrics(); st.Overflows != 0 || st.Streams != 1 {
 		t.Fatalf("stats %+v, want the healthy stream open and no overflow", st)
 	}
 	if got := th.Metrics().StreamsClosed[mercure.CloseWriteError]; got != uint64(len(stalled)) {
@@ -192,7 +192,7 @@ func TestDetached_StalledClientsAreCut(t *testing.T) {
 func TestDetached_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
 	t.Parallel()
 	h, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDetachedStreams(),
-		mercure.WithWriteTimeout(time.Minute), mercure.WithKeepAlive(time.Hour), bigLimits)
+		mercure.WithLimits(mercure.Limits{WriteTimeout: time.Minute}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}), bigLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestDetached_StalledTLSClientsCostOnlyTheirStreams(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the healthy subscriber did not get every update: %v", err)
 	}
-	if st := th.Stats(); st.Streams != len(stalled)+1 || st.Overflows != 0 {
+	if st := th.Metrics(); st.Streams != len(stalled)+1 || st.Overflows != 0 {
 		t.Fatalf("stats %+v, want %d streams, no overflow", st, len(stalled)+1)
 	}
 }

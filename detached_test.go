@@ -143,7 +143,7 @@ func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
 	if extra := runtime.NumGoroutine() - before; extra >= n/4 {
 		t.Fatalf("%d more goroutines for %d idle streams", extra, n)
 	}
-	if got := th.Stats().Streams; got != n {
+	if got := th.Metrics().Streams; got != n {
 		t.Fatalf("%d streams, want %d", got, n)
 	}
 }
@@ -152,7 +152,7 @@ func TestDetached_IdleStreamsHoldNoGoroutine(t *testing.T) {
 // says that the connection ends with it.
 func TestDetached_EventsAndKeepAlives(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithKeepAlive(50*time.Millisecond))
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{KeepAlive: 50 * time.Millisecond}))
 	rs := dialStream(t, th, "match=x")
 	if !rs.close {
 		t.Fatal("no Connection: close")
@@ -199,11 +199,11 @@ func TestDetached_ReplayThenLive(t *testing.T) {
 // overflow.
 func TestDetached_WriteTimeout(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithWriteTimeout(200*time.Millisecond),
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{WriteTimeout: 200 * time.Millisecond}),
 		mercure.WithLimits(mercure.Limits{QueueEvents: 1 << 20, QueueBytes: 1 << 30, MaxQueuedBytes: 1 << 31}))
 	dialStream(t, th, "match=x") // never read
 	publishUntilCut(t, th, "x", strings.Repeat("y", 1<<20), 0)
-	if st := th.Stats(); st.Overflows != 0 {
+	if st := th.Metrics(); st.Overflows != 0 {
 		t.Fatalf("stats %+v, want no overflow", st)
 	}
 }
@@ -211,11 +211,11 @@ func TestDetached_WriteTimeout(t *testing.T) {
 // A stream whose queue overflows is dropped; the others go on.
 func TestDetached_Overflow(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithWriteTimeout(time.Hour))
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithLimits(mercure.Limits{WriteTimeout: time.Hour}))
 	slow := dialStream(t, th, "match=x") // never read
 	fast := th.subscribe("match=x")
 	data := strings.Repeat("y", 64<<10)
-	for i := 0; th.Stats().Overflows == 0; i++ {
+	for i := 0; th.Metrics().Overflows == 0; i++ {
 		if i == 2000 {
 			t.Fatal("no overflow")
 		}
@@ -226,7 +226,7 @@ func TestDetached_Overflow(t *testing.T) {
 			t.Fatalf("fast subscriber got %s, want %d", ev.ID, i)
 		}
 	}
-	testwait.For(t, "the slow stream to end", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the slow stream to end", func() bool { return th.Metrics().Streams == 1 })
 	// Its connection is closed, not ended cleanly: drain it to the cut.
 	slow.conn.SetReadDeadline(time.Now().Add(testwait.Deadline))
 	if _, err := io.Copy(io.Discard, slow.br); err != nil {
@@ -238,7 +238,7 @@ func TestDetached_Overflow(t *testing.T) {
 // its last chunk.
 func TestDetached_Expiry(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithMaxStreamLifetime(200*time.Millisecond))
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{StreamLifetime: 200 * time.Millisecond}))
 	rs := dialStream(t, th, "match=x")
 	for {
 		_, err := rs.chunk()
@@ -249,26 +249,26 @@ func TestDetached_Expiry(t *testing.T) {
 			t.Fatalf("stream cut instead of ended: %v", err)
 		}
 	}
-	testwait.For(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return th.Metrics().Streams == 0 })
 }
 
 // A client that leaves frees its stream at once, without any write to
 // its connection telling the hub.
 func TestDetached_ClientGone(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithKeepAlive(time.Hour))
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))
 	for range 3 {
 		dialStream(t, th, "match=x").conn.Close()
 	}
 	rs := dialStream(t, th, "match=x")
-	testwait.For(t, "the closed streams to be released", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the closed streams to be released", func() bool { return th.Metrics().Streams == 1 })
 	id := th.mustPost("topic=x")
 	if c := rs.mustChunk(t); !strings.Contains(c, id) {
 		t.Fatalf("got %q", c)
 	}
 	// A client that sends anything more (a pipelined request) is gone too.
 	fmt.Fprintf(rs.conn, "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
-	testwait.For(t, "the stream to end", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to end", func() bool { return th.Metrics().Streams == 0 })
 }
 
 // A request pipelined behind the subscription: the connection cannot be
@@ -287,7 +287,7 @@ func TestDetached_PipelinedRequest(t *testing.T) {
 	if _, err := io.Copy(io.Discard, conn); err != nil {
 		t.Fatalf("connection not closed: %v", err)
 	}
-	testwait.For(t, "the stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return th.Metrics().Streams == 0 })
 }
 
 // Shutdown ends detached streams cleanly: the Go client reads the end of
@@ -329,7 +329,7 @@ func TestDetached_Shutdown(t *testing.T) {
 // write go out together, in one chunk; the first goes out at once.
 func TestDetached_WriteDelay(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithWriteDelay(time.Second), mercure.WithKeepAlive(time.Hour))
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{WriteDelay: time.Second}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))
 	rs := dialStream(t, th, "match=x")
 	first := th.mustPost("topic=x")
 	if c := rs.mustChunk(t); strings.Count(c, "\n\n") != 1 || !strings.Contains(c, first) {
@@ -491,7 +491,7 @@ func TestDetached_ChurnLeaksNothing(t *testing.T) {
 			break
 		}
 	}
-	testwait.For(t, "every stream to be released", func() bool { return th.Stats().Streams == 0 })
+	testwait.For(t, "every stream to be released", func() bool { return th.Metrics().Streams == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
@@ -528,5 +528,5 @@ func TestDetached_TLS(t *testing.T) {
 	}
 	res.Body.Close()
 	srv.Client().CloseIdleConnections()
-	testwait.For(t, "the stream to be released", func() bool { return h.Stats().Streams == 0 })
+	testwait.For(t, "the stream to be released", func() bool { return h.Metrics().Streams == 0 })
 }

@@ -10,83 +10,60 @@ import (
 	"github.com/mercurekit/mercure/internal/token"
 )
 
-// A LinkOption adds a target attribute to the Link header written by
-// [Hub.Link] (spec §Discovery: Hub Discovery). Like an [Option], it
-// validates its argument: a bad value makes Link fail.
-type LinkOption func(*link) error
-
-// link is the Link header value that LinkOptions add attributes to.
-type link struct {
-	hub   *Hub
-	attrs []string
+// Link describes the discovery links of a resource whose updates the hub
+// pushes (spec §Discovery), for [Hub.Link]. The zero value links the hub
+// alone.
+type Link struct {
+	// Topic, when set, is the resource's canonical topic: a second link,
+	// <Topic>; rel="self" (spec §Discovery: Topic Discovery), with the
+	// characters a URI reference cannot hold percent-encoded.
+	Topic string
+	// LastEventID adds last-event-id, the id of the last update the hub
+	// dispatched (or earliest): a client that subscribes with it as its
+	// last_event_id misses no update published between the response and
+	// its subscription.
+	LastEventID bool
+	// Type, when set, is the SSE event type of the updates about the
+	// resource; leave it out when they mix types. It follows the rules of
+	// the publish type field.
+	Type string
+	// ContentType, when set, is the media type of the updates' data (such
+	// as application/merge-patch+json) when it differs from the
+	// resource's own; leave it out when updates mix media types.
+	ContentType string
 }
 
-// LinkLastEventID adds last-event-id with the id of the last update the hub
-// dispatched (or earliest): a client that forwards it as last_event_id
-// misses no update published between the response and its subscription.
-func LinkLastEventID() LinkOption {
-	return func(l *link) error {
-		l.attrs = append(l.attrs, "last-event-id="+quote(l.hub.LastEventID()))
-		return nil
-	}
-}
-
-// LinkType adds type, the SSE event type of the updates about the
-// resource; leave it out when they mix types. It follows the rules of the
-// publish type field, and an application's resource may not use "mercure".
-func LinkType(eventType string) LinkOption {
-	return func(l *link) error {
-		if eventType == "" || !chars.Valid(eventType) || eventType == "mercure" {
-			return fmt.Errorf("%w: Link type %q", ErrInvalidType, eventType)
-		}
-		l.attrs = append(l.attrs, "type="+quote(eventType))
-		return nil
-	}
-}
-
-// LinkContentType adds content-type, the media type of the updates'
-// data (e.g. application/merge-patch+json), when it differs from the
-// resource's own; leave it out when updates mix media types.
-func LinkContentType(mediaType string) LinkOption {
-	return func(l *link) error {
-		if mediaType == "" || !chars.Valid(mediaType) {
-			return fmt.Errorf("%w: Link content-type %q", ErrInvalidOption, mediaType)
-		}
-		l.attrs = append(l.attrs, "content-type="+quote(mediaType))
-		return nil
-	}
-}
-
-// Link adds to header the discovery link of the hub (spec §Discovery: Hub
-// Discovery):
+// Link adds to header the discovery links that l describes (spec
+// §Discovery), values quoted:
 //
-//	Link: <https://example.com/.well-known/mercure>; rel="mercure"
-//
-// with the attributes opts add, values quoted. Applications send
-// it on the responses of resources whose updates the hub pushes. Nothing
-// is added when an option is invalid.
-func (h *Hub) Link(header http.Header, opts ...LinkOption) error {
-	l := link{hub: h, attrs: []string{`rel="mercure"`}}
-	for _, o := range opts {
-		if o == nil {
-			return fmt.Errorf("%w: nil LinkOption", ErrInvalidOption)
-		}
-		if err := o(&l); err != nil {
-			return err
-		}
-	}
-	header.Add("Link", "<"+h.url+">; "+strings.Join(l.attrs, "; "))
-	return nil
-}
-
-// SelfLink adds to header the link naming the canonical topic of the
-// resource (spec §Discovery: Topic Discovery):
-//
+//	Link: <https://example.com/.well-known/mercure>; rel="mercure"; last-event-id="urn:uuid:…"
 //	Link: <https://example.com/books/1>; rel="self"
 //
-// Characters that cannot appear in a URI reference are percent-encoded.
-func SelfLink(header http.Header, topic string) {
-	header.Add("Link", "<"+uriReference(topic)+`>; rel="self"`)
+// Applications send them on the responses of resources whose updates the
+// hub pushes. It adds nothing, and returns an error wrapping
+// [ErrInvalidOption], when Type or ContentType is not valid.
+func (h *Hub) Link(header http.Header, l Link) error {
+	attrs := []string{`rel="mercure"`}
+	if l.LastEventID {
+		attrs = append(attrs, "last-event-id="+quote(h.LastEventID()))
+	}
+	if l.Type != "" {
+		if !chars.Valid(l.Type) || l.Type == "mercure" {
+			return fmt.Errorf("%w: Link type %q", ErrInvalidOption, l.Type)
+		}
+		attrs = append(attrs, "type="+quote(l.Type))
+	}
+	if l.ContentType != "" {
+		if !chars.Valid(l.ContentType) {
+			return fmt.Errorf("%w: Link content type %q", ErrInvalidOption, l.ContentType)
+		}
+		attrs = append(attrs, "content-type="+quote(l.ContentType))
+	}
+	header.Add("Link", "<"+h.url+">; "+strings.Join(attrs, "; "))
+	if l.Topic != "" {
+		header.Add("Link", "<"+uriReference(l.Topic)+`>; rel="self"`)
+	}
+	return nil
 }
 
 // quote writes s as an RFC 9110 quoted string: ids chosen by publishers
@@ -124,37 +101,36 @@ func uriReference(s string) string {
 	return b.String()
 }
 
-// MetadataURL returns the URL of the hub's OAuth 2.0 protected resource
-// metadata (RFC 9728; spec §Discovery: Protected Resource Metadata): the hub
-// URL with /.well-known/oauth-protected-resource inserted before its path.
-// It lies outside the hub's path: mount [Hub.MetadataHandler] there.
-func (h *Hub) MetadataURL() string {
+// metadataPrefix is inserted before the hub path to make its metadata
+// path (RFC 9728 section 3.1).
+const metadataPrefix = "/.well-known/oauth-protected-resource"
+
+// metadataURL returns the URL of the hub's OAuth 2.0 protected resource
+// metadata (RFC 9728; spec §Discovery: Protected Resource Metadata): the
+// hub URL with /.well-known/oauth-protected-resource inserted before its
+// path.
+func (h *Hub) metadataURL() string {
 	u := *h.cfg.url
-	u.Path = "/.well-known/oauth-protected-resource" + u.Path
+	u.Path = metadataPrefix + u.Path
 	u.RawPath = ""
 	return u.String()
 }
 
-// MetadataPath returns the path of [Hub.MetadataURL].
+// MetadataPath returns the path of the hub's protected resource metadata
+// (spec §Discovery: Protected Resource Metadata), which [Hub.ServeHTTP]
+// serves: /.well-known/oauth-protected-resource followed by the hub path,
+// at the root of the host (RFC 9728 section 3.1), outside any prefix.
 func (h *Hub) MetadataPath() string {
-	return "/.well-known/oauth-protected-resource" + h.cfg.url.Path
+	return metadataPrefix + h.cfg.url.Path
 }
 
-// MetadataHandler serves the protected resource metadata (spec
-// §Discovery: Protected Resource Metadata): the hub's resource identifier,
-// the token presentations it accepts and its features (matcher types,
-// the subscriptions API).
-//
-// A hub without an [Issuer] verifies no token, and its document says so:
-// an empty bearer_methods_supported (RFC 9728 section 2: no method is
-// supported), no authorization_details_types_supported and no
-// mercure_cookie. It still serves one, with the resource identifier and
-// the features: the spec lets clients take a hub without metadata for a
-// pre-standard one, which a 404 would make them do.
-func (h *Hub) MetadataHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.withCORS(w, r, h.serveMetadata) })
-}
-
+// serveMetadata serves the protected resource metadata: the hub's
+// resource identifier, the token presentations it accepts and its
+// features (matcher types, the subscriptions API). A hub without an
+// issuer verifies no token, and its document says so (an empty
+// bearer_methods_supported, RFC 9728 section 2); it still serves one:
+// the spec lets clients take a hub without metadata for a pre-standard
+// one, which a 404 would make them do.
 func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")

@@ -20,7 +20,7 @@ func TestDIS_Link(t *testing.T) {
 	defer h.Shutdown(context.Background())
 
 	hdr := http.Header{}
-	if err := h.Link(hdr); err != nil {
+	if err := h.Link(hdr, mercure.Link{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := hdr.Get("Link"), `<https://example.com/.well-known/mercure>; rel="mercure"`; got != want {
@@ -28,7 +28,7 @@ func TestDIS_Link(t *testing.T) {
 	}
 
 	hdr = http.Header{}
-	if err := h.Link(hdr, mercure.LinkLastEventID()); err != nil {
+	if err := h.Link(hdr, mercure.Link{LastEventID: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := hdr.Get("Link"), `<https://example.com/.well-known/mercure>; rel="mercure"; last-event-id="earliest"`; got != want {
@@ -40,7 +40,7 @@ func TestDIS_Link(t *testing.T) {
 		t.Fatal(err)
 	}
 	hdr = http.Header{}
-	err = h.Link(hdr, mercure.LinkLastEventID(), mercure.LinkType("book-updated"), mercure.LinkContentType("application/merge-patch+json"))
+	err = h.Link(hdr, mercure.Link{LastEventID: true, Type: "book-updated", ContentType: "application/merge-patch+json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,20 +59,17 @@ func TestDIS3_LinkTypeRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Shutdown(context.Background())
-	for _, typ := range []string{"mercure", "", "a\nb", "x\u200by"} {
+	for _, typ := range []string{"mercure", "a\nb", "x\u200by"} {
 		hdr := http.Header{}
-		if err := h.Link(hdr, mercure.LinkType(typ)); !errors.Is(err, mercure.ErrInvalidType) {
-			t.Errorf("type %q: %v, want ErrInvalidType", typ, err)
+		if err := h.Link(hdr, mercure.Link{Type: typ, Topic: "https://example.com/books/1"}); !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("type %q: %v, want ErrInvalidOption", typ, err)
 		}
 		if len(hdr) != 0 {
 			t.Errorf("type %q: header written: %v", typ, hdr)
 		}
 	}
-	if err := h.Link(http.Header{}, mercure.LinkContentType("a\rb")); !errors.Is(err, mercure.ErrInvalidOption) {
+	if err := h.Link(http.Header{}, mercure.Link{ContentType: "a\rb"}); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Errorf("content-type with CR: %v, want ErrInvalidOption", err)
-	}
-	if err := h.Link(http.Header{}, nil); !errors.Is(err, mercure.ErrInvalidOption) {
-		t.Errorf("nil LinkOption: %v, want ErrInvalidOption", err)
 	}
 }
 
@@ -87,11 +84,18 @@ func TestDIS9_SelfLink(t *testing.T) {
 		"urn:isbn:9780441013593":          `<urn:isbn:9780441013593>; rel="self"`,
 		"https://example.com/q?a=1&b=%20": `<https://example.com/q?a=1&b=%20>; rel="self"`,
 	}
+	h, err := mercure.New(testHubURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
 	for topic, want := range cases {
 		hdr := http.Header{}
-		mercure.SelfLink(hdr, topic)
-		if got := hdr.Get("Link"); got != want {
-			t.Errorf("SelfLink(%q) = %q, want %q", topic, got, want)
+		if err := h.Link(hdr, mercure.Link{Topic: topic}); err != nil {
+			t.Fatal(err)
+		}
+		if got := hdr.Values("Link"); len(got) != 2 || got[1] != want {
+			t.Errorf("Link{Topic: %q}: %q, want the hub's link, then %q", topic, got, want)
 		}
 	}
 }

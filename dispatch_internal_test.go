@@ -88,18 +88,18 @@ func TestMaxQueuedBytes(t *testing.T) {
 			}
 		}
 		// One event held by two queues counts once.
-		if q := h.Stats().QueuedBytes; q < 1000 || q > 1200 {
+		if q := h.Metrics().QueuedBytes; q < 1000 || q > 1200 {
 			t.Fatalf("%d bytes queued for one 1 KB event held by two stalled streams, want it counted once", q)
 		}
 		// About 60 fill the budget, before either stalled stream reaches
 		// its own limit (64 KiB of events): then publishers wait for room.
 		n := 1
-		for ; h.Stats().QueuedBytes <= 64<<10; n++ {
+		for ; h.Metrics().QueuedBytes <= 64<<10; n++ {
 			if err := publish(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if st := h.Stats(); st.Overflows != 0 || st.Streams != 3 {
+		if st := h.Metrics(); st.Overflows != 0 || st.Streams != 3 {
 			t.Fatalf("%+v after %d updates: a stream ended before the budget was reached", st, n)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -120,7 +120,7 @@ func TestMaxQueuedBytes(t *testing.T) {
 		if got, _ := healthy.state(); got != n {
 			t.Fatalf("the healthy stream got %d updates of %d", got, n)
 		}
-		if q := h.Stats().QueuedBytes; q != 0 {
+		if q := h.Metrics().QueuedBytes; q != 0 {
 			t.Fatalf("%d bytes still queued", q)
 		}
 	})

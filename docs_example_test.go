@@ -93,12 +93,11 @@ func Example_stripPrefix() {
 	defer hub.Shutdown(context.Background())
 
 	inner := http.NewServeMux()
-	if err := hub.MountUnder(inner, "/api/realtime"); err != nil {
-		log.Fatal(err)
-	}
+	inner.Handle("/.well-known/mercure", hub)  // the hub path without the prefix
+	inner.Handle("/.well-known/mercure/", hub) // and its sub-routes
 	mux := http.NewServeMux()
 	mux.Handle("/api/realtime/", http.StripPrefix("/api/realtime", inner))
-	mux.Handle(hub.MetadataPath(), hub.MetadataHandler()) // at the root of the host
+	mux.Handle(hub.MetadataPath(), hub) // at the root of the host
 
 	for _, p := range []struct{ method, path string }{
 		{http.MethodOptions, "/api/realtime/.well-known/mercure"},
@@ -125,8 +124,10 @@ func Example_discoveryLinks() {
 	mux := http.NewServeMux()
 
 	mux.HandleFunc("GET /books/{id}", func(w http.ResponseWriter, r *http.Request) {
-		hub.Link(w.Header(), mercure.LinkLastEventID()) // rel="mercure", with the hub's position
-		mercure.SelfLink(w.Header(), "https://example.com/books/"+r.PathValue("id"))
+		hub.Link(w.Header(), mercure.Link{
+			Topic:       "https://example.com/books/" + r.PathValue("id"), // rel="self"
+			LastEventID: true,                                             // the hub's position
+		})
 		fmt.Fprint(w, `{"status":"available"}`)
 	})
 
@@ -333,18 +334,27 @@ func Example_healthHandlers() {
 		log.Fatal(err)
 	}
 
+	probe := func(check func() error) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		}
+	}
 	ops := http.NewServeMux() // on a listener only operators reach, never the public one
-	ops.Handle("GET /healthz", hub.LiveHandler())
-	ops.Handle("GET /readyz", hub.ReadyHandler())
+	ops.Handle("GET /healthz", probe(hub.Live))
+	ops.Handle("GET /readyz", probe(hub.Ready))
 
-	probe := func() {
+	ready := func() {
 		rec := httptest.NewRecorder()
 		ops.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		fmt.Println(rec.Code, strings.TrimSpace(rec.Body.String()))
 	}
-	probe()
+	ready()
 	hub.Shutdown(context.Background())
-	probe()
+	ready()
 	// Output:
 	// 200 ok
 	// 503 mercure: the hub is shutting down
@@ -356,7 +366,7 @@ func Example_healthHandlers() {
 func Example_gracefulShutdown() {
 	hubURL := "https://example.com/.well-known/mercure"
 
-	hub, err := mercure.New(hubURL, mercure.WithDrain(10*time.Second))
+	hub, err := mercure.New(hubURL, mercure.WithLimits(mercure.Limits{Drain: 10 * time.Second}))
 	if err != nil {
 		log.Fatal(err)
 	}

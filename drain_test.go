@@ -26,7 +26,7 @@ func wantDrainRetry(t *testing.T, ev sseEvent) {
 	}
 }
 
-// With WithDrain, Shutdown ends streams one by one over the window, each
+// With Limits.Drain, Shutdown ends streams one by one over the window, each
 // told a retry first and ended cleanly; until its turn a stream gets
 // updates; meanwhile the hub is not ready, publishing works, and a new
 // subscriber gets 200 with a retry and an immediate end, which an
@@ -37,7 +37,7 @@ func wantDrainRetry(t *testing.T, ev sseEvent) {
 func TestDrain(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		th := startBubbleHub(t, nil, mercure.WithInsecurePublishing(), mercure.WithDrain(3*time.Second))
+		th := startBubbleHub(t, nil, mercure.WithInsecurePublishing(), mercure.WithLimits(mercure.Limits{Drain: 3 * time.Second}))
 		const n = 12
 		subs := make([]*subscription, n)
 		for i := range subs {
@@ -122,7 +122,7 @@ func TestDrain(t *testing.T) {
 func TestDrain_FitsTheContext(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		th := startBubbleHub(t, nil, mercure.WithDrain(time.Hour))
+		th := startBubbleHub(t, nil, mercure.WithLimits(mercure.Limits{Drain: time.Hour}))
 		subs := make([]*subscription, 3)
 		for i := range subs {
 			subs[i] = th.subscribe("match=urn%3Aa")
@@ -142,9 +142,9 @@ func TestDrain_FitsTheContext(t *testing.T) {
 	})
 }
 
-func TestWithDrain_RejectsNegative(t *testing.T) {
+func TestDrain_RejectsNegative(t *testing.T) {
 	t.Parallel()
-	if _, err := mercure.New(testHubURL, mercure.WithDrain(-time.Second)); !errors.Is(err, mercure.ErrInvalidOption) {
+	if _, err := mercure.New(testHubURL, mercure.WithLimits(mercure.Limits{Drain: -time.Second})); !errors.Is(err, mercure.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestWithDrain_RejectsNegative(t *testing.T) {
 // stream is cut.
 func TestDrain_RegisterOnShutdownRecipe(t *testing.T) {
 	t.Parallel()
-	hub, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithDrain(time.Second))
+	hub, err := mercure.New(testHubURL, mercure.WithInsecurePublishing(), mercure.WithLimits(mercure.Limits{Drain: time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}

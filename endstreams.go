@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -26,10 +25,6 @@ type StreamFilter struct {
 	// the [Access] that authorized it.
 	Session string
 }
-
-// ErrEmptyFilter is returned by [Hub.EndStreams] for a [StreamFilter]
-// that names neither a subject nor a session.
-var ErrEmptyFilter = errors.New("mercure: a stream filter names no subject and no session")
 
 // EndStreams ends, now, the streams that f selects, on this hub and on
 // every hub sharing its store: at a logout, or when a user's rights

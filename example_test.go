@@ -92,9 +92,9 @@ func ExampleHub_Publish_errors() {
 	defer hub.Shutdown(context.Background())
 
 	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"/.well-known/mercure/subscriptions/x"}})
-	fmt.Println(errors.Is(err, mercure.ErrReservedTopic))
+	fmt.Println(errors.Is(err, mercure.ErrInvalidUpdate))
 	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/a"}, Type: "mercure"})
-	fmt.Println(errors.Is(err, mercure.ErrInvalidType))
+	fmt.Println(errors.Is(err, mercure.ErrInvalidUpdate))
 	_, err = hub.Publish(context.Background(), mercure.Update{Topics: []string{"https://example.com/a"}, Data: strings.Repeat("x", 2<<20)})
 	fmt.Println(errors.Is(err, mercure.ErrTooLarge))
 	// Output:
@@ -163,10 +163,10 @@ func ExampleHub_Link() {
 	defer hub.Shutdown(context.Background())
 
 	handler := func(w http.ResponseWriter, r *http.Request) {
-		if err := hub.Link(w.Header(), mercure.LinkLastEventID()); err != nil {
+		err := hub.Link(w.Header(), mercure.Link{Topic: "https://example.com/books/1", LastEventID: true})
+		if err != nil {
 			log.Print(err)
 		}
-		mercure.SelfLink(w.Header(), "https://example.com/books/1")
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"@id":"https://example.com/books/1","status":"available"}`)
 	}

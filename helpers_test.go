@@ -416,15 +416,15 @@ func skipPosition(t testing.TB, r *bufio.Reader) string {
 func publishUntilCut(t testing.TB, th *testHub, topic, data string, open int) []string {
 	t.Helper()
 	var ids []string
-	for i := 0; th.Stats().Streams > open; i++ {
-		dispatched := th.Stats().Dispatched
+	for i := 0; th.Metrics().Streams > open; i++ {
+		dispatched := th.Metrics().Dispatched
 		id, err := th.Publish(context.Background(), mercure.Update{Topics: []string{topic}, Data: data, ID: fmt.Sprintf("urn:stall:%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 		testwait.For(t, "the update written, or the stalled streams cut", func() bool {
-			st := th.Stats()
+			st := th.Metrics()
 			return st.Streams <= open || st.Dispatched > dispatched && st.QueuedBytes == 0
 		})
 	}

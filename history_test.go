@@ -245,7 +245,7 @@ func TestREC4_SeamHasNoGapNorDuplicate(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := th.Stats().Overflows; n != 0 {
+	if n := th.Metrics().Overflows; n != 0 {
 		t.Errorf("%d streams overflowed", n)
 	}
 }
@@ -419,7 +419,7 @@ func TestStreamsSeeStoreOrderUnderConcurrentPublishers(t *testing.T) {
 			t.Errorf("the stream opened from %q got %d updates, want the %d that follow it in store order", l.cursor, len(got), len(order)-i-1)
 		}
 	}
-	if n := th.Stats().Overflows; n != 0 {
+	if n := th.Metrics().Overflows; n != 0 {
 		t.Errorf("%d streams overflowed", n)
 	}
 }

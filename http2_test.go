@@ -20,7 +20,7 @@ func TestSUB4_HTTP2(t *testing.T) {
 	t.Parallel()
 	// No keep-alive, which would flush an event left in a buffer: each
 	// event must arrive on its own flush.
-	h, err := mercure.New(testHubURL, mercure.WithKeepAlive(time.Hour))
+	h, err := mercure.New(testHubURL, mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,12 +21,10 @@ import (
 	"github.com/mercurekit/mercure/store"
 )
 
-// Hub is a Mercure hub. It is an [http.Handler] serving the hub URL:
-// GET and QUERY subscribe, POST publishes, OPTIONS lists the methods.
-// Mount it on any router, under any prefix (see [Hub.Mount]);
-// [Hub.PublishHandler] and [Hub.SubscribeHandler] serve one side each,
-// for applications that put their own middleware in front. Application
-// code publishes with [Hub.Publish].
+// Hub is a Mercure hub. It is an [http.Handler] serving the hub URL (GET
+// and QUERY subscribe, POST publishes) and the hub's other routes;
+// [Hub.Mount] registers them on a router. Application code publishes
+// with [Hub.Publish].
 //
 // A Hub is safe for concurrent use. Every Hub is independent: two hubs in
 // one process share nothing.
@@ -87,8 +85,8 @@ type Hub struct {
 	warnedRoute         atomic.Bool // see notServed
 	warnedAPIOff        atomic.Bool // see notServed
 
-	mounts   atomic.Pointer[[]mountPoint] // where the hub is reached, the hub path first (see route)
-	mountsMu sync.Mutex                   // serializes addMount
+	mounts        []mountPoint // where the hub is reached: its path, or WithProxyPath's (see route)
+	metadataPaths []string     // where its metadata is, escaped
 
 	metrics counters // see Metrics
 
@@ -99,45 +97,6 @@ type Hub struct {
 	// deferredOnce is whether a deferred refusal was logged at Warn
 	// already (see Hub.unavailable).
 	deferredOnce atomic.Bool
-}
-
-// Stats is a snapshot of a hub's activity, for metrics and health checks.
-type Stats struct {
-	// Streams is the number of subscriber connections open now. A
-	// connection counts from when it takes its slot, a moment before it
-	// receives updates: an update published as the count rises may
-	// precede the stream. [Metrics].StreamsOpened counts a stream once
-	// it receives every update published from then on, before its
-	// response's headers are sent.
-	Streams int
-	// Dispatched counts the updates this hub has dispatched to its
-	// subscribers, including those published through other hubs sharing
-	// its store.
-	Dispatched uint64
-	// Overflows counts the streams disconnected because they fell behind
-	// (see [Limits.QueueEvents] and [Limits.MaxQueuedBytes]).
-	Overflows uint64
-	// QueuedBytes is the bytes waiting in the streams' queues now, an
-	// event shared by several queues counted in each (give or take the
-	// update being dispatched).
-	QueuedBytes int64
-	// FeedError is why the store's live feed is failing, nil while it
-	// works (see [store.Listener]). While it fails, the hub's subscribers get
-	// no update from any hub; they get the missed ones once it recovers
-	// (or, if history dropped some meanwhile, their streams end and they
-	// resume from history). A health check can take the hub out of a
-	// load balancer meanwhile.
-	FeedError error
-}
-
-// Stats returns a snapshot of the hub's activity.
-func (h *Hub) Stats() Stats {
-	c := h.engine.Counters()
-	st := Stats{Streams: h.engine.Streams(), Dispatched: c.Dispatched.Load(), Overflows: c.Overflows.Load(), QueuedBytes: h.engine.QueuedBytes()}
-	if err := h.feedErr.Load(); err != nil {
-		st.FeedError = *err
-	}
-	return st
 }
 
 // New returns a hub whose absolute public URL is hubURL, for example
@@ -171,6 +130,7 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 			return nil, err
 		}
 	}
+	cfg.limits = cfg.limits.resolve()
 	if err := cfg.limits.check(); err != nil {
 		return nil, err
 	}
@@ -196,7 +156,7 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		rechecks:  rechecker{groups: make(map[string]*sessionGroup), slots: make(chan struct{}, maxRechecks)},
 		owners:    owners{streams: make(map[streamSelector]map[*subscriber]struct{})},
 	}
-	h.mounts.Store(&[]mountPoint{newMountPoint(h.path)})
+	h.mounts, h.metadataPaths = mountPoints(h.path, cfg.proxyPaths)
 	if h.verifier, err = h.newVerifier(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
@@ -300,25 +260,14 @@ func (h *Hub) LastEventID() string {
 	return store.Earliest // before New returns
 }
 
-// ServeHTTP serves the hub: GET and QUERY subscribe, POST publishes,
-// OPTIONS lists the methods; with [WithSubscriptions], it also serves the
-// subscriptions API under the hub path + "/subscriptions", and with
-// [WithDebugger] the debugger under the hub path + "/debug/".
-//
-// It serves where the application mounted it: the hub URL given to [New]
-// is the hub's identity, and the path a request reaches it at may
-// differ. A request names the hub endpoint when its path, as the request
-// line has it, is the hub path (a part that [http.StripPrefix] removed
-// on the way counts: with the hub path /api/realtime/.well-known/mercure,
-// http.StripPrefix("/api/realtime", hub) serves
-// /api/realtime/.well-known/mercure), or a path declared with
-// [Hub.MountUnder] or [Hub.MountAt] for a proxy in front that rewrites
-// it; the subscriptions API and the debugger follow one of these, and
-// nothing else. A path that only ends like them names none of the hub's
-// routes, whatever the router hands the hub (see [Hub.Mount]).
-//
-// A request for any other path gets a 404 whose problem document says
-// what the hub serves; the first one is logged at Warn, naming the likely
+// ServeHTTP serves the hub's routes, by the request's path as the
+// request line names it ([http.StripPrefix] counted back in): at the hub
+// path, or a path of [WithProxyPath], the endpoint (GET and QUERY
+// subscribe, POST publishes, OPTIONS lists the methods), the
+// subscriptions API below it (with [WithSubscriptions]) and the debugger
+// (with [WithDebugger]); at [Hub.MetadataPath], the protected resource
+// metadata. Any other path gets 404 with a problem document saying what
+// the hub serves; the first is logged at Warn, naming the likely
 // misconfiguration.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.debug != nil && h.serveDebugger(w, r) {
@@ -342,6 +291,9 @@ func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 	case kind == routeHub:
 	case kind == routeAPI && h.cfg.subscriptions:
 		h.serveSubscriptionsAPI(w, r, api)
+		return
+	case kind == routeMetadata:
+		h.serveMetadata(w, r)
 		return
 	case kind == routeAPIOther && h.cfg.subscriptions:
 		writeProblem(w, http.StatusNotFound, "no such resource in the subscriptions API")
@@ -369,40 +321,11 @@ const (
 	allowHub    = "GET, QUERY, POST, OPTIONS"
 )
 
-// PublishHandler returns a handler that serves only publication (POST).
-func (h *Hub) PublishHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.withCORS(w, r, func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				w.Header().Set("Allow", http.MethodPost)
-				writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
-				return
-			}
-			h.servePublish(w, r)
-		})
-	})
-}
-
-// SubscribeHandler returns a handler that serves only subscriptions (GET
-// and QUERY).
-func (h *Hub) SubscribeHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.withCORS(w, r, func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet && r.Method != methodQuery {
-				w.Header().Set("Allow", "GET, QUERY")
-				writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
-				return
-			}
-			h.serveSubscribe(w, r)
-		})
-	})
-}
-
 // Shutdown stops the hub: it refuses new streams and publications, ends
 // every open stream (each ends its response properly, so clients see a
 // clean end of stream and reconnect), stops listening to the store, and
 // returns once all the goroutines serving the hub's streams have returned.
-// With [WithDrain], it first ends the streams gradually over the drain
+// With [Limits].Drain, it first ends the streams gradually over the drain
 // window; a second, concurrent call skips what remains of the drain.
 // When ctx ends first, it cuts the remaining streams' connections and
 // returns ctx's error.
@@ -411,8 +334,8 @@ func (h *Hub) SubscribeHandler() http.Handler {
 // nor ends them (it would wait its whole deadline for them), or register
 // it with [http.Server.RegisterOnShutdown] (docs/operations.md shows how).
 func (h *Hub) Shutdown(ctx context.Context) error {
-	if h.shutting.CompareAndSwap(false, true) && h.cfg.drain > 0 {
-		h.engine.Drain(ctx, h.cfg.drain)
+	if h.shutting.CompareAndSwap(false, true) && h.cfg.limits.Drain > 0 {
+		h.engine.Drain(ctx, h.cfg.limits.Drain)
 	}
 	h.life.Lock()
 	first := !h.closed

@@ -60,7 +60,7 @@ type LegacyClients struct {
 //     of topic selectors, payload), typ JWT or none, verified with the keys
 //     of lc only; iss, aud and exp are checked when present, and a token
 //     without exp lasts until the stream's maximum lifetime, if any (see
-//     [WithMaxStreamLifetime]); mercure.payload goes with every
+//     [Limits].StreamLifetime); mercure.payload goes with every
 //     subscription of the stream;
 //   - topic selectors as the drafts defined them: "*", exact topics, and
 //     URI templates (RFC 6570, [MatchURITemplate]), matched against topics

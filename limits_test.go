@@ -28,7 +28,7 @@ func TestLargeUpdateReachesAnEmptyQueue(t *testing.T) {
 			t.Fatalf("stream %d: got %d bytes of data, want %d", i, len(ev.Data), len(data))
 		}
 	}
-	if n := th.Stats().Overflows; n != 0 {
+	if n := th.Metrics().Overflows; n != 0 {
 		t.Fatalf("%d streams dropped", n)
 	}
 }

@@ -14,23 +14,26 @@ import (
 // to Prometheus at scrape time, so that this package never depends on a
 // metrics library.
 
-// Reasons a stream ended, the label values of
-// mercure_streams_closed_total{reason}: see [Metrics.StreamsClosed].
+// A CloseReason is why a stream ended: a key of [Metrics].StreamsClosed,
+// the label value of mercure_streams_closed_total{reason}.
+type CloseReason string
+
+// The reasons a stream ends.
 const (
-	CloseClientGone    = "client_gone"    // the client left
-	CloseTokenExpired  = "token_expired"  // the subscriber's token expired
-	CloseLifetime      = "lifetime"       // the maximum lifetime ended (WithMaxStreamLifetime)
-	CloseQueueOverflow = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
-	CloseWriteError    = "write_error"    // a write failed or timed out
-	CloseHistoryGap    = "history_gap"    // the store's feed or a replay skipped events
-	CloseReplayError   = "replay_error"   // history could not be read, or no replay slot was free
-	CloseShutdown      = "shutdown"       // the hub shut down
-	CloseRevoked       = "revoked"        // WithAuthorizer: the session behind the stream ended
-	CloseGrantsChanged = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
+	CloseClientGone    CloseReason = "client_gone"    // the client left
+	CloseTokenExpired              = "token_expired"  // the subscriber's token expired
+	CloseLifetime                  = "lifetime"       // the maximum lifetime ended (see [Limits].StreamLifetime)
+	CloseQueueOverflow             = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
+	CloseWriteError                = "write_error"    // a write failed or timed out
+	CloseHistoryGap                = "history_gap"    // the store's feed or a replay skipped events
+	CloseReplayError               = "replay_error"   // history could not be read, or no replay slot was free
+	CloseShutdown                  = "shutdown"       // the hub shut down
+	CloseRevoked                   = "revoked"        // WithAuthorizer: the session behind the stream ended
+	CloseGrantsChanged             = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
 )
 
 // closeReasons names the engine's end reasons.
-var closeReasons = [engine.NumEndReasons]string{
+var closeReasons = [engine.NumEndReasons]CloseReason{
 	engine.EndClientGone:    CloseClientGone,
 	engine.EndTokenExpired:  CloseTokenExpired,
 	engine.EndLifetime:      CloseLifetime,
@@ -43,33 +46,36 @@ var closeReasons = [engine.NumEndReasons]string{
 	engine.EndGrantsChanged: CloseGrantsChanged,
 }
 
-// Reasons an access token was refused, the label values of
-// mercure_token_failures_total{reason}: see [Metrics.TokenFailures]. A
-// refusal's error_description names the same cause (docs/auth.md lists them).
-// Reasons about the header's and the claims' shape are found before the
-// signature is checked: a token refused for them is never counted as a
+// A TokenFailure is why an access token was refused: a key of
+// [Metrics].TokenFailures, the label value of
+// mercure_token_failures_total{reason}. A refusal's error_description
+// names the same cause. A token whose header or claims are malformed is
+// refused for that before its signature is checked, never counted as a
 // bad signature.
+type TokenFailure string
+
+// The reasons a token is refused.
 const (
-	TokenMissing     = "missing"       // none presented where one is required
-	TokenMalformed   = "malformed"     // not a Bearer JWS, too large, bad JSON, a required claim missing, invalid grants
-	TokenSignature   = "signature"     // no trusted key fits, or the signature does not verify
-	TokenAlgorithm   = "algorithm"     // alg missing or not allowed
-	TokenType        = "type"          // typ is not at+jwt
-	TokenLegacyClaim = "legacy_claim"  // a pre-standard token (mercure claim) without WithLegacyClients
-	TokenExpired     = "expired"       // exp passed
-	TokenNotYetValid = "not_yet_valid" // nbf or iat ahead of the hub's clock
-	TokenAudience    = "audience"      // aud does not name the hub
-	TokenIssuer      = "issuer"        // iss missing or not trusted
-	TokenGrants      = "grants"        // valid, but no grant for a topic published or a resource of the API (403)
-	TokenOther       = "other"         // any other failure (an issuer's keys not fetched yet...)
+	TokenMissing     TokenFailure = "missing"       // none presented where one is required
+	TokenMalformed                = "malformed"     // not a Bearer JWS, too large, bad JSON, a required claim missing, invalid grants
+	TokenSignature                = "signature"     // no trusted key fits, or the signature does not verify
+	TokenAlgorithm                = "algorithm"     // alg missing or not allowed
+	TokenType                     = "type"          // typ is not at+jwt
+	TokenLegacyClaim              = "legacy_claim"  // a pre-standard token (mercure claim) without WithLegacyClients
+	TokenExpired                  = "expired"       // exp passed
+	TokenNotYetValid              = "not_yet_valid" // nbf or iat ahead of the hub's clock
+	TokenAudience                 = "audience"      // aud does not name the hub
+	TokenIssuer                   = "issuer"        // iss missing or not trusted
+	TokenGrants                   = "grants"        // valid, but no grant for a topic published or a resource of the API (403)
+	TokenOther                    = "other"         // any other failure (an issuer's keys not fetched yet...)
 )
 
-var tokenReasons = [...]string{TokenMissing, TokenMalformed, TokenSignature, TokenAlgorithm, TokenType, TokenLegacyClaim,
+var tokenReasons = [...]TokenFailure{TokenMissing, TokenMalformed, TokenSignature, TokenAlgorithm, TokenType, TokenLegacyClaim,
 	TokenExpired, TokenNotYetValid, TokenAudience, TokenIssuer, TokenGrants, TokenOther}
 
 // tokenReasonIndex returns the index of reason in tokenReasons, that of
 // TokenOther when it is none.
-func tokenReasonIndex(reason string) int {
+func tokenReasonIndex(reason TokenFailure) int {
 	for i, r := range tokenReasons {
 		if r == reason {
 			return i
@@ -122,7 +128,7 @@ type counters struct {
 	publishDuration hist.Histogram
 }
 
-func (c *counters) tokenFailure(reason string) {
+func (c *counters) tokenFailure(reason TokenFailure) {
 	c.tokenFailures[tokenReasonIndex(reason)].Add(1)
 }
 
@@ -147,16 +153,32 @@ type Histogram struct {
 // keyed by the label values documented with each field, and hold every
 // one of them, zeros included.
 type Metrics struct {
-	Stats // Streams, Dispatched, Overflows, QueuedBytes, FeedError
+	// Streams is the number of subscriber connections open now. A
+	// connection counts from when it takes its slot, a moment before it
+	// receives updates.
+	Streams int
+	// Dispatched counts the updates this hub has dispatched to its
+	// subscribers, including those published through other hubs sharing
+	// its store.
+	Dispatched uint64
+	// Overflows counts the streams disconnected because they fell behind
+	// (see [Limits].QueueEvents and QueueBytes).
+	Overflows uint64
+	// QueuedBytes is the bytes waiting in the streams' queues now, an
+	// event shared by several queues counted in each.
+	QueuedBytes int64
+	// FeedError is why the store's live feed is failing, nil while it
+	// works. While it fails, the hub's subscribers get no update from any
+	// hub; they get the missed ones once it recovers (or, if history
+	// dropped some meanwhile, their streams end and they resume from
+	// history). [Hub.Ready] reports it.
+	FeedError error
 
 	// StreamsOpened counts the subscriber connections opened (each once
 	// it receives every update published from then on), and
-	// StreamsClosed those closed, by reason: [CloseClientGone],
-	// [CloseTokenExpired], [CloseLifetime], [CloseQueueOverflow],
-	// [CloseWriteError], [CloseHistoryGap], [CloseReplayError],
-	// [CloseShutdown], [CloseRevoked], [CloseGrantsChanged].
+	// StreamsClosed those closed, by reason.
 	StreamsOpened uint64
-	StreamsClosed map[string]uint64
+	StreamsClosed map[CloseReason]uint64
 	// UpdatesPublished counts the updates recorded, by source: "http"
 	// (POST), "go" ([Hub.Publish]) or "tx" (recorded by the store in the
 	// application's transaction, such as pgstore's PublishTx: see
@@ -184,12 +206,8 @@ type Metrics struct {
 	// and ReplayedEvents the events their replays wrote.
 	Replays        uint64
 	ReplayedEvents uint64
-	// TokenFailures counts the access tokens refused, by reason:
-	// [TokenMissing], [TokenMalformed], [TokenSignature],
-	// [TokenAlgorithm], [TokenType], [TokenLegacyClaim], [TokenExpired],
-	// [TokenNotYetValid], [TokenAudience], [TokenIssuer], [TokenGrants],
-	// [TokenOther].
-	TokenFailures map[string]uint64
+	// TokenFailures counts the access tokens refused, by reason.
+	TokenFailures map[TokenFailure]uint64
 	// StoreErrors counts the failed calls to the store: recording an
 	// update, reading history.
 	StoreErrors uint64
@@ -212,9 +230,12 @@ type Metrics struct {
 func (h *Hub) Metrics() Metrics {
 	c, ec := &h.metrics, h.engine.Counters()
 	m := Metrics{
-		Stats:            h.Stats(),
+		Streams:          h.engine.Streams(),
+		Dispatched:       ec.Dispatched.Load(),
+		Overflows:        ec.Overflows.Load(),
+		QueuedBytes:      h.engine.QueuedBytes(),
 		StreamsOpened:    c.streamsOpened.Load(),
-		StreamsClosed:    make(map[string]uint64, engine.NumEndReasons-1),
+		StreamsClosed:    make(map[CloseReason]uint64, engine.NumEndReasons-1),
 		UpdatesPublished: map[string]uint64{"http": c.publishedHTTP.Load(), "go": c.publishedGo.Load(), "tx": c.publishedTx.Load()},
 		UpdatesRefused:   make(map[string]uint64, len(refusalStatuses)),
 		Deliveries:       ec.Deliveries.Load(),
@@ -224,7 +245,7 @@ func (h *Hub) Metrics() Metrics {
 		DeliveryDelay:    snapshot(&ec.DeliveryDelay),
 		Replays:          c.replays.Load(),
 		ReplayedEvents:   c.replayed.Load(),
-		TokenFailures:    make(map[string]uint64, len(tokenReasons)),
+		TokenFailures:    make(map[TokenFailure]uint64, len(tokenReasons)),
 		StoreErrors:      c.storeErrors.Load(),
 
 		SubscribesDeferred: c.subscribesDeferred.Load(),
@@ -237,6 +258,9 @@ func (h *Hub) Metrics() Metrics {
 	}
 	for i, r := range tokenReasons {
 		m.TokenFailures[r] = c.tokenFailures[i].Load()
+	}
+	if err := h.feedErr.Load(); err != nil {
+		m.FeedError = *err
 	}
 	h.subscriptions.mu.Lock()
 	m.Subscriptions = len(h.subscriptions.active)

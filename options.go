@@ -25,30 +25,19 @@ type Option func(*config) error
 // DefaultHubPath is the path of a hub URL given to [New] without one.
 const DefaultHubPath = "/.well-known/mercure"
 
-// Default values of the options.
-const (
-	// DefaultKeepAlive is the idle time after which a stream gets a comment.
-	DefaultKeepAlive = 15 * time.Second
-	// DefaultWriteTimeout bounds each write to a subscriber.
-	DefaultWriteTimeout = 15 * time.Second
-)
-
 type config struct {
 	url              *url.URL
 	logger           *slog.Logger
 	store            store.Store
 	limits           Limits
-	keepAlive        time.Duration
-	writeTimeout     time.Duration
-	writeDelay       time.Duration
 	clientKey        func(*http.Request) string
 	clientKeySet     bool // WithClientKey: the hub tells clients apart
 	insecurePublish  bool
 	issuers          []Issuer
 	anonymous        bool
 	cookieName       string
-	maxLifetime      time.Duration
 	corsOrigins      []string
+	proxyPaths       []string // see WithProxyPath, escaped
 	tokenPolicy      TokenPolicy
 	httpClient       *http.Client
 	privateFetches   bool
@@ -57,7 +46,6 @@ type config struct {
 	goroutineStreams bool // see WithGoroutineStreams
 	noPoller         bool // tests: see WithoutPoller
 	tracerProvider   trace.TracerProvider
-	drain            time.Duration  // see WithDrain
 	authorizer       Authorizer     // see WithAuthorizer
 	recheck          time.Duration  // with authorizer: the re-check interval
 	debugger         bool           // see WithDebugger
@@ -68,9 +56,6 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		logger:           slog.Default(),
-		limits:           defaultLimits,
-		keepAlive:        DefaultKeepAlive,
-		writeTimeout:     DefaultWriteTimeout,
 		clientKey:        remoteIP,
 		cookieName:       DefaultCookieName,
 		goroutineStreams: goroutineStreamsByDefault,
@@ -232,21 +217,6 @@ func WithAnonymousSubscribers() Option {
 	}
 }
 
-// WithMaxStreamLifetime ends every stream after d, token or not, so that
-// clients reconnect and present their credentials again (spec
-// §Authorization: Subscribers). They resume with Last-Event-ID and miss
-// nothing. By default streams last until their token expires, or forever
-// without one (with [WithAuthorizer], until their session ends).
-func WithMaxStreamLifetime(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: stream lifetime %v", ErrInvalidOption, d)
-		}
-		c.maxLifetime = d
-		return nil
-	}
-}
-
 // WithCORS lets browser pages on these origins (such as
 // "https://app.example.com") subscribe and publish with credentials
 // (cookies, Authorization): the hub answers their preflights and names
@@ -264,6 +234,24 @@ func WithCORS(origins ...string) Option {
 			}
 			c.corsOrigins = append(c.corsOrigins, origin(u))
 		}
+		return nil
+	}
+}
+
+// WithProxyPath declares path, an absolute escaped path, as the one at
+// which requests reach the hub, in place of the hub path: the path a
+// reverse proxy in front rewrites the hub path into (stripping a prefix,
+// or adding one). [Hub.Mount] registers the hub's routes there, and
+// [Hub.ServeHTTP] serves them right after it and nowhere else; a proxy
+// that adds a prefix is assumed to add it to [Hub.MetadataPath] too.
+// Repeat it for several paths (the hub path among them, when requests
+// also reach the hub unproxied).
+func WithProxyPath(path string) Option {
+	return func(c *config) error {
+		if _, err := url.ParseRequestURI(path); err != nil || path[0] != '/' || (path != "/" && strings.HasSuffix(path, "/")) || strings.ContainsAny(path, "?#") {
+			return fmt.Errorf("%w: proxy path %q is not an absolute path without a trailing slash", ErrInvalidOption, path)
+		}
+		c.proxyPaths = append(c.proxyPaths, path)
 		return nil
 	}
 }
@@ -334,59 +322,11 @@ func WithStore(s store.Store) Option {
 	}
 }
 
-// WithLimits sets resource limits (spec §Security Considerations: Resource
-// Limits). Zero fields keep their default; negative ones are an error.
+// WithLimits sets the limits that l's non-zero fields set (spec §Security
+// Considerations: Resource Limits); a negative one is an error. Repeated,
+// the later fields win; the fields set by none keep their default.
 func WithLimits(l Limits) Option {
-	return func(c *config) error {
-		merged, err := l.withDefaults()
-		if err != nil {
-			return err
-		}
-		c.limits = merged
-		return nil
-	}
-}
-
-// WithKeepAlive sets how long a stream may stay silent before the hub writes
-// an SSE comment to keep proxies and clients from timing it out (spec
-// §Subscription). The default is [DefaultKeepAlive].
-func WithKeepAlive(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: keep-alive interval %v", ErrInvalidOption, d)
-		}
-		c.keepAlive = d
-		return nil
-	}
-}
-
-// WithWriteTimeout bounds each write to a subscriber's connection, so that
-// a peer that stopped reading cannot hold a stream forever. It replaces the
-// host server's WriteTimeout, which the hub clears on streams (spec
-// §Subscription). The default is [DefaultWriteTimeout].
-func WithWriteTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: write timeout %v", ErrInvalidOption, d)
-		}
-		c.writeTimeout = d
-		return nil
-	}
-}
-
-// WithWriteDelay spaces each stream's writes at least d apart: updates
-// arriving sooner wait and go out together in one write. Under heavy
-// fan-out this trades up to d of latency for far fewer system calls; an
-// update after a quiet period is written at once. The default, 0, writes
-// as soon as updates arrive. Keep d short (a few tens of milliseconds).
-func WithWriteDelay(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 || d > time.Second {
-			return fmt.Errorf("%w: write delay %v is not between 0 and 1s", ErrInvalidOption, d)
-		}
-		c.writeDelay = d
-		return nil
-	}
+	return func(c *config) error { return c.limits.merge(l) }
 }
 
 // WithClientKey sets how the hub tells clients apart for
@@ -444,7 +384,7 @@ type Limits struct {
 	// MaxFieldBytes caps the length of each published topic, id, type and
 	// retry; longer ones get 413. The data field is capped only by
 	// MaxBodyBytes. Default 2 KiB; topics are never longer than
-	// [MaxTopicBytes] whatever this says.
+	// 2 KiB whatever this says.
 	MaxFieldBytes int
 	// MaxMatchers caps the matchers of one subscribe request; more get 400
 	// (spec §Subscription). Default 64.
@@ -539,6 +479,36 @@ type Limits struct {
 	// its context allows. Updates from other hubs sharing the store are
 	// never held back. Default 1024.
 	MaxPendingUpdates int
+
+	// KeepAlive is how long a stream may stay silent before the hub
+	// writes an SSE comment to it, so that proxies and clients do not
+	// time it out (spec §Subscription). Default 15 s.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write to a stream, so that a client that
+	// stopped reading cannot hold one: it replaces the server's
+	// WriteTimeout, which the hub clears on streams. Default 15 s.
+	WriteTimeout time.Duration
+	// WriteDelay spaces each stream's writes at least this far apart:
+	// updates arriving sooner go out together in one write, trading up to
+	// WriteDelay of latency for fewer system calls under heavy fan-out;
+	// an update after a quiet period is written at once. At most 1 s.
+	// Default 0: every update is written as it comes.
+	WriteDelay time.Duration
+	// StreamLifetime ends every stream after this long, token or not, so
+	// that clients reconnect and present their credentials again (spec
+	// §Authorization: Subscribers); they resume with Last-Event-ID and
+	// miss nothing. Default 0: a stream lasts until its token expires,
+	// its session ends ([WithAuthorizer]), or forever.
+	StreamLifetime time.Duration
+	// Drain makes [Hub.Shutdown] end the streams gradually over this
+	// long rather than at once, so that their clients reconnect
+	// elsewhere (in a rolling deploy) spread over it: each stream, at its
+	// turn, gets a retry of about a second and a clean end. Meanwhile the
+	// hub delivers as usual, a new subscribe request gets a stream that
+	// only says to retry, and [Hub.Live] and [Hub.Ready] report
+	// [ErrHubClosed]. Shutdown's context compresses it. Default 0: every
+	// stream ends at once.
+	Drain time.Duration
 }
 
 // PatternLimits bounds what URL patterns can cost the hub (spec §Matcher
@@ -593,50 +563,80 @@ var defaultLimits = Limits{
 	MaxReplays:              64,
 	ReplayTimeout:           30 * time.Second,
 	MaxPendingUpdates:       1024,
+	KeepAlive:               15 * time.Second,
+	WriteTimeout:            15 * time.Second,
 }
 
-func (l Limits) withDefaults() (Limits, error) {
-	d := defaultLimits
-	fields := []struct {
-		name string
-		v    int64
-		dst  func(int64)
-	}{
-		{"MaxBodyBytes", l.MaxBodyBytes, func(v int64) { d.MaxBodyBytes = v }},
-		{"BodyTimeout", int64(l.BodyTimeout), func(v int64) { d.BodyTimeout = time.Duration(v) }},
-		{"MaxTopics", int64(l.MaxTopics), func(v int64) { d.MaxTopics = int(v) }},
-		{"MaxFieldBytes", int64(l.MaxFieldBytes), func(v int64) { d.MaxFieldBytes = int(v) }},
-		{"MaxMatchers", int64(l.MaxMatchers), func(v int64) { d.MaxMatchers = int(v) }},
-		{"MaxMatcherBytes", int64(l.MaxMatcherBytes), func(v int64) { d.MaxMatcherBytes = int(v) }},
-		{"MaxConnections", int64(l.MaxConnections), func(v int64) { d.MaxConnections = int(v) }},
-		{"MaxConnectionsPerClient", int64(l.MaxConnectionsPerClient), func(v int64) { d.MaxConnectionsPerClient = int(v) }},
-		{"MaxAnonymousConnections", int64(l.MaxAnonymousConnections), func(v int64) { d.MaxAnonymousConnections = int(v) }},
-		{"MaxAnonymousConnectionsPerClient", int64(l.MaxAnonymousConnectionsPerClient), func(v int64) { d.MaxAnonymousConnectionsPerClient = int(v) }},
-		{"MaxPatternsPerPrefix", int64(l.MaxPatternsPerPrefix), func(v int64) { d.MaxPatternsPerPrefix = int(v) }},
-		{"MaxPatternsPerTopic", int64(l.MaxPatternsPerTopic), func(v int64) { d.MaxPatternsPerTopic = int(v) }},
-		{"Patterns.MaxGroups", int64(l.Patterns.MaxGroups), func(v int64) { d.Patterns.MaxGroups = int(v) }},
-		{"Patterns.MaxSize", int64(l.Patterns.MaxSize), func(v int64) { d.Patterns.MaxSize = int(v) }},
-		{"Patterns.MaxStreamSize", int64(l.Patterns.MaxStreamSize), func(v int64) { d.Patterns.MaxStreamSize = int(v) }},
-		{"AnonymousPatterns.MaxGroups", int64(l.AnonymousPatterns.MaxGroups), func(v int64) { d.AnonymousPatterns.MaxGroups = int(v) }},
-		{"AnonymousPatterns.MaxSize", int64(l.AnonymousPatterns.MaxSize), func(v int64) { d.AnonymousPatterns.MaxSize = int(v) }},
-		{"AnonymousPatterns.MaxStreamSize", int64(l.AnonymousPatterns.MaxStreamSize), func(v int64) { d.AnonymousPatterns.MaxStreamSize = int(v) }},
-		{"QueueEvents", int64(l.QueueEvents), func(v int64) { d.QueueEvents = int(v) }},
-		{"QueueBytes", int64(l.QueueBytes), func(v int64) { d.QueueBytes = int(v) }},
-		{"MaxQueuedBytes", l.MaxQueuedBytes, func(v int64) { d.MaxQueuedBytes = v }},
-		{"MaxTotalPatternSize", int64(l.MaxTotalPatternSize), func(v int64) { d.MaxTotalPatternSize = int(v) }},
-		{"MaxReplays", int64(l.MaxReplays), func(v int64) { d.MaxReplays = int(v) }},
-		{"ReplayTimeout", int64(l.ReplayTimeout), func(v int64) { d.ReplayTimeout = time.Duration(v) }},
-		{"MaxPendingUpdates", int64(l.MaxPendingUpdates), func(v int64) { d.MaxPendingUpdates = int(v) }},
-	}
-	for _, f := range fields {
-		switch {
-		case f.v < 0:
-			return Limits{}, fmt.Errorf("%w: Limits.%s is negative", ErrInvalidOption, f.name)
-		case f.v > 0:
-			f.dst(f.v)
+// limitFields lists the fields of [Limits], for the options' checks and
+// merges: a zero field is unset, a negative one an error.
+var limitFields = []limitAccess{
+	limitField("MaxBodyBytes", func(l *Limits) *int64 { return &l.MaxBodyBytes }),
+	limitField("BodyTimeout", func(l *Limits) *time.Duration { return &l.BodyTimeout }),
+	limitField("MaxTopics", func(l *Limits) *int { return &l.MaxTopics }),
+	limitField("MaxFieldBytes", func(l *Limits) *int { return &l.MaxFieldBytes }),
+	limitField("MaxMatchers", func(l *Limits) *int { return &l.MaxMatchers }),
+	limitField("MaxMatcherBytes", func(l *Limits) *int { return &l.MaxMatcherBytes }),
+	limitField("MaxConnections", func(l *Limits) *int { return &l.MaxConnections }),
+	limitField("MaxConnectionsPerClient", func(l *Limits) *int { return &l.MaxConnectionsPerClient }),
+	limitField("MaxAnonymousConnections", func(l *Limits) *int { return &l.MaxAnonymousConnections }),
+	limitField("MaxAnonymousConnectionsPerClient", func(l *Limits) *int { return &l.MaxAnonymousConnectionsPerClient }),
+	limitField("MaxPatternsPerPrefix", func(l *Limits) *int { return &l.MaxPatternsPerPrefix }),
+	limitField("MaxPatternsPerTopic", func(l *Limits) *int { return &l.MaxPatternsPerTopic }),
+	limitField("Patterns.MaxGroups", func(l *Limits) *int { return &l.Patterns.MaxGroups }),
+	limitField("Patterns.MaxSize", func(l *Limits) *int { return &l.Patterns.MaxSize }),
+	limitField("Patterns.MaxStreamSize", func(l *Limits) *int { return &l.Patterns.MaxStreamSize }),
+	limitField("AnonymousPatterns.MaxGroups", func(l *Limits) *int { return &l.AnonymousPatterns.MaxGroups }),
+	limitField("AnonymousPatterns.MaxSize", func(l *Limits) *int { return &l.AnonymousPatterns.MaxSize }),
+	limitField("AnonymousPatterns.MaxStreamSize", func(l *Limits) *int { return &l.AnonymousPatterns.MaxStreamSize }),
+	limitField("QueueEvents", func(l *Limits) *int { return &l.QueueEvents }),
+	limitField("QueueBytes", func(l *Limits) *int { return &l.QueueBytes }),
+	limitField("MaxQueuedBytes", func(l *Limits) *int64 { return &l.MaxQueuedBytes }),
+	limitField("MaxTotalPatternSize", func(l *Limits) *int { return &l.MaxTotalPatternSize }),
+	limitField("MaxReplays", func(l *Limits) *int { return &l.MaxReplays }),
+	limitField("ReplayTimeout", func(l *Limits) *time.Duration { return &l.ReplayTimeout }),
+	limitField("MaxPendingUpdates", func(l *Limits) *int { return &l.MaxPendingUpdates }),
+	limitField("KeepAlive", func(l *Limits) *time.Duration { return &l.KeepAlive }),
+	limitField("WriteTimeout", func(l *Limits) *time.Duration { return &l.WriteTimeout }),
+	limitField("WriteDelay", func(l *Limits) *time.Duration { return &l.WriteDelay }),
+	limitField("StreamLifetime", func(l *Limits) *time.Duration { return &l.StreamLifetime }),
+	limitField("Drain", func(l *Limits) *time.Duration { return &l.Drain }),
+}
+
+// limitAccess reads and writes one field of [Limits] as an int64.
+type limitAccess struct {
+	name string
+	get  func(*Limits) int64
+	set  func(*Limits, int64)
+}
+
+func limitField[T int | int64 | time.Duration](name string, field func(*Limits) *T) limitAccess {
+	return limitAccess{name,
+		func(l *Limits) int64 { return int64(*field(l)) },
+		func(l *Limits, v int64) { *field(l) = T(v) }}
+}
+
+// merge sets on l the fields that o sets, refusing negative ones.
+func (l *Limits) merge(o Limits) error {
+	for _, f := range limitFields {
+		switch v := f.get(&o); {
+		case v < 0:
+			return fmt.Errorf("%w: Limits.%s is negative", ErrInvalidOption, f.name)
+		case v > 0:
+			f.set(l, v)
 		}
 	}
-	// Limits left at their default follow those they must hold.
+	return nil
+}
+
+// resolve returns the limits in effect: those l sets, the defaults for
+// the others, and the defaults that follow others for those left unset.
+func (l Limits) resolve() Limits {
+	d := defaultLimits
+	for _, f := range limitFields {
+		if v := f.get(&l); v > 0 {
+			f.set(&d, v)
+		}
+	}
 	if l.MaxAnonymousConnections == 0 {
 		d.MaxAnonymousConnections = max(1, d.MaxConnections/2)
 	}
@@ -646,7 +646,7 @@ func (l Limits) withDefaults() (Limits, error) {
 	if l.MaxQueuedBytes == 0 {
 		d.MaxQueuedBytes = max(d.MaxQueuedBytes, int64(d.QueueBytes))
 	}
-	return d, nil
+	return d
 }
 
 // check validates the limits against each other, once every option is
@@ -659,6 +659,8 @@ func (l *Limits) check() error {
 		return fmt.Errorf("%w: Limits.MaxQueuedBytes (%d) is less than QueueBytes (%d)", ErrInvalidOption, l.MaxQueuedBytes, l.QueueBytes)
 	case l.Patterns.MaxSize > l.Patterns.MaxStreamSize:
 		return fmt.Errorf("%w: Limits.Patterns.MaxSize (%d) is more than MaxStreamSize (%d)", ErrInvalidOption, l.Patterns.MaxSize, l.Patterns.MaxStreamSize)
+	case l.WriteDelay > time.Second:
+		return fmt.Errorf("%w: Limits.WriteDelay (%v) is more than 1s", ErrInvalidOption, l.WriteDelay)
 	case l.AnonymousPatterns.MaxSize > l.AnonymousPatterns.MaxStreamSize:
 		return fmt.Errorf("%w: Limits.AnonymousPatterns.MaxSize (%d) is more than MaxStreamSize (%d)", ErrInvalidOption, l.AnonymousPatterns.MaxSize, l.AnonymousPatterns.MaxStreamSize)
 	}

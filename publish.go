@@ -23,10 +23,10 @@ import (
 	"github.com/mercurekit/mercure/store"
 )
 
-// MaxTopicBytes is the longest topic the hub accepts. Resolving a topic as
+// maxTopicBytes is the longest topic the hub accepts. Resolving a topic as
 // a URL costs time quadratic in its length on some inputs, so longer ones
 // are refused outright.
-const MaxTopicBytes = 2048
+const maxTopicBytes = 2048
 
 // Update is what a publisher sends to the hub.
 type Update struct {
@@ -125,19 +125,14 @@ func publishStatus(err error) int {
 	return http.StatusBadRequest
 }
 
-// Validate reports why [Hub.Publish] would refuse u, with the hub's
-// limits and reserved namespace (spec §Publication), or nil. A store that
-// records updates outside the hub (such as in an application's database
-// transaction) checks them with it, or with [ValidateUpdate].
-func (h *Hub) Validate(u Update) error { return h.validate(&u) }
-
-// validateEvent is [Hub.Validate] for a [store.OutboxStore].
+// validateEvent reports why the hub would refuse e's update, for a
+// [store.OutboxStore].
 func (h *Hub) validateEvent(e *store.Event) error {
 	return h.validate(&Update{Topics: e.Topics, Data: e.Data, Private: e.Private, ID: e.ID, Type: e.Type, Retry: e.Retry})
 }
 
 // ValidateUpdate reports why a hub with the default limits would refuse
-// u (spec §Publication), or nil. Unlike [Hub.Validate], it cannot tell
+// u (spec §Publication), or nil. Unlike [Hub.Publish], it cannot tell
 // whether a topic lies in a hub's reserved namespace, which depends on
 // the hub's URL: it refuses only the topics below "/.well-known/mercure"
 // of any origin; nor whether the hub can authorize readers of a private
@@ -156,7 +151,7 @@ func (h *Hub) validate(u *Update) error {
 		return err
 	}
 	if u.Private && !h.authorizesSubscribers() {
-		return ErrPrivateUnreadable
+		return fmt.Errorf("%w: private, on a hub that authorizes no subscriber: no stream could receive it", ErrInvalidUpdate)
 	}
 	return nil
 }
@@ -164,7 +159,7 @@ func (h *Hub) validate(u *Update) error {
 func validateUpdate(u *Update, lim *Limits, reserved func(string) bool) error {
 	switch {
 	case len(u.Topics) == 0:
-		return ErrNoTopic
+		return fmt.Errorf("%w: no topic", ErrInvalidUpdate)
 	case len(u.Topics) > lim.MaxTopics:
 		return fmt.Errorf("%w: more than %d topics", ErrTooLarge, lim.MaxTopics)
 	case len(u.Data) > int(min(lim.MaxBodyBytes, math.MaxInt)):
@@ -175,28 +170,28 @@ func validateUpdate(u *Update, lim *Limits, reserved func(string) bool) error {
 	for i, t := range u.Topics {
 		switch {
 		case !chars.Valid(t):
-			return fmt.Errorf("%w: topic %d %q", ErrInvalidTopic, i, t)
-		case len(t) > MaxTopicBytes:
-			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrInvalidTopic, i, MaxTopicBytes)
+			return fmt.Errorf("%w: topic %d %q holds control or format characters", ErrInvalidUpdate, i, t)
+		case len(t) > maxTopicBytes:
+			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrInvalidUpdate, i, maxTopicBytes)
 		case len(t) > lim.MaxFieldBytes:
 			return fmt.Errorf("%w: topic %d is longer than %d bytes", ErrTooLarge, i, lim.MaxFieldBytes)
 		case t == "*":
-			return ErrWildcardTopic
+			return fmt.Errorf("%w: * is a matcher, never a topic", ErrInvalidUpdate)
 		case reserved(t):
-			return fmt.Errorf("%w: %q", ErrReservedTopic, t)
+			return fmt.Errorf("%w: topic %q is in the hub's reserved namespace", ErrInvalidUpdate, t)
 		}
 	}
 	if !utf8.ValidString(u.Data) {
-		return ErrInvalidData
+		return fmt.Errorf("%w: data is not valid UTF-8", ErrInvalidUpdate)
 	}
 	if u.ID != "" && (!chars.Valid(u.ID) || u.ID[0] == '#' || u.ID == store.Earliest) {
-		return fmt.Errorf("%w: %q", ErrInvalidID, u.ID)
+		return fmt.Errorf("%w: id %q", ErrInvalidUpdate, u.ID)
 	}
 	if u.Type != "" && (!chars.Valid(u.Type) || u.Type == "mercure") {
-		return fmt.Errorf("%w: %q", ErrInvalidType, u.Type)
+		return fmt.Errorf("%w: type %q", ErrInvalidUpdate, u.Type)
 	}
 	if u.Retry != nil && *u.Retry < 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidRetry, *u.Retry)
+		return fmt.Errorf("%w: negative retry %v", ErrInvalidUpdate, *u.Retry)
 	}
 	return nil
 }
@@ -370,7 +365,7 @@ func (h *Hub) parseUpdate(body string) (Update, error) {
 		case "topic", "id", "type", "retry":
 			max := lim.MaxFieldBytes
 			if p.Name == "topic" {
-				max = min(max, MaxTopicBytes)
+				max = min(max, maxTopicBytes)
 			}
 			if len(p.Value) > max {
 				return u, fmt.Errorf("%w: field %s is longer than %d bytes", ErrTooLarge, p.Name, max)
@@ -391,7 +386,7 @@ func (h *Hub) parseUpdate(body string) (Update, error) {
 		case "id":
 			if !seenID {
 				if p.Value == "" {
-					return u, fmt.Errorf("%w: empty id", ErrInvalidID)
+					return u, fmt.Errorf("%w: empty id", ErrInvalidUpdate)
 				}
 				u.ID, seenID = p.Value, true
 			}
@@ -416,11 +411,11 @@ func (h *Hub) parseUpdate(body string) (Update, error) {
 // parseRetry accepts only ASCII digits (PUB-12), as milliseconds.
 func parseRetry(s string) (time.Duration, error) {
 	if s == "" || strings.Trim(s, "0123456789") != "" {
-		return 0, fmt.Errorf("%w: %q is not a number of milliseconds", ErrInvalidRetry, s)
+		return 0, fmt.Errorf("%w: retry %q is not a number of milliseconds", ErrInvalidUpdate, s)
 	}
 	ms, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
-		return 0, fmt.Errorf("%w: %q is out of range", ErrInvalidRetry, s)
+		return 0, fmt.Errorf("%w: retry %q is out of range", ErrInvalidUpdate, s)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

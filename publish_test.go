@@ -1053,12 +1053,12 @@ func TestPUB16_Limits(t *testing.T) {
 		}
 	})
 
-	t.Run("topics never exceed MaxTopicBytes", func(t *testing.T) {
+	t.Run("topics never exceed 2 KiB", func(t *testing.T) {
 		th := newTestHub(t, mercure.WithLimits(mercure.Limits{MaxFieldBytes: 8192}))
-		long := "/" + strings.Repeat("a", mercure.MaxTopicBytes)
+		long := "/" + strings.Repeat("a", 2048)
 		pubPost(t, th, "topic="+long).wantProblem(t, http.StatusRequestEntityTooLarge)
 		pubPost(t, th, "topic=/t&id="+long).wantOK(t) // other fields follow MaxFieldBytes
-		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{long}}); !errors.Is(err, mercure.ErrInvalidTopic) {
+		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{long}}); !errors.Is(err, mercure.ErrInvalidUpdate) {
 			t.Fatalf("Go publish of a %d-byte topic: %v", len(long), err)
 		}
 	})
@@ -1090,25 +1090,25 @@ func TestPUB19_GoPublishValidates(t *testing.T) {
 		update  mercure.Update
 		wantErr error
 	}{
-		{"no topic", mercure.Update{Data: "x"}, mercure.ErrNoTopic},
-		{"empty topic list", mercure.Update{Topics: []string{}}, mercure.ErrNoTopic},
-		{"NUL in topic", mercure.Update{Topics: []string{"a\x00"}}, mercure.ErrInvalidTopic},
-		{"LF in alternate topic", mercure.Update{Topics: []string{pubTopic, "a\nb"}}, mercure.ErrInvalidTopic},
-		{"Cf in topic", mercure.Update{Topics: []string{"a\u200bb"}}, mercure.ErrInvalidTopic},
-		{"invalid UTF-8 topic", mercure.Update{Topics: []string{"\xff"}}, mercure.ErrInvalidTopic},
-		{"wildcard topic", mercure.Update{Topics: []string{"*"}}, mercure.ErrWildcardTopic},
-		{"wildcard alternate", mercure.Update{Topics: []string{pubTopic, "*"}}, mercure.ErrWildcardTopic},
-		{"reserved topic", mercure.Update{Topics: []string{"/.well-known/mercure/x"}}, mercure.ErrReservedTopic},
-		{"reserved relative alternate", mercure.Update{Topics: []string{pubTopic, "mercure/x"}}, mercure.ErrReservedTopic},
-		{"reserved with escape and other host", mercure.Update{Topics: []string{"https://other.example/.well-known/%6Dercure"}}, mercure.ErrReservedTopic},
-		{"LF in id", mercure.Update{Topics: ok, ID: "a\nb"}, mercure.ErrInvalidID},
-		{"Cf in id", mercure.Update{Topics: ok, ID: "\ufeff1"}, mercure.ErrInvalidID},
-		{"# id", mercure.Update{Topics: ok, ID: "#1"}, mercure.ErrInvalidID},
-		{"earliest id", mercure.Update{Topics: ok, ID: "earliest"}, mercure.ErrInvalidID},
-		{"mercure type", mercure.Update{Topics: ok, Type: "mercure"}, mercure.ErrInvalidType},
-		{"CR in type", mercure.Update{Topics: ok, Type: "a\rb"}, mercure.ErrInvalidType},
-		{"negative retry", mercure.Update{Topics: ok, Retry: ptr(-time.Second)}, mercure.ErrInvalidRetry},
-		{"invalid UTF-8 data", mercure.Update{Topics: ok, Data: "a\xffb"}, mercure.ErrInvalidData},
+		{"no topic", mercure.Update{Data: "x"}, mercure.ErrInvalidUpdate},
+		{"empty topic list", mercure.Update{Topics: []string{}}, mercure.ErrInvalidUpdate},
+		{"NUL in topic", mercure.Update{Topics: []string{"a\x00"}}, mercure.ErrInvalidUpdate},
+		{"LF in alternate topic", mercure.Update{Topics: []string{pubTopic, "a\nb"}}, mercure.ErrInvalidUpdate},
+		{"Cf in topic", mercure.Update{Topics: []string{"a\u200bb"}}, mercure.ErrInvalidUpdate},
+		{"invalid UTF-8 topic", mercure.Update{Topics: []string{"\xff"}}, mercure.ErrInvalidUpdate},
+		{"wildcard topic", mercure.Update{Topics: []string{"*"}}, mercure.ErrInvalidUpdate},
+		{"wildcard alternate", mercure.Update{Topics: []string{pubTopic, "*"}}, mercure.ErrInvalidUpdate},
+		{"reserved topic", mercure.Update{Topics: []string{"/.well-known/mercure/x"}}, mercure.ErrInvalidUpdate},
+		{"reserved relative alternate", mercure.Update{Topics: []string{pubTopic, "mercure/x"}}, mercure.ErrInvalidUpdate},
+		{"reserved with escape and other host", mercure.Update{Topics: []string{"https://other.example/.well-known/%6Dercure"}}, mercure.ErrInvalidUpdate},
+		{"LF in id", mercure.Update{Topics: ok, ID: "a\nb"}, mercure.ErrInvalidUpdate},
+		{"Cf in id", mercure.Update{Topics: ok, ID: "\ufeff1"}, mercure.ErrInvalidUpdate},
+		{"# id", mercure.Update{Topics: ok, ID: "#1"}, mercure.ErrInvalidUpdate},
+		{"earliest id", mercure.Update{Topics: ok, ID: "earliest"}, mercure.ErrInvalidUpdate},
+		{"mercure type", mercure.Update{Topics: ok, Type: "mercure"}, mercure.ErrInvalidUpdate},
+		{"CR in type", mercure.Update{Topics: ok, Type: "a\rb"}, mercure.ErrInvalidUpdate},
+		{"negative retry", mercure.Update{Topics: ok, Retry: ptr(-time.Second)}, mercure.ErrInvalidUpdate},
+		{"invalid UTF-8 data", mercure.Update{Topics: ok, Data: "a\xffb"}, mercure.ErrInvalidUpdate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1237,8 +1237,8 @@ func TestSEC3_TypeMercureRefused(t *testing.T) {
 		pubWantNothing(t, th, pubTopic, s)
 	}
 	_, err := th.Publish(context.Background(), mercure.Update{Topics: []string{pubTopic}, Type: "mercure"})
-	if !errors.Is(err, mercure.ErrInvalidType) {
-		t.Errorf("Go Publish with type mercure: error %v, want ErrInvalidType", err)
+	if !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Errorf("Go Publish with type mercure: error %v, want ErrInvalidUpdate", err)
 	}
 	pubWantNothing(t, th, pubTopic, s)
 }
@@ -1249,8 +1249,8 @@ func TestSEC3_TypeMercureRefused(t *testing.T) {
 func TestPrivateUpdateWithoutReaders(t *testing.T) {
 	t.Parallel()
 	th := newTestHub(t)
-	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{pubTopic}, Private: true}); !errors.Is(err, mercure.ErrPrivateUnreadable) {
-		t.Fatalf("Publish: %v, want ErrPrivateUnreadable", err)
+	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{pubTopic}, Private: true}); !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("Publish: %v, want ErrInvalidUpdate", err)
 	}
 	status, body, _ := th.post("topic=" + url.QueryEscape(pubTopic) + "&private=on")
 	if status != http.StatusBadRequest || !strings.Contains(body, "authorizes no subscriber") {

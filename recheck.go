@@ -166,7 +166,7 @@ func (h *Hub) recheckGroup(g *sessionGroup) {
 // applyRecheck acts on what the Authorizer answered for streams.
 func (h *Hub) applyRecheck(streams []*subscriber, p *principal, subject string, err error) {
 	switch {
-	case errors.Is(err, ErrInvalidAccess):
+	case errors.Is(err, errInvalidAccess):
 		// The rights of the session are no longer known: the streams must
 		// not keep the old ones. Their reconnections get 500.
 		h.log.Error("mercure: the authorizer returned an access the hub cannot use; ending the session's streams", "subject", subject, "error", err)

@@ -30,9 +30,9 @@ import (
 type denial struct {
 	status      int
 	code        string
-	reason      string // a Token* reason, for metrics and the log
-	description string // error_description: printable ASCII, no quote or backslash
-	detail      string // the problem document's detail, when it says more than description
+	reason      TokenFailure // for metrics and the log
+	description string       // error_description: printable ASCII, no quote or backslash
+	detail      string       // the problem document's detail, when it says more than description
 }
 
 // deny answers r with d, counts it and logs it; role and err (the
@@ -62,13 +62,13 @@ func (h *Hub) logDenial(ctx context.Context, d denial, role token.Role, err erro
 
 // tokenDenial describes the refusal of a token that failed verification.
 func (h *Hub) tokenDenial(err error) denial {
-	reason := token.Reason(err) // the token package's kinds are our reasons
+	reason := TokenFailure(token.Reason(err)) // the token package's kinds are our reasons
 	return denial{status: http.StatusUnauthorized, code: "invalid_token", reason: reason, description: h.describe(reason, token.Hint(err))}
 }
 
 // describe returns the description of a token refused for reason, with
 // the token package's hint.
-func (h *Hub) describe(reason, hint string) string {
+func (h *Hub) describe(reason TokenFailure, hint string) string {
 	var d string
 	switch reason {
 	case TokenMalformed:
@@ -170,7 +170,7 @@ func (h *Hub) challenge(w http.ResponseWriter, status int, code, description, de
 		}
 	}
 	if h.verifier != nil {
-		attrs = append(attrs, "resource_metadata="+quote(h.MetadataURL()))
+		attrs = append(attrs, "resource_metadata="+quote(h.metadataURL()))
 	}
 	c := "Bearer"
 	if len(attrs) > 0 {

@@ -32,10 +32,11 @@ func TestAUTH14_RefusalsExplainThemselves(t *testing.T) {
 	}
 	at := map[string]any{"alg": "ES256", "typ": "at+jwt"}
 	for _, c := range []struct {
-		reason, auth string
-		status       int
-		code         string // "" for no error attribute
-		says         string // in error_description, or in the detail without a code
+		reason mercure.TokenFailure
+		auth   string
+		status int
+		code   string // "" for no error attribute
+		says   string // in error_description, or in the detail without a code
 	}{
 		{mercure.TokenMissing, "", 401, "", "an access token is required"},
 		{mercure.TokenMalformed, "Basic eDp5", 400, "invalid_request", "must be one Bearer token"},

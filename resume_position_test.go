@@ -30,8 +30,8 @@ func TestREC_CutBeforeFirstEventResumesExactly(t *testing.T) {
 	streamModesParallel(t, func(t *testing.T, opts ...mercure.Option) {
 		// The write timeout applies to the resumed stream too, whose
 		// reader must not be cut if it is descheduled for a while.
-		th := newTestHub(t, append(opts, mercure.WithWriteTimeout(5*time.Second),
-			mercure.WithKeepAlive(time.Hour), bigLimits)...)
+		th := newTestHub(t, append(opts, mercure.WithLimits(mercure.Limits{WriteTimeout: 5 * time.Second}),
+			mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}), bigLimits)...)
 		th.mustPost(form("topic", "x", "data", "before the stream")) // not for it
 		rs := stalledStreams(t, th, "match=x", 1)[0]
 		pos := rs.mustChunk(t)

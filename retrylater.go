@@ -18,7 +18,7 @@ package mercure
 // cannot cure (400, 401, 403, 404...) are answered as before to every
 // client: an EventSource must stop on them.
 //
-// The drain (see [WithDrain]) answers every subscribe with the same kind
+// The drain (see [Limits].Drain) answers every subscribe with the same kind
 // of stream, without the comment: it is a hand-off, not a failure.
 
 import (

@@ -281,7 +281,7 @@ func TestRetryLater_Budget(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}()
 	defer func() { cancel(); <-open }()
-	testwait.For(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
+	testwait.For(t, "the client's one stream", func() bool { return h.Metrics().Streams == 1 })
 	for _, a := range accepts {
 		t.Run(a.name, func(t *testing.T) {
 			wantRefusal(t, subscribeWith(h, a.accept), a.deferred, http.StatusTooManyRequests, "too many connections from this client")
@@ -290,7 +290,7 @@ func TestRetryLater_Budget(t *testing.T) {
 }
 
 // A hub that has shut down: 503, or a stream that retries (to another
-// instance, or to this one restarted). During a drain (WithDrain) every
+// instance, or to this one restarted). During a drain (Limits.Drain) every
 // client gets the drain's retry, which TestDrain covers.
 func TestRetryLater_ShutDown(t *testing.T) {
 	h := newInternalHub(t, WithAnonymousSubscribers())
@@ -346,7 +346,7 @@ func TestRetryLater_LoggedOnceAtWarn(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, h.Path()+"?match=x", nil))
 	}()
 	defer func() { cancel(); <-open }()
-	testwait.For(t, "the client's one stream", func() bool { return h.Stats().Streams == 1 })
+	testwait.For(t, "the client's one stream", func() bool { return h.Metrics().Streams == 1 })
 	for range 3 {
 		wantRefusal(t, subscribeWith(h, "text/event-stream"), true, http.StatusTooManyRequests, "too many connections from this client")
 	}

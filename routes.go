@@ -11,8 +11,8 @@ import (
 // Routing. The hub URL is the hub's identity; the path a request reaches
 // it at is where the application mounted it. The hub recognizes its
 // endpoint and its sub-routes only right after a mount point: its own
-// path, or a path that [Hub.MountUnder] or [Hub.MountAt] declared (a
-// proxy in front that strips or adds a prefix). It reads the request path
+// path, or a path that [WithProxyPath] declared (a proxy in front that
+// strips or adds a prefix). It reads the request path
 // as the server received it (the request line, r.RequestURI), so that a
 // part stripped in the application ([http.StripPrefix]) is accounted
 // for: the request names a route when that path is a mount point followed
@@ -31,6 +31,7 @@ const (
 	routeAPI                       // the subscriptions API
 	routeAPIOther                  // under the subscriptions API, but no resource of it
 	routeDebug                     // the debugger (WithDebugger), under hub path + /debug
+	routeMetadata                  // the protected resource metadata
 )
 
 // mountPoint is a path at which the hub endpoint is reached: escaped as
@@ -50,7 +51,10 @@ func newMountPoint(escaped string) mountPoint {
 func (h *Hub) route(r *http.Request) (kind routeKind, api []string) {
 	full := requestPath(r)
 	kind = routeOther
-	for _, m := range *h.mounts.Load() {
+	if slices.Contains(h.metadataPaths, full) {
+		return routeMetadata, nil
+	}
+	for _, m := range h.mounts {
 		rest, ok := m.lead(full)
 		if !ok {
 			continue
@@ -134,20 +138,6 @@ func (h *Hub) subRoute(rest string, root bool) (routeKind, []string) {
 	return routeAPIOther, nil
 }
 
-// addMount declares one more path at which the hub is reached.
-func (h *Hub) addMount(escaped string) {
-	h.mountsMu.Lock()
-	defer h.mountsMu.Unlock()
-	old := *h.mounts.Load()
-	for _, m := range old {
-		if m.path == escaped {
-			return
-		}
-	}
-	next := append(slices.Clip(old), newMountPoint(escaped))
-	h.mounts.Store(&next)
-}
-
 // hubSegments returns the decoded segments of the escaped hub path, none
 // for "/".
 func hubSegments(escaped string) []string {
@@ -177,7 +167,7 @@ func (h *Hub) notServed(w http.ResponseWriter, r *http.Request, kind routeKind) 
 		return
 	}
 	var at []string
-	for _, m := range *h.mounts.Load() {
+	for _, m := range h.mounts {
 		at = append(at, m.path)
 	}
 	serves := "its endpoint"
@@ -189,7 +179,7 @@ func (h *Hub) notServed(w http.ResponseWriter, r *http.Request, kind routeKind) 
 	}
 	mounts := strings.Join(at, " and ")
 	if h.warnedRoute.CompareAndSwap(false, true) {
-		h.log.Warn("mercure: a request reached the hub at a path it does not serve: is the router routing another path to the hub, or a proxy in front rewriting the hub path without MountUnder or MountAt saying so? (logged once)",
+		h.log.Warn("mercure: a request reached the hub at a path it does not serve: is the router routing another path to the hub, or a proxy in front rewriting the hub path without WithProxyPath saying so? (logged once)",
 			"path", p, "mounts", mounts)
 	}
 	writeProblem(w, http.StatusNotFound, fmt.Sprintf(
@@ -197,109 +187,63 @@ func (h *Hub) notServed(w http.ResponseWriter, r *http.Request, kind routeKind) 
 }
 
 // Mux is the part of a router that [Hub.Mount] uses: [http.ServeMux] and
-// chi's routers implement it. (A gorilla/mux Router's Handle returns its
-// route: see [Hub.Mount] for its recipe.)
+// chi's routers implement it.
 type Mux interface {
 	Handle(pattern string, handler http.Handler)
 }
 
-// Mount registers on mux, at their full paths, the hub path, the
-// subscriptions API (with [WithSubscriptions]), the debugger (with
-// [WithDebugger] only) and the protected resource metadata path
-// ([Hub.MetadataPath], RFC 9728 section 3.1), which lies outside the hub
-// path. The patterns read the same in [http.ServeMux] and in chi: the hub
-// path, hub path + "/subscriptions", and
-// hub path + "/subscriptions/{type}/{topic}[/{subscriber}]", one segment
-// per wildcard; hub path + "/debug", "/debug/" and "/debug/{file}". For a
-// router that is reached under a prefix, use [Hub.MountUnder]; behind a
-// proxy that adds a prefix, [Hub.MountAt].
+// Mount registers the hub on mux, a router that sees full paths, at
+// every path the hub serves: its path, and each of [WithProxyPath];
+// below them, the subscriptions API (with [WithSubscriptions]) and the
+// debugger (with [WithDebugger]); and the protected resource metadata
+// ([Hub.MetadataPath]), which lies outside the hub path. The patterns
+// read the same in [http.ServeMux] and in chi.
 //
-// The hub also serves where an application routes it otherwise; the
-// recipes, for the hub URL
-// https://example.com/api/realtime/.well-known/mercure:
-//
-//	// net/http, at the root:
-//	hub.Mount(mux)
-//	// net/http, behind http.StripPrefix("/api/realtime", inner):
-//	hub.MountUnder(inner, "/api/realtime")
-//	mux.Handle(hub.MetadataPath(), hub.MetadataHandler())
-//	// chi, at the root:
-//	hub.Mount(r)
-//	// chi, in r.Route("/api/realtime", fn) or under r.Mount("/api/realtime", sub):
-//	sub.Mount("/.well-known/mercure", hub) // or hub.MountUnder(sub, "/api/realtime")
-//	r.Handle(hub.MetadataPath(), hub.MetadataHandler())
-//	// gorilla/mux, at the root or in r.PathPrefix("/api/realtime").Subrouter(),
-//	// r being mux.NewRouter().UseEncodedPath(), which keeps the %2F of
-//	// topics inside their segments (without it, gorilla cleans them away):
-//	sub.PathPrefix("/.well-known/mercure").Handler(hub)
-//	r.Handle(hub.MetadataPath(), hub.MetadataHandler())
-//
-// The metadata path is the hub path after
-// /.well-known/oauth-protected-resource, at the root of the host (RFC
-// 9728 section 3.1), outside any prefix: register it on the router that
-// sees full paths.
-//
-// Whatever a router hands the hub (a chi Mount or a gorilla PathPrefix
-// hands it every path below its own), the hub serves its endpoint and
-// its sub-routes only right after where it is mounted, as the request
-// line names it: the hub path, with any part that [http.StripPrefix]
-// removed in the application counted back in, or a path that
-// [Hub.MountUnder] or [Hub.MountAt] declared. A path that merely ends
-// like one of them (/api/realtime/.well-known/mercure/x/.well-known/mercure/subscriptions)
-// gets 404, so a middleware that guards the hub's paths cannot be
-// walked around.
+// A router that is not a Mux, or one reached under a prefix, routes the
+// hub's paths and the metadata path to [Hub.ServeHTTP] by its own means
+// (docs/embedding.md has the recipes). Whatever the router hands it, the
+// hub serves a route only right after where it is mounted, as the request
+// line names it ([http.StripPrefix] counted back in): a path that merely
+// ends like one of its routes gets 404, so that a middleware guarding the
+// hub's paths cannot be walked around.
 func (h *Hub) Mount(mux Mux) {
-	h.mount(mux, "")
-}
-
-// MountUnder is [Hub.Mount] for a router reached under prefix, a leading
-// part of the hub path: a chi router in r.Route(prefix, …) or
-// r.Mount(prefix, …), or an [http.ServeMux] behind
-// http.StripPrefix(prefix, …) or a proxy that strips prefix. It registers the
-// hub's routes with prefix removed from their patterns; a route outside
-// prefix, the metadata path usually, is not registered: register it on
-// the root router. The hub path without prefix becomes one of the paths
-// the hub serves at (for the proxy, which leaves no trace in the request).
-// The error, when prefix is not a leading part of the
-// hub path ending before one of its slashes, wraps [ErrInvalidOption].
-func (h *Hub) MountUnder(mux Mux, prefix string) error {
-	if prefix != "" && (!strings.HasPrefix(h.path, prefix) || len(prefix) == len(h.path) || h.path[len(prefix)] != '/' || strings.HasSuffix(prefix, "/")) {
-		return fmt.Errorf("%w: mount prefix %q is not a leading part of the hub path %q", ErrInvalidOption, prefix, h.path)
+	for _, m := range h.mounts {
+		h.mountAt(mux, m.path)
 	}
-	h.mount(mux, prefix)
-	return nil
-}
-
-// MountAt is [Hub.Mount] for an application behind a reverse proxy that
-// rewrites the hub path into path, an absolute escaped path (adding a
-// prefix in front, say: /internal/api/realtime/.well-known/mercure): it
-// registers the hub's routes at path on mux, and the hub serves there
-// too. The metadata path is not registered: register it where the proxy
-// maps it. The error, when path is not absolute, ends with a slash or
-// does not parse, wraps [ErrInvalidOption].
-func (h *Hub) MountAt(mux Mux, path string) error {
-	if _, err := url.ParseRequestURI(path); err != nil || path[0] != '/' || (path != "/" && strings.HasSuffix(path, "/")) || strings.ContainsAny(path, "?#") {
-		return fmt.Errorf("%w: mount path %q is not an absolute path without a trailing slash", ErrInvalidOption, path)
-	}
-	h.mountAt(mux, path)
-	return nil
-}
-
-func (h *Hub) mount(mux Mux, prefix string) {
-	h.mountAt(mux, strings.TrimPrefix(h.path, prefix))
-	if m := h.MetadataPath(); prefix == "" || strings.HasPrefix(m, prefix+"/") {
-		mux.Handle(strings.TrimPrefix(m, prefix), h.MetadataHandler())
+	for _, p := range h.metadataPaths {
+		mux.Handle(p, h)
 	}
 }
 
-// mountAt registers the hub's routes on mux at rel, and makes rel one of
-// the paths the hub serves at.
-func (h *Hub) mountAt(mux Mux, rel string) {
-	h.addMount(rel)
-	mux.Handle(rel, h)
+// mountPoints returns where a hub with the escaped hub path is reached:
+// its path, or the proxies' paths when there are any (see
+// WithProxyPath), without repeats; and where its metadata is: its own
+// metadata path, and that path behind each prefix that a proxy adds.
+func mountPoints(hubPath string, proxyPaths []string) ([]mountPoint, []string) {
+	paths := []string{hubPath}
+	if len(proxyPaths) > 0 {
+		paths = proxyPaths
+	}
+	var mounts []mountPoint
+	metadata := []string{metadataPrefix + hubPath}
+	for _, p := range paths {
+		if slices.ContainsFunc(mounts, func(m mountPoint) bool { return m.path == p }) {
+			continue
+		}
+		mounts = append(mounts, newMountPoint(p))
+		if prefix, ok := strings.CutSuffix(p, hubPath); ok && prefix != "" && !slices.Contains(metadata, prefix+metadata[0]) {
+			metadata = append(metadata, prefix+metadata[0])
+		}
+	}
+	return mounts, metadata
+}
+
+// mountAt registers the hub's routes on mux at path.
+func (h *Hub) mountAt(mux Mux, path string) {
+	mux.Handle(path, h)
 	if h.cfg.subscriptions {
-		api := rel + "/subscriptions"
-		if rel == "/" {
+		api := path + "/subscriptions"
+		if path == "/" {
 			api = "/subscriptions"
 		}
 		mux.Handle(api, h)
@@ -307,6 +251,6 @@ func (h *Hub) mountAt(mux Mux, rel string) {
 		mux.Handle(api+"/{type}/{topic}/{subscriber}", h)
 	}
 	if h.debug != nil {
-		h.mountDebugger(mux, rel)
+		h.mountDebugger(mux, path)
 	}
 }

@@ -10,20 +10,19 @@ import (
 	"github.com/mercurekit/mercure"
 )
 
-// ExampleHub_MountAt serves a hub behind a reverse proxy that maps the
+// ExampleWithProxyPath serves a hub behind a reverse proxy that maps the
 // public https://example.com/.well-known/mercure to /internal/.well-known/mercure
 // on the application. The hub serves there, and only there: a path that
 // merely ends the same way does not reach it.
-func ExampleHub_MountAt() {
-	hub, err := mercure.New("https://example.com/.well-known/mercure", mercure.WithLogger(nil))
+func ExampleWithProxyPath() {
+	hub, err := mercure.New("https://example.com/.well-known/mercure",
+		mercure.WithProxyPath("/internal/.well-known/mercure"), mercure.WithLogger(nil))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer hub.Shutdown(context.Background())
 	mux := http.NewServeMux()
-	if err := hub.MountAt(mux, "/internal"+hub.Path()); err != nil {
-		log.Fatal(err)
-	}
+	hub.Mount(mux)
 	mux.Handle("/internal/", hub) // a catch-all: the hub still answers only at its mount point
 
 	for _, path := range []string{"/internal/.well-known/mercure", "/internal/x/.well-known/mercure"} {

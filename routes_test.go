@@ -26,46 +26,47 @@ const prefixedHubURL = "https://example.com/api/realtime/.well-known/mercure"
 var routingCases = []struct {
 	name   string
 	hubURL string
+	opts   []mercure.Option // the proxies' paths
 	app    func(t *testing.T, h *mercure.Hub) http.Handler
 }{
-	{"servemux/Mount", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"servemux/Mount", testHubURL, nil, func(t *testing.T, h *mercure.Hub) http.Handler {
 		m := http.NewServeMux()
 		h.Mount(m)
 		return m
 	}},
-	{"servemux/Mount/prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"servemux/Mount/prefix", prefixedHubURL, nil, func(t *testing.T, h *mercure.Hub) http.Handler {
 		m := http.NewServeMux()
 		h.Mount(m)
 		m.HandleFunc("/api/realtime/books", func(w http.ResponseWriter, r *http.Request) {}) // the app's own routes beside it
 		return m
 	}},
-	{"servemux/StripPrefix/MountUnder", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"servemux/StripPrefix", prefixedHubURL, nil, func(t *testing.T, h *mercure.Hub) http.Handler {
 		inner := http.NewServeMux()
-		mustMountUnder(t, h, inner, "/api/realtime")
+		inner.Handle("/.well-known/mercure", h)
+		inner.Handle("/.well-known/mercure/", h)
 		m := http.NewServeMux()
 		m.Handle("/api/realtime/", http.StripPrefix("/api/realtime", inner))
-		m.Handle(h.MetadataPath(), h.MetadataHandler())
+		m.Handle(h.MetadataPath(), h)
 		return m
 	}},
-	{"servemux/StripPrefix/whole-hub-path", testHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"servemux/StripPrefix/whole-hub-path", testHubURL, nil, func(t *testing.T, h *mercure.Hub) http.Handler {
 		m := http.NewServeMux()
 		m.Handle(h.Path(), http.StripPrefix(h.Path(), h))
 		m.Handle(h.Path()+"/", http.StripPrefix(h.Path(), h))
-		m.Handle(h.MetadataPath(), h.MetadataHandler())
+		m.Handle(h.MetadataPath(), h)
 		return m
 	}},
-	{"servemux/StripPrefix/whole-hub-path/prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"servemux/StripPrefix/whole-hub-path/prefix", prefixedHubURL, nil, func(t *testing.T, h *mercure.Hub) http.Handler {
 		m := http.NewServeMux()
 		m.Handle(h.Path(), http.StripPrefix(h.Path(), h))
 		m.Handle(h.Path()+"/", http.StripPrefix(h.Path(), h))
-		m.Handle(h.MetadataPath(), h.MetadataHandler())
+		m.Handle(h.MetadataPath(), h)
 		return m
 	}},
-	{"proxy-strips-prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"proxy-strips-prefix", prefixedHubURL, []mercure.Option{mercure.WithProxyPath("/.well-known/mercure")}, func(t *testing.T, h *mercure.Hub) http.Handler {
 		// The application behind the proxy knows nothing of /api/realtime.
 		app := http.NewServeMux()
-		mustMountUnder(t, h, app, "/api/realtime")
-		app.Handle(h.MetadataPath(), h.MetadataHandler())
+		h.Mount(app)
 		return rewritePath(app, func(p string) string {
 			if rest, ok := strings.CutPrefix(p, "/api/realtime/"); ok {
 				return "/" + rest
@@ -73,13 +74,10 @@ var routingCases = []struct {
 			return p
 		})
 	}},
-	{"proxy-adds-prefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"proxy-adds-prefix", prefixedHubURL, []mercure.Option{mercure.WithProxyPath("/internal/api/realtime/.well-known/mercure")}, func(t *testing.T, h *mercure.Hub) http.Handler {
 		// The application serves everything under /internal.
 		app := http.NewServeMux()
-		if err := h.MountAt(app, "/internal"+h.Path()); err != nil {
-			t.Fatal(err)
-		}
-		app.Handle("/internal"+h.MetadataPath(), h.MetadataHandler())
+		h.Mount(app) // the metadata behind the prefix too
 		return rewritePath(app, func(p string) string { return "/internal" + p })
 	}},
 }
@@ -99,13 +97,6 @@ func rewritePath(next http.Handler, rewrite func(string) string) http.Handler {
 	})
 }
 
-func mustMountUnder(t *testing.T, h *mercure.Hub, m mercure.Mux, prefix string) {
-	t.Helper()
-	if err := h.MountUnder(m, prefix); err != nil {
-		t.Fatalf("MountUnder(%q): %v", prefix, err)
-	}
-}
-
 // The hub serves its stream, publication, subscriptions API and metadata
 // wherever the application routes it: net/http's ServeMux (chi and
 // gorilla/mux in examples/routers), with and without a prefix, behind
@@ -115,8 +106,8 @@ func TestRouting(t *testing.T) {
 	t.Parallel()
 	for _, c := range routingCases {
 		t.Run(c.name, func(t *testing.T) {
-			h, err := mercure.New(c.hubURL, mercure.WithInsecurePublishing(), withAuthIssuer(t),
-				mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions())
+			h, err := mercure.New(c.hubURL, append([]mercure.Option{mercure.WithInsecurePublishing(), withAuthIssuer(t),
+				mercure.WithAnonymousSubscribers(), mercure.WithSubscriptions()}, c.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,15 +179,13 @@ func TestRouting_Paths(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Shutdown(context.Background())
-	declared, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil))
+	declared, err := mercure.New(prefixedHubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithLogger(nil),
+		mercure.WithProxyPath("/.well-known/mercure"), // a proxy strips /api/realtime
+		mercure.WithProxyPath("/internal"+H))          // a proxy adds /internal
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer declared.Shutdown(context.Background())
-	mustMountUnder(t, declared, http.NewServeMux(), "/api/realtime")            // a proxy strips /api/realtime
-	if err := declared.MountAt(http.NewServeMux(), "/internal"+H); err != nil { // a proxy adds /internal
-		t.Fatal(err)
-	}
 	cases := []struct {
 		hub          *mercure.Hub
 		strip        string // what http.StripPrefix removes before the hub
@@ -247,8 +236,10 @@ func TestRouting_Paths(t *testing.T) {
 		{h, H, "OPTIONS", H, 204},
 		{h, H, "GET", H + "/subscriptions", 401},
 		{h, H, "GET", H + H + "/subscriptions", 404},
-		// Mount points declared for proxies that strip or add a prefix.
-		{declared, "", "OPTIONS", H, 204},
+		// Mount points declared for proxies that strip or add a prefix,
+		// in place of the hub path: a request that reaches it did not
+		// come through the proxies, whose guards it would walk around.
+		{declared, "", "OPTIONS", H, 404},
 		{declared, "", "OPTIONS", "/.well-known/mercure", 204},
 		{declared, "", "GET", "/.well-known/mercure/subscriptions", 401},
 		{declared, "", "GET", "/internal" + H + "/subscriptions/exact/x", 401},
@@ -279,7 +270,7 @@ func TestRouting_GuardedPaths(t *testing.T) {
 	t.Parallel()
 	for _, c := range routingCases {
 		t.Run(c.name, func(t *testing.T) {
-			h, err := mercure.New(c.hubURL, withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithDebugger(), mercure.WithLogger(nil))
+			h, err := mercure.New(c.hubURL, append([]mercure.Option{withAuthIssuer(t), mercure.WithSubscriptions(), mercure.WithDebugger(), mercure.WithLogger(nil)}, c.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,44 +373,36 @@ func TestRouting_Diagnostic(t *testing.T) {
 	}
 }
 
-// MountUnder takes a leading part of the hub path, ending before one of
-// its slashes, and refuses anything else.
-func TestMountUnder_Prefix(t *testing.T) {
+// WithProxyPath takes an absolute path without a trailing slash, query or
+// fragment, and refuses anything else; Mount registers the hub's routes
+// there alone, and the metadata at the hub's own metadata path, and
+// behind the prefix of a proxy path that adds one.
+func TestWithProxyPath(t *testing.T) {
 	t.Parallel()
-	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Shutdown(context.Background())
-	for _, p := range []string{"/api/real", "/api/realtime/", "/other", "api/realtime", h.Path()} {
-		if err := h.MountUnder(http.NewServeMux(), p); !errors.Is(err, mercure.ErrInvalidOption) {
-			t.Errorf("MountUnder(%q): %v, want ErrInvalidOption", p, err)
-		}
-	}
-	var got []string
-	err = h.MountUnder(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }), "/api")
-	if want := []string{"/realtime/.well-known/mercure"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("MountUnder(/api): %v, patterns %q, want %q (the metadata lies outside /api)", err, got, want)
-	}
-}
-
-// MountAt takes an absolute path without a trailing slash, query or
-// fragment, and refuses anything else.
-func TestMountAt_Path(t *testing.T) {
-	t.Parallel()
-	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Shutdown(context.Background())
 	for _, p := range []string{"", "internal/hub", "/internal/hub/", "/hub?x=1", "/hub#x", "/a%zz"} {
-		if err := h.MountAt(http.NewServeMux(), p); !errors.Is(err, mercure.ErrInvalidOption) {
-			t.Errorf("MountAt(%q): %v, want ErrInvalidOption", p, err)
+		if _, err := mercure.New(prefixedHubURL, mercure.WithProxyPath(p)); !errors.Is(err, mercure.ErrInvalidOption) {
+			t.Errorf("WithProxyPath(%q): %v, want ErrInvalidOption", p, err)
 		}
 	}
+	h, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil), mercure.WithProxyPath("/internal/hub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
 	var got []string
-	if err := h.MountAt(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }), "/internal/hub"); err != nil || !slices.Equal(got, []string{"/internal/hub"}) {
-		t.Errorf("MountAt(/internal/hub): %v, patterns %q", err, got)
+	h.Mount(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }))
+	if want := []string{"/internal/hub", h.MetadataPath()}; !slices.Equal(got, want) {
+		t.Errorf("Mount registered %q, want %q", got, want)
+	}
+	h2, err := mercure.New(prefixedHubURL, mercure.WithLogger(nil), mercure.WithProxyPath("/internal"+h.Path()), mercure.WithProxyPath(h.Path()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Shutdown(context.Background())
+	got = nil
+	h2.Mount(muxFunc(func(pattern string, _ http.Handler) { got = append(got, pattern) }))
+	if want := []string{"/internal" + h.Path(), h.Path(), h.MetadataPath(), "/internal" + h.MetadataPath()}; !slices.Equal(got, want) {
+		t.Errorf("Mount registered %q, want %q", got, want)
 	}
 }
 

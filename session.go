@@ -53,12 +53,12 @@ type Access struct {
 // context ends at shutdown.
 type Authorizer func(r *http.Request) (*Access, error)
 
-// ErrInvalidAccess is wrapped by the error the hub logs when an
+// errInvalidAccess is wrapped by the error the hub logs when an
 // [Authorizer] returns an [Access] it cannot use: a match that is empty,
 // of an unknown type, not valid UTF-8 text, longer or more numerous than
 // [Limits] allow, a URL pattern that does not compile within
 // [Limits].Patterns, or a payload that is not a JSON object.
-var ErrInvalidAccess = errors.New("mercure: invalid access")
+var errInvalidAccess = errors.New("mercure: invalid access")
 
 // WithAuthorizer authorizes requests that present no access token with
 // the application's own session: an embedding extension to the protocol,
@@ -75,7 +75,7 @@ var ErrInvalidAccess = errors.New("mercure: invalid access")
 // unless [WithAnonymousSubscribers] is given (a publish always is); an
 // error gets 503 (and is logged once until a succeeds again); an Access
 // the hub cannot use gets 500 (and is logged, wrapping
-// [ErrInvalidAccess]). A request refused for want of both a token and a
+// [errInvalidAccess]). A request refused for want of both a token and a
 // session counts in [Metrics].TokenFailures as "missing".
 //
 // A session usually rides in a cookie, which browsers send with
@@ -136,7 +136,7 @@ func (h *Hub) callAuthorizer(r *http.Request) (a *Access, err error) {
 }
 
 // sessionPrincipal returns the principal of r's session for role, nil
-// when it has none. An error wraps ErrInvalidAccess when the authorizer
+// when it has none. An error wraps errInvalidAccess when the authorizer
 // returned an access the hub cannot use.
 func (h *Hub) sessionPrincipal(r *http.Request, role token.Role) (*principal, string, error) {
 	a, err := h.callAuthorizer(r)
@@ -169,7 +169,7 @@ func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
 	var details []token.Detail
 	convert := func(action string, ms []Match) ([]token.Matcher, error) {
 		if len(ms) > h.cfg.limits.MaxMatchers {
-			return nil, fmt.Errorf("%w: more than %d %s matches", ErrInvalidAccess, h.cfg.limits.MaxMatchers, action)
+			return nil, fmt.Errorf("%w: more than %d %s matches", errInvalidAccess, h.cfg.limits.MaxMatchers, action)
 		}
 		out := make([]token.Matcher, len(ms))
 		for i, m := range ms {
@@ -179,17 +179,17 @@ func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
 			}
 			switch {
 			case typ != MatchExact && typ != MatchURLPattern:
-				return nil, fmt.Errorf("%w: unsupported match type %q", ErrInvalidAccess, m.Type)
+				return nil, fmt.Errorf("%w: unsupported match type %q", errInvalidAccess, m.Type)
 			case m.Pattern == "" || !chars.Valid(m.Pattern):
-				return nil, fmt.Errorf("%w: invalid %s match %q", ErrInvalidAccess, action, m.Pattern)
+				return nil, fmt.Errorf("%w: invalid %s match %q", errInvalidAccess, action, m.Pattern)
 			case len(m.Pattern) > h.cfg.limits.MaxMatcherBytes:
-				return nil, fmt.Errorf("%w: a %s match of %d bytes, more than %d", ErrInvalidAccess, action, len(m.Pattern), h.cfg.limits.MaxMatcherBytes)
+				return nil, fmt.Errorf("%w: a %s match of %d bytes, more than %d", errInvalidAccess, action, len(m.Pattern), h.cfg.limits.MaxMatcherBytes)
 			}
 			out[i] = token.Matcher{Type: typ, Match: m.Pattern}
 			// Compiled here, within the limits of token grants; the
 			// principal built next finds it in the cache.
 			if _, err := h.grantMatcher(out[i]); err != nil {
-				return nil, fmt.Errorf("%w: %s URL pattern %q: %w", ErrInvalidAccess, action, m.Pattern, err)
+				return nil, fmt.Errorf("%w: %s URL pattern %q: %w", errInvalidAccess, action, m.Pattern, err)
 			}
 		}
 		return out, nil
@@ -210,7 +210,7 @@ func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
 		if a.Payload != nil {
 			b, err := json.Marshal(a.Payload)
 			if err != nil || len(b) == 0 || b[0] != '{' {
-				return nil, fmt.Errorf("%w: the payload must marshal to a JSON object", ErrInvalidAccess)
+				return nil, fmt.Errorf("%w: the payload must marshal to a JSON object", errInvalidAccess)
 			}
 			d.Payload = b
 		}
@@ -227,7 +227,7 @@ func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
 func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
 	p, subject, err := h.sessionPrincipal(r, role)
 	switch {
-	case errors.Is(err, ErrInvalidAccess):
+	case errors.Is(err, errInvalidAccess):
 		h.log.ErrorContext(r.Context(), "mercure: the authorizer returned an access the hub cannot use", "subject", subject, "error", err)
 		writeProblem(w, http.StatusInternalServerError, "the application's authorization failed")
 		return nil, false

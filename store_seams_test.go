@@ -104,18 +104,18 @@ func TestFeedStatus(t *testing.T) {
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "before"})
 	expectData(t, s, "before")
-	if err := th.Stats().FeedError; err != nil {
+	if err := th.Metrics().FeedError; err != nil {
 		t.Fatalf("FeedError %v while the feed works", err)
 	}
 
 	const failing, back = "feed is failing", "feed is back"
 	down, stillDown := errors.New("down"), errors.New("still down")
 	st.status(down)
-	if err := th.Stats().FeedError; !errors.Is(err, down) {
+	if err := th.Metrics().FeedError; !errors.Is(err, down) {
 		t.Fatalf("FeedError %v, want %v", err, down)
 	}
 	st.status(stillDown)
-	if err := th.Stats().FeedError; !errors.Is(err, stillDown) {
+	if err := th.Metrics().FeedError; !errors.Is(err, stillDown) {
 		t.Fatalf("FeedError %v, want the newest error %v", err, stillDown)
 	}
 	if n := logLines(logged(), "level=ERROR", failing); n != 1 {
@@ -135,7 +135,7 @@ func TestFeedStatus(t *testing.T) {
 	}
 
 	st.status(nil)
-	if err := th.Stats().FeedError; err != nil {
+	if err := th.Metrics().FeedError; err != nil {
 		t.Fatalf("FeedError %v once the feed is back", err)
 	}
 	if n := logLines(logged(), "level=INFO", back); n != 1 {
@@ -146,7 +146,7 @@ func TestFeedStatus(t *testing.T) {
 	if got := logged(); got != before {
 		t.Fatalf("a nil status while working logged:\n%s", strings.TrimPrefix(got, before))
 	}
-	if err := th.Stats().FeedError; err != nil {
+	if err := th.Metrics().FeedError; err != nil {
 		t.Fatalf("FeedError %v", err)
 	}
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, Data: "after"})
@@ -211,7 +211,7 @@ func TestPublishStoreFailure(t *testing.T) {
 		t.Fatalf("unexpected event %+v", ev)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if st := th.Stats(); st.Dispatched != 1 {
+	if st := th.Metrics(); st.Dispatched != 1 {
 		t.Errorf("Dispatched %d, want 1 (the marker)", st.Dispatched)
 	}
 }
@@ -688,7 +688,7 @@ func TestFeedGap(t *testing.T) {
 		t.Fatalf("the stream sent %q after the gap", ev.ID)
 	default:
 	}
-	if n := th.Stats().Overflows; n != 0 {
+	if n := th.Metrics().Overflows; n != 0 {
 		t.Fatalf("the gap counted as %d overflows", n)
 	}
 	resumed := th.subscribe("match=x", "Last-Event-ID", "a")
@@ -704,7 +704,7 @@ func TestFeedGap(t *testing.T) {
 func TestFeedGapDrainsQueue(t *testing.T) {
 	t.Parallel()
 	st := &feedStore{Store: newMemoryStore(t, 2)}
-	th := newTestHub(t, mercure.WithStore(st), mercure.WithWriteDelay(time.Second))
+	th := newTestHub(t, mercure.WithStore(st), mercure.WithLimits(mercure.Limits{WriteDelay: time.Second}))
 	s := th.subscribe("match=x")
 	goPublish(t, th, mercure.Update{Topics: []string{"x"}, ID: "a"})
 	s.next(t)

@@ -16,7 +16,7 @@ import "github.com/mercurekit/mercure/internal/engine"
 // at once, and the rest when the connection can take more (elsewhere than
 // Linux the write is retried, backing off up to 64ms). Meanwhile new
 // events wait in the stream's queue, counted by [Limits]. The write
-// timeout ([WithWriteTimeout]) cuts a stream whose connection took
+// timeout ([Limits].WriteTimeout) cuts a stream whose connection took
 // nothing for that long. Over TLS, where a write cannot be tried without
 // blocking, each write runs on a goroutine of its own, which lives as
 // long as the write, bounded by the write timeout.
@@ -88,9 +88,9 @@ func (h *Hub) engineConfig() engine.Config {
 			MaxPatternsPerTopic:     lim.MaxPatternsPerTopic,
 			MaxTotalPatternSize:     lim.MaxTotalPatternSize,
 		},
-		KeepAlive:    h.cfg.keepAlive,
-		WriteTimeout: h.cfg.writeTimeout,
-		WriteDelay:   h.cfg.writeDelay,
+		KeepAlive:    h.cfg.limits.KeepAlive,
+		WriteTimeout: h.cfg.limits.WriteTimeout,
+		WriteDelay:   h.cfg.limits.WriteDelay,
 		Detach:       !h.cfg.goroutineStreams,
 		NoPoller:     h.cfg.noPoller,
 	}

@@ -199,7 +199,7 @@ func (h *Hub) expiry(p *principal) (end time.Time, why engine.EndReason) {
 	if p != nil && !p.session { // a session is re-checked instead
 		end, why = p.expiry, engine.EndTokenExpired
 	}
-	if d := h.cfg.maxLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
+	if d := h.cfg.limits.StreamLifetime; d > 0 && (end.IsZero() || time.Now().Add(d).Before(end)) {
 		end, why = time.Now().Add(d), engine.EndLifetime
 	}
 	return end, why

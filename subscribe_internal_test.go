@@ -72,13 +72,13 @@ func serveStream(t *testing.T, h *Hub, query string) (w *flushCounter, stop func
 	}
 }
 
-// WithWriteDelay: updates that arrive within the delay of the last write go
+// Limits.WriteDelay: updates that arrive within the delay of the last write go
 // out together, in one write and one flush; a first update goes out at once.
 // The test runs in a synctest bubble: the delay passes on its clock.
 func TestWriteDelayCoalescesWrites(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second))
+		h, err := New("https://example.com/.well-known/mercure", WithLimits(Limits{WriteDelay: time.Second}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestWriteDelayCoalescesWrites(t *testing.T) {
 func TestWriteDelayDoesNotOverflow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h, err := New("https://example.com/.well-known/mercure", WithWriteDelay(time.Second),
+		h, err := New("https://example.com/.well-known/mercure", WithLimits(Limits{WriteDelay: time.Second}),
 			WithLimits(Limits{QueueEvents: 8}))
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +134,7 @@ func TestWriteDelayDoesNotOverflow(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		testwait.For(t, "40 events", func() bool { e, _ := w.state(); return e == 40 })
-		if st := h.Stats(); st.Overflows != 0 {
+		if st := h.Metrics(); st.Overflows != 0 {
 			t.Fatalf("%d overflows", st.Overflows)
 		}
 	})
@@ -143,7 +143,7 @@ func TestWriteDelayDoesNotOverflow(t *testing.T) {
 // The hub refuses topics the resolver would not parse.
 func TestMaxTopicBytesMatchesResolver(t *testing.T) {
 	t.Parallel()
-	if MaxTopicBytes != topicurl.MaxTopicLength {
-		t.Fatalf("MaxTopicBytes %d, resolver limit %d", MaxTopicBytes, topicurl.MaxTopicLength)
+	if maxTopicBytes != topicurl.MaxTopicLength {
+		t.Fatalf("maxTopicBytes %d, resolver limit %d", maxTopicBytes, topicurl.MaxTopicLength)
 	}
 }

@@ -633,7 +633,7 @@ func TestSUB12_GlobalConnectionLimit(t *testing.T) {
 		}
 	}
 	first.close()
-	testwait.For(t, "the closed stream to be released", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the closed stream to be released", func() bool { return th.Metrics().Streams == 1 })
 	if got := subStatus(th, http.MethodGet, q, ""); got != http.StatusOK {
 		t.Fatalf("after closing a stream: status %d, want 200", got)
 	}
@@ -655,7 +655,7 @@ func TestSUB12_PerClientConnectionLimit(t *testing.T) {
 		t.Fatal("the streams that were admitted do not receive updates")
 	}
 	a.close()
-	testwait.For(t, "the closed stream to be released", func() bool { return th.Stats().Streams == 1 })
+	testwait.For(t, "the closed stream to be released", func() bool { return th.Metrics().Streams == 1 })
 	if got := subStatus(th, http.MethodGet, q, "", "X-Client", "a"); got != http.StatusOK {
 		t.Fatalf("client a after closing its stream: status %d, want 200", got)
 	}
@@ -667,7 +667,7 @@ func TestSUB12_PerClientConnectionLimit(t *testing.T) {
 func TestSUB14_StreamHeadersBeforeAnyEvent(t *testing.T) {
 	t.Parallel()
 	// No keep-alive either, whose write would flush the headers.
-	th := newTestHub(t, mercure.WithKeepAlive(time.Hour))
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))
 	for _, method := range []string{http.MethodGet, "QUERY"} {
 		t.Run(method, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
@@ -799,7 +799,7 @@ func TestSUB16_DataLines(t *testing.T) {
 
 func TestSUB17_KeepAliveComment(t *testing.T) {
 	t.Parallel()
-	th := newTestHub(t, mercure.WithKeepAlive(50*time.Millisecond))
+	th := newTestHub(t, mercure.WithLimits(mercure.Limits{KeepAlive: 50 * time.Millisecond}))
 	s := th.subscribe("match=urn%3Ak&match=" + subEnc(subMarker))
 	for range 2 {
 		select {
@@ -888,7 +888,7 @@ func TestSEC6_PatternsPerPrefixLimit(t *testing.T) {
 
 	first.close()
 	// *://*/b/:id is released with the first stream; *://*/a/:id is still shared.
-	testwait.For(t, "the first stream to be released", func() bool { return th.Stats().Streams == 3 })
+	testwait.For(t, "the first stream to be released", func() bool { return th.Metrics().Streams == 3 })
 	th.subscribe(q("*://*/c/:id"))
 	refused("*://*/d/:id")
 }

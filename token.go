@@ -20,9 +20,9 @@ import (
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
-// DefaultTokenTTL is the lifetime of a minted token when [Grant.TTL] is 0.
-// Keep tokens short-lived, especially for browsers (spec §Authorization).
-const DefaultTokenTTL = 15 * time.Minute
+// defaultTokenTTL is the lifetime of a minted token when [Grant].TTL is 0:
+// short, as browsers' tokens should be (spec §Authorization).
+const defaultTokenTTL = 15 * time.Minute
 
 // Match is a topic matcher in a grant: an exact topic, a URL pattern
 // (Type [MatchURLPattern]) or "*" for every topic.
@@ -52,7 +52,7 @@ type Grant struct {
 	// a topic outside them (a public one) or to * has none. Other
 	// subscribers may see it: put nothing private in it.
 	Payload any
-	// TTL is how long the token is valid; 0 means [DefaultTokenTTL].
+	// TTL is how long the token is valid; 0 means 15 minutes.
 	TTL time.Duration
 }
 
@@ -152,7 +152,7 @@ func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
 func (s *Signer) Token(g Grant) (string, error) {
 	ttl := g.TTL
 	if ttl == 0 {
-		ttl = DefaultTokenTTL
+		ttl = defaultTokenTTL
 	}
 	if ttl < 0 {
 		return "", fmt.Errorf("%w: negative token TTL %v", ErrInvalidGrant, ttl)

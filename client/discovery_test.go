@@ -21,10 +21,10 @@ func TestDiscover_FromRealLinkHeaders(t *testing.T) {
 	th := startHub(t, trust, mercure.WithAnonymousSubscribers(), withHistory(t, 100))
 	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "before"})
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := th.Link(w.Header(), mercure.LinkLastEventID(), mercure.LinkType("book"), mercure.LinkContentType("application/merge-patch+json")); err != nil {
+		err := th.Link(w.Header(), mercure.Link{Topic: "https://example.com/books/1", LastEventID: true, Type: "book", ContentType: "application/merge-patch+json"})
+		if err != nil {
 			t.Error(err)
 		}
-		mercure.SelfLink(w.Header(), "https://example.com/books/1")
 		w.Write([]byte(`{"@id":"/books/1"}`))
 	}))
 	defer app.Close()
@@ -51,8 +51,8 @@ func TestDiscover_FromRealLinkHeaders(t *testing.T) {
 
 	// The metadata the hub serves describes it (DIS-5, DIS-6).
 	mu, _ := client.MetadataURL(testHubURL)
-	if mu != th.MetadataURL() {
-		t.Fatalf("MetadataURL = %q, want %q", mu, th.MetadataURL())
+	if want := "https://example.com" + th.MetadataPath(); mu != want {
+		t.Fatalf("MetadataURL = %q, want %q", mu, want)
 	}
 	local := th.srv.URL + "/.well-known/oauth-protected-resource/.well-known/mercure"
 	m, err := fastClient().Metadata(ctx, testHubURL, local)

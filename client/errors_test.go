@@ -101,7 +101,7 @@ func TestSubscribe_Refusals(t *testing.T) {
 				}
 				return
 			}
-			if se.Challenge == nil || se.Challenge.Error != tc.challenge || se.Challenge.ResourceMetadata != th.MetadataURL() {
+			if se.Challenge == nil || se.Challenge.Error != tc.challenge || se.Challenge.ResourceMetadata != "https://example.com"+th.MetadataPath() {
 				t.Fatalf("challenge %+v", se.Challenge)
 			}
 		})

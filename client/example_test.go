@@ -105,8 +105,7 @@ func ExampleClient_Discover() {
 	hub, hubURL, stop := exampleHub()
 	defer stop()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hub.Link(w.Header(), mercure.LinkLastEventID())
-		mercure.SelfLink(w.Header(), "https://example.com/books/1")
+		hub.Link(w.Header(), mercure.Link{Topic: "https://example.com/books/1", LastEventID: true})
 		fmt.Fprint(w, `{"@id":"https://example.com/books/1","status":"available"}`)
 	}))
 	defer app.Close()

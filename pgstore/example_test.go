@@ -74,7 +74,7 @@ func ExampleStore_PublishTx() {
 		})
 		return err // an error rolls back both
 	})
-	if errors.Is(err, mercure.ErrNoTopic) {
+	if errors.Is(err, mercure.ErrInvalidUpdate) {
 		log.Print("the update was refused, and the task not written")
 	} else if err != nil {
 		log.Fatal(err)

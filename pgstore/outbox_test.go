@@ -39,11 +39,11 @@ func TestPublishTxUsesTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Publish(ctx, private); !errors.Is(err, mercure.ErrPrivateUnreadable) {
-		t.Fatalf("Hub.Publish of a private update: %v, want ErrPrivateUnreadable", err)
+	if _, err := h.Publish(ctx, private); !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("Hub.Publish of a private update: %v, want ErrInvalidUpdate", err)
 	}
-	if err := inTx(private); !errors.Is(err, mercure.ErrPrivateUnreadable) {
-		t.Fatalf("PublishTx of a private update on the hub's store: %v, want ErrPrivateUnreadable", err)
+	if err := inTx(private); !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("PublishTx of a private update on the hub's store: %v, want ErrInvalidUpdate", err)
 	}
 	for range 2 {
 		if err := inTx(public); err != nil {

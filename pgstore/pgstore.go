@@ -249,7 +249,7 @@ func WithPollInterval(d time.Duration) Option {
 
 // WithValidator sets the check [Store.PublishTx] applies to an update
 // before recording it. By default, it is that of the hub using the store
-// ([mercure.Hub.Validate], with its limits, reserved namespace and
+// (the rules of mercure.Hub.Publish, with its limits, reserved namespace and
 // whether it can authorize readers of a private update: [mercure.New]
 // attaches the hub to the store), and [mercure.ValidateUpdate] while no
 // hub is attached (a process that records updates for hubs that run

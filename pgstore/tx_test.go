@@ -337,11 +337,11 @@ func TestTxValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := s.PublishTx(ctx, tx, mercure.Update{Data: "no topic"}); !errors.Is(err, mercure.ErrNoTopic) {
-		t.Fatalf("no topic: %v, want ErrNoTopic", err)
+	if _, err := s.PublishTx(ctx, tx, mercure.Update{Data: "no topic"}); !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("no topic: %v, want ErrInvalidUpdate", err)
 	}
-	if _, err := s.PublishTx(ctx, tx, mercure.Update{Topics: []string{"t"}, ID: store.Earliest}); !errors.Is(err, mercure.ErrInvalidID) {
-		t.Fatalf("id earliest: %v, want ErrInvalidID", err)
+	if _, err := s.PublishTx(ctx, tx, mercure.Update{Topics: []string{"t"}, ID: store.Earliest}); !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("id earliest: %v, want ErrInvalidUpdate", err)
 	}
 	own := open(t, pool, prefix, pgstore.WithValidator(func(mercure.Update) error { return errRefused }))
 	if _, err := own.PublishTx(ctx, tx, upd("x")); !errors.Is(err, errRefused) {

@@ -83,11 +83,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	byLabel := func(d *prometheus.Desc, values map[string]uint64) {
-		for l, v := range values {
-			counter(d, v, l)
-		}
-	}
 	histogram := func(d *prometheus.Desc, h mercure.Histogram) {
 		buckets := make(map[float64]uint64, len(h.Bounds))
 		for i, b := range h.Bounds {
@@ -97,9 +92,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(streamsDesc, float64(m.Streams))
 	counter(streamsOpenedDesc, m.StreamsOpened)
-	byLabel(streamsClosedDesc, m.StreamsClosed)
-	byLabel(publishedDesc, m.UpdatesPublished)
-	byLabel(refusedDesc, m.UpdatesRefused)
+	byLabel(ch, streamsClosedDesc, m.StreamsClosed)
+	byLabel(ch, publishedDesc, m.UpdatesPublished)
+	byLabel(ch, refusedDesc, m.UpdatesRefused)
 	counter(deliveriesDesc, m.Deliveries)
 	counter(deliveredBytesDesc, m.DeliveredBytes)
 	histogram(publishDurationDesc, m.PublishDuration)
@@ -107,7 +102,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	histogram(deliveryDelayDesc, m.DeliveryDelay)
 	counter(replaysDesc, m.Replays)
 	counter(replayedDesc, m.ReplayedEvents)
-	byLabel(tokenFailuresDesc, m.TokenFailures)
+	byLabel(ch, tokenFailuresDesc, m.TokenFailures)
 	counter(storeErrorsDesc, m.StoreErrors)
 	counter(deferredDesc, m.SubscribesDeferred)
 	up := 1.0
@@ -118,6 +113,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(subscriptionsDesc, float64(m.Subscriptions))
 	counter(dispatchedDesc, m.Dispatched)
 	gauge(queuedBytesDesc, float64(m.QueuedBytes))
+}
+
+// byLabel sends a counter of d per label value of values.
+func byLabel[L ~string](ch chan<- prometheus.Metric, d *prometheus.Desc, values map[L]uint64) {
+	for l, v := range values {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), string(l))
+	}
 }
 
 // Handler returns an [http.Handler] serving hub's metrics, and only

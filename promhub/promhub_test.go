@@ -425,7 +425,7 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	case <-time.After(storetest.Deadline):
 		t.Fatal("the stalled stream got no event")
 	}
-	for i := 0; e.hub.Stats().Overflows == 0; i++ {
+	for i := 0; e.hub.Metrics().Overflows == 0; i++ {
 		if i == 1000 {
 			t.Fatal("no overflow")
 		}
@@ -476,7 +476,7 @@ func signer2(t *testing.T) (*mercure.Signer, jwk.Set) { return signer(t) }
 
 // A stream that reaches the maximum lifetime ends for that reason.
 func TestCollector_Lifetime(t *testing.T) {
-	e := newEnv(t, mercure.WithMaxStreamLifetime(100*time.Millisecond))
+	e := newEnv(t, mercure.WithLimits(mercure.Limits{StreamLifetime: 100 * time.Millisecond}))
 	s := e.subscribe("match=" + url.QueryEscape(topic))
 	s.ended(t)
 	e.eventually(1, "mercure_streams_closed_total", "reason", "lifetime")

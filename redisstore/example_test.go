@@ -59,7 +59,11 @@ func Example_instances() {
 	// Take the instance out of the load balancer while Redis is out of
 	// reach, on the operators' own address: the answer says why.
 	ops := http.NewServeMux()
-	ops.Handle("GET /readyz", hub.ReadyHandler())
+	ops.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := hub.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
 	go func() { log.Fatal(http.ListenAndServe("127.0.0.1:9090", ops)) }()
 	log.Fatal(http.ListenAndServe(":8080", mux))
 }

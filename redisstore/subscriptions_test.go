@@ -61,7 +61,7 @@ func waitSubscribers(t *testing.T, in *instance, what string, want ...string) {
 		defer cancel()
 		subs, err := in.hub.Subscriptions(ctx)
 		t.Fatalf("timed out after %v waiting for %s: want %q, the hub lists %+v (error %v), its stats %+v",
-			storetest.Deadline, what, want, subs, err, in.hub.Stats())
+			storetest.Deadline, what, want, subs, err, in.hub.Metrics())
 	}
 }
 
@@ -106,7 +106,7 @@ func TestSharedSubscriptions(t *testing.T) {
 	// subscription events: one appended after the restart would restart
 	// the numbering, a gap, and the hubs would end their streams.)
 	storetest.WaitFor(t, "the subscription events", func() bool {
-		return a.hub.Stats().Dispatched == 3 && b.hub.Stats().Dispatched == 3
+		return a.hub.Metrics().Dispatched == 3 && b.hub.Metrics().Dispatched == 3
 	})
 	// And their appends have returned: the feeds may pass an entry before
 	// its append's reply is read, and go-redis sends again a script whose

@@ -463,7 +463,7 @@ func testTraffic(t *testing.T, open func(t *testing.T) store.Store) {
 	go func() {
 		defer close(sampled)
 		for {
-			maxQueued.Store(max(maxQueued.Load(), hubs[2].hub.Stats().QueuedBytes))
+			maxQueued.Store(max(maxQueued.Load(), hubs[2].hub.Metrics().QueuedBytes))
 			select {
 			case <-stopSampling:
 				return
@@ -589,7 +589,7 @@ func testClusterRestart(t *testing.T, srv *OutageServer) {
 	testwait.For(t, "a third of the updates", func() bool { return published.Load() >= 2*perHub/3 })
 	srv.Kill(t)
 	testwait.For(t, "both hubs to report the outage", func() bool {
-		return hubs[0].hub.Stats().FeedError != nil && hubs[1].hub.Stats().FeedError != nil
+		return hubs[0].hub.Metrics().FeedError != nil && hubs[1].hub.Metrics().FeedError != nil
 	})
 	during := published.Load()
 	srv.Restart(t)

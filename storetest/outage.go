@@ -353,12 +353,12 @@ func testHubsRestart(t *testing.T, srv *OutageServer) {
 		t.Fatalf("POST during the outage: %d %s, want 503", status, body)
 	}
 	testwait.For(t, "both hubs to report the outage", func() bool {
-		return a.hub.Stats().FeedError != nil && b.hub.Stats().FeedError != nil
+		return a.hub.Metrics().FeedError != nil && b.hub.Metrics().FeedError != nil
 	})
 
 	srv.Restart(t)
 	testwait.For(t, "both hubs to report the feed back", func() bool {
-		return a.hub.Stats().FeedError == nil && b.hub.Stats().FeedError == nil
+		return a.hub.Metrics().FeedError == nil && b.hub.Metrics().FeedError == nil
 	})
 	acked = append(acked, a.mustPublish(t, "after 0"))
 	// The publisher of order-1 never got its answer: it sends the update

@@ -246,11 +246,10 @@ func (a *app) listTasks(w http.ResponseWriter, r *http.Request) {
 	defer a.mu.Unlock()
 	// Under the lock: no update about these tasks can slip between the
 	// cursor and the list.
-	if err := a.hub.Link(w.Header(), mercure.LinkLastEventID()); err != nil {
+	if err := a.hub.Link(w.Header(), mercure.Link{Topic: a.boardTopic(), LastEventID: true}); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	mercure.SelfLink(w.Header(), a.boardTopic())
 	list := make([]Task, 0, len(a.tasks))
 	for _, t := range a.tasks {
 		list = append(list, *t)

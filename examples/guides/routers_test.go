@@ -46,9 +46,9 @@ func Example_chiUnderPrefix() {
 
 	r := chi.NewRouter()
 	r.Route("/api/realtime", func(r chi.Router) {
-		r.Mount("/.well-known/mercure", hub) // or hub.MountUnder(r, "/api/realtime")
+		r.Mount("/.well-known/mercure", hub) // the hub and its sub-routes
 	})
-	r.Handle(hub.MetadataPath(), hub.MetadataHandler())
+	r.Handle(hub.MetadataPath(), hub)
 
 	printRoutes(r)
 	// Output:
@@ -63,7 +63,7 @@ func Example_gorillaUnderPrefix() {
 
 	r := mux.NewRouter().UseEncodedPath()
 	r.PathPrefix("/api/realtime").Subrouter().PathPrefix("/.well-known/mercure").Handler(hub)
-	r.Handle(hub.MetadataPath(), hub.MetadataHandler())
+	r.Handle(hub.MetadataPath(), hub)
 
 	printRoutes(r)
 	// Output:

@@ -71,8 +71,8 @@ func TestGuide_PublishTx(t *testing.T) {
 
 	// The hub authorizes no subscriber: PublishTx checks with its rules.
 	err = pgxBeginPrivate(ctx, pool, store)
-	if !errors.Is(err, mercure.ErrPrivateUnreadable) {
-		t.Fatalf("a private update on a hub without readers: %v, want ErrPrivateUnreadable", err)
+	if !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("a private update on a hub without readers: %v, want ErrInvalidUpdate", err)
 	}
 	var n int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM tasks").Scan(&n); err != nil || n != 1 {

@@ -103,7 +103,7 @@ func TestTransactionalPublish(t *testing.T) {
 		_, err := a.store.PublishTx(ctx, tx, mercure.Update{Topics: []string{topic}, Data: "{}", Private: true})
 		return err
 	})
-	if !errors.Is(err, mercure.ErrPrivateUnreadable) {
-		t.Fatalf("a private update in a transaction: %v, want ErrPrivateUnreadable", err)
+	if !errors.Is(err, mercure.ErrInvalidUpdate) {
+		t.Fatalf("a private update in a transaction: %v, want ErrInvalidUpdate", err)
 	}
 }

@@ -51,54 +51,51 @@ var routingCases = []struct {
 	{"chi/Route/Mount", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		r := chi.NewRouter()
 		r.Route("/api/realtime", func(r chi.Router) { r.Mount("/.well-known/mercure", h) })
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
-	{"chi/Route/MountUnder", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
+	{"chi/Route/Handle", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		r := chi.NewRouter()
-		r.Route("/api/realtime", func(r chi.Router) { mustMountUnder(t, h, r, "/api/realtime") })
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Route("/api/realtime", func(r chi.Router) {
+			r.Handle("/.well-known/mercure", h)
+			r.Handle("/.well-known/mercure/*", h)
+		})
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
 	{"chi/subrouter", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		sub := chi.NewRouter()
-		mustMountUnder(t, h, sub, "/api/realtime")
+		sub.Handle("/.well-known/mercure", h)
+		sub.Handle("/.well-known/mercure/*", h)
 		r := chi.NewRouter()
 		r.Mount("/api/realtime", sub)
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
 	{"chi/StripPrefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		r := chi.NewRouter()
 		r.Handle("/api/realtime/*", http.StripPrefix("/api/realtime", h))
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
 	{"gorilla/PathPrefix", hubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		r := mux.NewRouter().UseEncodedPath()
 		r.PathPrefix(h.Path()).Handler(h)
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
 	{"gorilla/Subrouter", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		r := mux.NewRouter().UseEncodedPath()
 		r.PathPrefix("/api/realtime").Subrouter().PathPrefix("/.well-known/mercure").Handler(h)
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
 	{"gorilla/StripPrefix", prefixedHubURL, func(t *testing.T, h *mercure.Hub) http.Handler {
 		r := mux.NewRouter().UseEncodedPath()
 		r.PathPrefix("/api/realtime/").Handler(http.StripPrefix("/api/realtime", h))
-		r.Handle(h.MetadataPath(), h.MetadataHandler())
+		r.Handle(h.MetadataPath(), h)
 		return r
 	}},
-}
-
-func mustMountUnder(t *testing.T, h *mercure.Hub, m mercure.Mux, prefix string) {
-	t.Helper()
-	if err := h.MountUnder(m, prefix); err != nil {
-		t.Fatalf("MountUnder(%q): %v", prefix, err)
-	}
 }
 
 // The hub serves its stream, publication, subscriptions API and metadata

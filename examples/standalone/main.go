@@ -154,8 +154,8 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	}
 	opts := []mercure.Option{
 		mercure.WithLogger(log),
-		mercure.WithWriteDelay(*writeDelay),
-		mercure.WithDrain(*drain),
+		mercure.WithLimits(mercure.Limits{WriteDelay: *writeDelay}),
+		mercure.WithLimits(mercure.Limits{Drain: *drain}),
 		mercure.WithLimits(mercure.Limits{
 			MaxConnections:          *maxConns,
 			MaxConnectionsPerClient: *maxConnsClient,
@@ -291,11 +291,24 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	if *metricsAddr != "" {
 		ops := http.NewServeMux()
 		ops.Handle("GET /metrics", promhub.Handler(hub))
-		ops.Handle("GET /healthz", hub.LiveHandler())
-		ops.Handle("GET /readyz", hub.ReadyHandler())
+		ops.Handle("GET /healthz", probe(hub.Live))
+		ops.Handle("GET /readyz", probe(hub.Ready))
 		s.metrics = ops
 	}
 	return s, nil
+}
+
+// probe serves a health check: 200 "ok" while check reports nil, else 503
+// with the reason, in plain text.
+func probe(check func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if err := check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}
 }
 
 // setLogLevel sets the level of main's logger from -log-level.
@@ -439,7 +452,7 @@ func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) e
 		// No ReadTimeout or WriteTimeout: each bounds a whole request or
 		// response, and a stream lasts for hours. The hub bounds, per
 		// request, what they would: the body (Limits.BodyTimeout) and each
-		// write to a stream (WithWriteTimeout). What it never sees is
+		// write to a stream (Limits.WriteTimeout). What it never sees is
 		// bounded here: the headers, and the idle time between requests
 		// on a keep-alive connection.
 		ReadHeaderTimeout: 10 * time.Second,

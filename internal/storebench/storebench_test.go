@@ -115,7 +115,7 @@ func startHubs(b *testing.B, kind string, n int, serve bool) []instance {
 	var stores []store.Store
 	switch kind {
 	case "memory":
-		stores = []store.Store{nil} // WithHistory: the hub's own store
+		stores = []store.Store{nil} // a memory store of the hub's own
 	case "bolt":
 		st, err := boltstore.Open(filepath.Join(b.TempDir(), "hub.db"), boltstore.WithMaxEvents(retained))
 		if err != nil {

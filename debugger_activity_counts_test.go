@@ -75,6 +75,6 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 		}
 		last = fmt.Sprintf("published %d: sample %+v, tokens %v", published, s, tokens)
 		return s.Streams >= 2 && s.Published == uint64(published) && s.Deliveries >= uint64(2*published) &&
-			s.Overflows == 1 && s.Replays == 1 && tokens[mercure.TokenSignature] == 1
+			s.Overflows == 1 && s.Replays == 1 && tokens[string(mercure.TokenSignature)] == 1
 	})
 }

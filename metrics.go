@@ -21,15 +21,15 @@ type CloseReason string
 // The reasons a stream ends.
 const (
 	CloseClientGone    CloseReason = "client_gone"    // the client left
-	CloseTokenExpired              = "token_expired"  // the subscriber's token expired
-	CloseLifetime                  = "lifetime"       // the maximum lifetime ended (see [Limits].StreamLifetime)
-	CloseQueueOverflow             = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
-	CloseWriteError                = "write_error"    // a write failed or timed out
-	CloseHistoryGap                = "history_gap"    // the store's feed or a replay skipped events
-	CloseReplayError               = "replay_error"   // history could not be read, or no replay slot was free
-	CloseShutdown                  = "shutdown"       // the hub shut down
-	CloseRevoked                   = "revoked"        // WithAuthorizer: the session behind the stream ended
-	CloseGrantsChanged             = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
+	CloseTokenExpired  CloseReason = "token_expired"  // the subscriber's token expired
+	CloseLifetime      CloseReason = "lifetime"       // the maximum lifetime ended (see [Limits].StreamLifetime)
+	CloseQueueOverflow CloseReason = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
+	CloseWriteError    CloseReason = "write_error"    // a write failed or timed out
+	CloseHistoryGap    CloseReason = "history_gap"    // the store's feed or a replay skipped events
+	CloseReplayError   CloseReason = "replay_error"   // history could not be read, or no replay slot was free
+	CloseShutdown      CloseReason = "shutdown"       // the hub shut down
+	CloseRevoked       CloseReason = "revoked"        // WithAuthorizer: the session behind the stream ended
+	CloseGrantsChanged CloseReason = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
 )
 
 // closeReasons names the engine's end reasons.
@@ -57,17 +57,17 @@ type TokenFailure string
 // The reasons a token is refused.
 const (
 	TokenMissing     TokenFailure = "missing"       // none presented where one is required
-	TokenMalformed                = "malformed"     // not a Bearer JWS, too large, bad JSON, a required claim missing, invalid grants
-	TokenSignature                = "signature"     // no trusted key fits, or the signature does not verify
-	TokenAlgorithm                = "algorithm"     // alg missing or not allowed
-	TokenType                     = "type"          // typ is not at+jwt
-	TokenLegacyClaim              = "legacy_claim"  // a pre-standard token (mercure claim) without WithLegacyClients
-	TokenExpired                  = "expired"       // exp passed
-	TokenNotYetValid              = "not_yet_valid" // nbf or iat ahead of the hub's clock
-	TokenAudience                 = "audience"      // aud does not name the hub
-	TokenIssuer                   = "issuer"        // iss missing or not trusted
-	TokenGrants                   = "grants"        // valid, but no grant for a topic published or a resource of the API (403)
-	TokenOther                    = "other"         // any other failure (an issuer's keys not fetched yet...)
+	TokenMalformed   TokenFailure = "malformed"     // not a Bearer JWS, too large, bad JSON, a required claim missing, invalid grants
+	TokenSignature   TokenFailure = "signature"     // no trusted key fits, or the signature does not verify
+	TokenAlgorithm   TokenFailure = "algorithm"     // alg missing or not allowed
+	TokenType        TokenFailure = "type"          // typ is not at+jwt
+	TokenLegacyClaim TokenFailure = "legacy_claim"  // a pre-standard token (mercure claim) without WithLegacyClients
+	TokenExpired     TokenFailure = "expired"       // exp passed
+	TokenNotYetValid TokenFailure = "not_yet_valid" // nbf or iat ahead of the hub's clock
+	TokenAudience    TokenFailure = "audience"      // aud does not name the hub
+	TokenIssuer      TokenFailure = "issuer"        // iss missing or not trusted
+	TokenGrants      TokenFailure = "grants"        // valid, but no grant for a topic published or a resource of the API (403)
+	TokenOther       TokenFailure = "other"         // any other failure (an issuer's keys not fetched yet...)
 )
 
 var tokenReasons = [...]TokenFailure{TokenMissing, TokenMalformed, TokenSignature, TokenAlgorithm, TokenType, TokenLegacyClaim,

@@ -26,7 +26,7 @@ func TestAUTH14_FirstRefusalOfEachReasonWarns(t *testing.T) {
 		return c
 	}
 	at := map[string]any{"alg": "ES256", "typ": "at+jwt"}
-	tokens := map[string]string{
+	tokens := map[mercure.TokenFailure]string{
 		mercure.TokenMalformed:   "not-a-jws",
 		mercure.TokenSignature:   mintToken(t, authOtherKey, nil, claims(func(map[string]any) {})),
 		mercure.TokenAlgorithm:   mintToken(t, authPubKey, map[string]any{"alg": "RS512", "typ": "at+jwt"}, claims(func(map[string]any) {})),
@@ -38,7 +38,7 @@ func TestAUTH14_FirstRefusalOfEachReasonWarns(t *testing.T) {
 		mercure.TokenIssuer:      mintToken(t, authPubKey, at, claims(func(c map[string]any) { c["iss"] = "https://unknown.example" })),
 		mercure.TokenGrants:      pubToken(t, detail("publish", exactTopic("https://example.com/other"))),
 	}
-	described := map[string]string{} // reason → the challenge's error_description
+	described := map[mercure.TokenFailure]string{} // reason → the challenge's error_description
 	for round := range 3 {
 		for reason, tok := range tokens {
 			status, _, hdr := th.request(http.MethodPost, "", form("topic", "https://example.com/books/1", "data", "x"), "Authorization", "Bearer "+tok)
@@ -54,7 +54,7 @@ func TestAUTH14_FirstRefusalOfEachReasonWarns(t *testing.T) {
 	type record struct {
 		Level, Msg, Reason, Description string
 	}
-	warns, debugs := map[string][]record{}, map[string]int{}
+	warns, debugs := map[mercure.TokenFailure][]record{}, map[mercure.TokenFailure]int{}
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
 		line := sc.Text()
@@ -72,9 +72,9 @@ func TestAUTH14_FirstRefusalOfEachReasonWarns(t *testing.T) {
 		}
 		switch r.Level {
 		case "WARN":
-			warns[r.Reason] = append(warns[r.Reason], r)
+			warns[mercure.TokenFailure(r.Reason)] = append(warns[mercure.TokenFailure(r.Reason)], r)
 		case "DEBUG":
-			debugs[r.Reason]++
+			debugs[mercure.TokenFailure(r.Reason)]++
 		default:
 			t.Errorf("a refusal logged at %s: %s", r.Level, line)
 		}

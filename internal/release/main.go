@@ -23,6 +23,8 @@ type options struct {
 const usage = `usage: go run ./internal/release <subcommand> [flags]
 
 subcommands:
+  check   check the modules as a user meets them (see go doc)
+  tidy    make each module's go.mod and go.sum what check wants
   plan    print the release procedure
 
 Run "go run ./internal/release <subcommand> -h" for its flags.
@@ -49,6 +51,12 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.root, "root", ".", "repository root: the directory of go.work")
 	fs.StringVar(&o.version, "version", "", "release version (default: the version that the go.mod files require)")
 	switch args[0] {
+	case "check":
+		fs.StringVar(&o.keep, "keep", "", "keep the module proxy on disk in this `directory` (empty or absent)")
+		fs.StringVar(&o.gorelease, "gorelease", "", "gorelease `binary` (default: install "+goreleasePkg+")")
+		fs.BoolVar(&o.verbose, "v", false, "print every command run")
+	case "tidy":
+		fs.BoolVar(&o.verbose, "v", false, "print every command run")
 	case "plan":
 	default:
 		fmt.Fprintf(stderr, "unknown subcommand %q\n\n%s", args[0], usage)
@@ -68,6 +76,10 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int 
 	var ok bool
 	var err error
 	switch args[0] {
+	case "check":
+		ok, err = runCheck(ctx, o)
+	case "tidy":
+		ok, err = runTidy(ctx, o)
 	case "plan":
 		ok, err = runPlan(o)
 	}

@@ -44,6 +44,7 @@ func runCheck(ctx context.Context, o options) (bool, error) {
 		return false, err
 	}
 	defer s.close()
+	s.checkWork()
 	if err := s.layout(); err != nil {
 		return false, err
 	}

@@ -35,6 +35,7 @@ go 1.25.0
 
 require example.com/x v0.1.0
 `
+	toyWork       = "go 1.25.0\n\nuse (\n\t.\n\t./internal/harness\n\t./sub\n)\n"
 	toyHarnessMod = `module example.com/x/internal/harness
 
 go 1.25.0
@@ -58,7 +59,7 @@ func newToyRepo(t *testing.T) *toyRepo {
 		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
 		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
 	for name, text := range map[string]string{
-		"go.work":                     "go 1.25.0\n\nuse (\n\t.\n\t./internal/harness\n\t./sub\n)\n",
+		"go.work":                     toyWork + "\nreplace example.com/x v0.1.0 => ./\n",
 		"go.mod":                      "module example.com/x\n\ngo 1.25.0\n",
 		"x.go":                        toyX,
 		"LICENSE":                     "a licence\n",
@@ -128,6 +129,12 @@ func TestCheckEndToEnd(t *testing.T) {
 			r.write(t, "sub/go.mod", toySubMod+"\nreplace example.com/x => ../\n")
 		},
 		want: []string{"FAIL sub/go.mod:7: replace of example.com/x: a user's build ignores it"},
+	}, {
+		name: "go.work without the replace of the untagged version",
+		edit: func(t *testing.T, r *toyRepo) {
+			r.write(t, "go.work", toyWork)
+		},
+		want: []string{"FAIL go.work: no replace of example.com/x v0.1.0, which is not published"},
 	}, {
 		name: "zero pseudo-version",
 		edit: func(t *testing.T, r *toyRepo) {
@@ -230,6 +237,7 @@ func TestCheckTagged(t *testing.T) {
 		gorelease := findGorelease(t)
 		r.write(t, "sub/go.mod", strings.Replace(toySubMod, "v0.1.0", "v0.2.0", 1))
 		r.write(t, "internal/harness/go.mod", strings.Replace(toyHarnessMod, "v0.1.0", "v0.2.0", 1))
+		r.write(t, "go.work", toyWork+"\nreplace example.com/x v0.2.0 => ./\n")
 		// The hashes of v0.1.0 go, and those of v0.2.0 wait for its tag.
 		r.tidy(t)
 		out, ok := r.run(t, "check", "-gorelease", gorelease)
@@ -274,8 +282,14 @@ Step 2:
 	if !strings.Contains(out, want) {
 		t.Errorf("plan:\n%s\nwant in it:\n%s", out, want)
 	}
-	if out, _ := r.run(t, "plan", "-version", "v0.2.0"); !strings.Contains(out, "(cd sub && go mod edit -require=example.com/x@v0.2.0)") {
-		t.Errorf("plan -version v0.2.0 does not say to require v0.2.0:\n%s", out)
+	out, _ = r.run(t, "plan", "-version", "v0.2.0")
+	for _, w := range []string{
+		"(cd sub && go mod edit -require=example.com/x@v0.2.0)",
+		"go work edit -replace=example.com/x@v0.2.0=./",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("plan -version v0.2.0 does not say %q:\n%s", w, out)
+		}
 	}
 }
 

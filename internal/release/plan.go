@@ -105,6 +105,9 @@ func printPlan(w io.Writer, ws *Workspace, version string, levels [][]string, fi
 			fmt.Fprintf(w, "    (cd %s && go mod edit %s)\n", m.RelDir, strings.Join(edits, " "))
 		}
 	}
+	if edits := missingWorkReplaces(ws, version); len(edits) > 0 {
+		fmt.Fprintf(w, "    go work edit -replace=%s\n", strings.Join(edits, " -replace="))
+	}
 	if findings > 0 {
 		fmt.Fprintf(w, "    # the go.mod files have %d problems now: go run ./internal/release check names them\n", findings)
 	}
@@ -138,4 +141,22 @@ func printPlan(w io.Writer, ws *Workspace, version string, levels [][]string, fi
 	}
 	fmt.Fprintf(w, "\nAfter: the modules that are not released record the published hashes too:\n")
 	fmt.Fprintf(w, "    go run ./internal/release tidy && git commit -am \"go.sum: the published %s\"\n", version)
+}
+
+// missingWorkReplaces returns the go work edit -replace arguments that
+// make go.work replace each module that a go.mod requires at version.
+func missingWorkReplaces(ws *Workspace, version string) []string {
+	required := make(map[string]bool)
+	for _, m := range ws.Modules {
+		for _, p := range ws.repoRequires(m) {
+			required[p] = true
+		}
+	}
+	var edits []string
+	for _, m := range ws.Modules {
+		if required[m.Path] && workReplaceOf(ws, m.Path, version) == nil {
+			edits = append(edits, workReplace(m, version))
+		}
+	}
+	return edits
 }

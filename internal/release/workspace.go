@@ -28,6 +28,7 @@ type Workspace struct {
 	Root    string    // absolute directory of go.work
 	Prefix  string    // the root module's path: every repository module's path starts with it
 	Modules []*Module // in go.work's order
+	Work    *modfile.WorkFile
 	byPath  map[string]*Module
 }
 
@@ -95,6 +96,7 @@ func loadWorkspace(root string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
+	ws.Work = work
 	top, err := gitToplevel(root)
 	if err != nil {
 		return nil, err
@@ -132,6 +134,9 @@ func newWorkspace(root string, mods []*Module) (*Workspace, error) {
 			return nil, fmt.Errorf("%s and %s both declare module %s", other.GoMod(), m.GoMod(), m.Path)
 		}
 		ws.byPath[m.Path] = m
+		if m.Dir == "" {
+			m.Dir = filepath.Join(root, filepath.FromSlash(m.RelDir))
+		}
 		if m.RelDir == "." {
 			ws.Prefix = m.Path
 		}

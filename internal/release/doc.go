@@ -34,6 +34,10 @@
 //     module, names the same release version V (no pseudo-version), no go.mod
 //     replaces a repository module, and no releasable module requires one
 //     that is not releasable.
+//   - go.work: it replaces each required version that is not published yet
+//     (or never is, as a harness) with the module's directory, at that
+//     version: the go command in workspace mode still reads the go.mod of
+//     every required version, even of the modules go.work uses.
 //   - consumers: each releasable module, served at V by a module proxy on disk
 //     that holds only the releasable modules, is what a new program gets with
 //     go get: a scratch module that imports each of its public packages

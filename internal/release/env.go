@@ -59,7 +59,9 @@ func readGoEnv(ctx context.Context, env []string) (userGoEnv, error) {
 //     and a cache that has not seen it yet is what tells whether a module
 //     resolves.
 //   - GOFLAGS: -mod=mod lets go build and go list add the go.sum lines of a
-//     fresh module; -modcacherw lets the check remove its cache.
+//     fresh module; -modcacherw lets the check remove its cache; -trimpath
+//     keeps the cache's directory, new in each run, out of the build cache's
+//     keys, so that a run reuses the builds of the one before.
 //
 // There is no GONOSUMCHECK: GONOSUMDB is the setting that skips the checksum
 // database for some modules, and GOSUMDB stays as the user has it.
@@ -84,7 +86,7 @@ func moduleEnv(env []string, user userGoEnv, prefix, modCache string, proxies ..
 		"GOPRIVATE=",
 		"GONOPROXY=",
 		"GOMODCACHE="+modCache,
-		"GOFLAGS="+strings.TrimSpace(user.GOFLAGS+" -mod=mod -modcacherw"),
+		"GOFLAGS="+strings.TrimSpace(user.GOFLAGS+" -mod=mod -modcacherw -trimpath"),
 	)
 }
 

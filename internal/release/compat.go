@@ -103,6 +103,9 @@ func (s *session) gorelease(bin string, m *Module, base string) (string, error) 
 		return "", err
 	}
 	env := moduleEnv(s.o.env, s.user, s.ws.Prefix, envValue(s.publishEnv, "GOMODCACHE"), fileURL(overlay), s.publish.url())
+	// gorelease leaves its scratch modules behind when it fails: in the
+	// session's directory, they go with it.
+	env = append(env, "TMPDIR="+dir)
 	res, err := s.run(src, env, bin, "-base="+base, "-version="+s.version)
 	if err != nil {
 		return "", err

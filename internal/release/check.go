@@ -45,6 +45,7 @@ func runCheck(ctx context.Context, o options) (bool, error) {
 	}
 	defer s.close()
 	s.checkWork()
+	s.checkInternals()
 	if err := s.layout(); err != nil {
 		return false, err
 	}

@@ -4,7 +4,7 @@
 //
 // Run it from the repository root:
 //
-//	go run ./internal/release check [-root DIR] [-version V] [-keep DIR] [-gorelease PATH] [-v]
+//	go run ./internal/release check [-root DIR] [-version V] [-keep DIR] [-gorelease PATH] [-tags T] [-v]
 //	go run ./internal/release tidy  [-root DIR] [-version V] [-v]
 //	go run ./internal/release plan  [-root DIR] [-version V]
 //
@@ -38,6 +38,11 @@
 //     (or never is, as a harness) with the module's directory, at that
 //     version: the go command in workspace mode still reads the go.mod of
 //     every required version, even of the modules go.work uses.
+//   - internal packages: no package of a module (its tests included)
+//     imports an internal package of another repository module. Go allows
+//     it by path, since every module's path lies below the root's, but an
+//     internal package promises nothing across module versions. -tags
+//     selects the files that build tags would leave out.
 //   - consumers: each releasable module, served at V by a module proxy on disk
 //     that holds only the releasable modules, is what a new program gets with
 //     go get: a scratch module that imports each of its public packages

@@ -156,6 +156,13 @@ func TestCheckEndToEnd(t *testing.T) {
 			// the harness, but its module graph does need the module.
 			"FAIL example.com/x/sub: go list -m all: exit status 1",
 		},
+	}, {
+		name: "a module imports another's internal package",
+		edit: func(t *testing.T, r *toyRepo) {
+			r.write(t, "internal/greet/greet.go", "package greet\n\n// Word is a greeting.\nconst Word = \"hi\"\n")
+			r.write(t, "sub/sub_test.go", "package sub_test\n\nimport (\n\t\"testing\"\n\n\t\"example.com/x/internal/greet\"\n)\n\nfunc TestWord(t *testing.T) { _ = greet.Word }\n")
+		},
+		want: []string{"FAIL example.com/x/sub imports example.com/x/internal/greet, internal to module example.com/x"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

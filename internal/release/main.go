@@ -15,6 +15,7 @@ type options struct {
 	version   string    // release version, "" for the one the go.mod files require
 	keep      string    // directory to keep the disk proxies in, "" for a temporary one
 	gorelease string    // gorelease binary, "" to install the pinned one
+	tags      string    // build tags for go list, comma-separated
 	verbose   bool      // print the commands run
 	stdout    io.Writer // where the report goes
 	env       []string  // environment of the commands run
@@ -55,6 +56,7 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int 
 		fs.StringVar(&o.keep, "keep", "", "keep the module proxy on disk in this `directory` (empty or absent)")
 		fs.StringVar(&o.gorelease, "gorelease", "", "gorelease `binary` (default: install "+goreleasePkg+")")
 		fs.BoolVar(&o.verbose, "v", false, "print every command run")
+		fs.StringVar(&o.tags, "tags", "", "build `tags` that select more files for the check of internal imports")
 	case "tidy":
 		fs.BoolVar(&o.verbose, "v", false, "print every command run")
 	case "plan":

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -31,8 +32,6 @@ func Example_readme() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer hub.Shutdown(context.Background())
-
 	mux := http.NewServeMux()
 	hub.Mount(mux) // GET subscribes, POST publishes; and the hub's other routes
 	mux.HandleFunc("POST /books/{id}/checkout", func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +44,20 @@ func Example_readme() {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
-	log.Fatal(http.ListenAndServe(":8080", mux))
+
+	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+			log.Fatal(err)
+		}
+	}()
+	stop, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	<-stop.Done()
+	ctx, cancelShutdown := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelShutdown()
+	hub.Shutdown(ctx) // first: every stream ends cleanly, and its client reconnects
+	srv.Shutdown(ctx)
 }
 
 // Example_publishFromHandler runs the README's handler: a subscriber of the
@@ -189,6 +201,54 @@ func Example_goClient() {
 	fmt.Println(err)
 	// Output:
 	// urn:uuid:1c0f2b5e-94a1-4a57-9d7e-3f6c0b2a8e41 {"status":"out"}
+	// <nil>
+}
+
+// Example_cookieJar is docs/embedding.md's cookie jar: a Go client whose
+// stream the application's session cookie authorizes (WithAuthorizer).
+func Example_cookieJar() {
+	hub, err := mercure.New("https://example.com/.well-known/mercure", mercure.WithLogger(nil),
+		mercure.WithAuthorizer(func(r *http.Request) (*mercure.Access, error) {
+			c, err := r.Cookie("session")
+			if err != nil || c.Value != "alice" {
+				return nil, nil // no session: anonymous
+			}
+			return &mercure.Access{Subject: "alice", Subscribe: []mercure.Match{{Pattern: "https://example.com/users/alice"}}}, nil
+		}, time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Shutdown(context.Background())
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+	if _, err := hub.Publish(context.Background(), mercure.Update{
+		Topics: []string{"https://example.com/users/alice"}, Data: "for alice", Private: true, ID: "urn:example:1",
+	}); err != nil {
+		log.Fatal(err)
+	}
+
+	err = func() error {
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			return err
+		}
+		c := &client.Client{HTTPClient: &http.Client{Jar: jar}} // the login's cookies ride along
+		u, _ := url.Parse(srv.URL)
+		jar.SetCookies(u, []*http.Cookie{{Name: "session", Value: "alice"}}) // what the login set
+		for ev, err := range c.Subscribe(context.Background(), srv.URL+"/.well-known/mercure", client.Subscription{
+			Matchers: []client.Matcher{client.Exact("https://example.com/users/alice")}, LastEventID: client.Earliest,
+		}) {
+			if err != nil {
+				return err
+			}
+			fmt.Println(ev.ID, ev.Data)
+			break
+		}
+		return nil
+	}()
+	fmt.Println(err)
+	// Output:
+	// urn:example:1 for alice
 	// <nil>
 }
 

@@ -61,6 +61,23 @@ func Example_redis() {
 	defer hub.Shutdown(context.Background())
 }
 
+// Example_twoInstances is docs/clusters.md's instance: each instance of
+// the application runs the same code, with the same hub URL and stream.
+func Example_twoInstances() {
+	rdb := redis.NewClient(&redis.Options{Addr: "redis.internal:6379", ContextTimeoutEnabled: true})
+	st, err := redisstore.New(rdb, "mercure") // the same stream on every instance
+	if err != nil {
+		log.Fatal(err)
+	}
+	hub, err := mercure.New("https://example.com/.well-known/mercure", mercure.WithStore(st))
+
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	defer hub.Shutdown(context.Background())
+}
+
 func Example_postgres() {
 	ctx := context.Background()
 

@@ -142,6 +142,53 @@ func TestDrain_FitsTheContext(t *testing.T) {
 	})
 }
 
+// Shutdown returns as soon as nothing is left to drain, from every caller:
+// when a second Shutdown skips the drain (the SIGTERM path's Shutdown
+// must not go on pacing streams that are gone), and when the streams'
+// clients leave before their turn. The window is an hour on the bubble's
+// clock; each Shutdown must return within a few seconds of it.
+func TestDrain_EndsWhenNothingIsLeft(t *testing.T) {
+	t.Parallel()
+	const window = time.Hour
+	for _, c := range []struct {
+		name  string
+		empty func(th *testHub, subs []*subscription)
+	}{
+		{"a second Shutdown", func(th *testHub, subs []*subscription) {
+			if err := th.Shutdown(context.Background()); err != nil {
+				t.Errorf("second Shutdown: %v", err)
+			}
+		}},
+		{"the clients leave", func(th *testHub, subs []*subscription) {
+			for _, s := range subs {
+				s.close()
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				th := startBubbleHub(t, nil, mercure.WithLimits(mercure.Limits{Drain: window}))
+				subs := make([]*subscription, 20)
+				for i := range subs {
+					subs[i] = th.subscribe("match=urn%3Aa")
+				}
+				start := time.Now()
+				first := make(chan error, 1)
+				go func() { first <- th.Shutdown(context.Background()) }()
+				time.Sleep(time.Minute) // a few streams drained, most waiting their turn
+				synctest.Wait()
+				c.empty(th, subs)
+				if err := <-first; err != nil {
+					t.Fatalf("the first Shutdown: %v", err)
+				}
+				if took := time.Since(start); took > time.Minute+10*time.Second {
+					t.Fatalf("the first Shutdown returned %v after it began, %v after nothing was left to drain", took, took-time.Minute)
+				}
+			})
+		})
+	}
+}
+
 func TestDrain_RejectsNegative(t *testing.T) {
 	t.Parallel()
 	if _, err := mercure.New(testHubURL, mercure.WithLimits(mercure.Limits{Drain: -time.Second})); !errors.Is(err, mercure.ErrInvalidOption) {

@@ -27,7 +27,9 @@ const drainStep = 10 * time.Millisecond
 // window (shortened to what ctx allows), each with a [RetryField] and a
 // clean end, and returns when the last one has been told to end and the
 // streams have written their farewell (for a grace period at most), or
-// ctx is done.
+// ctx is done. It returns as soon as nothing is left to drain: every
+// stream gone (their clients left), or the engine stopped (a second
+// Shutdown skipped the drain).
 func (e *Engine) Drain(ctx context.Context, window time.Duration) {
 	if dl, ok := ctx.Deadline(); ok {
 		// Leave time for the rest of a shutdown: the streams' ends, the grace.
@@ -49,7 +51,7 @@ func (e *Engine) Drain(ctx context.Context, window time.Duration) {
 			streams[done].End(EndShutdown, RetryField())
 			streams[done] = nil
 		}
-		if done == len(streams) {
+		if done == len(streams) || e.Streams() == 0 {
 			break
 		}
 		t.Reset(drainStep)
@@ -57,6 +59,8 @@ func (e *Engine) Drain(ctx context.Context, window time.Duration) {
 		case <-t.C:
 		case <-ctx.Done():
 			return
+		case <-e.ctx.Done():
+			return // stopped: Stop ends the streams left
 		}
 	}
 }

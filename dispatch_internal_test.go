@@ -223,13 +223,22 @@ func TestReplaySlotsAndTimeout(t *testing.T) {
 func holdDispatch(t *testing.T, h *Hub, topic string) (held <-chan struct{}, release func()) {
 	t.Helper()
 	o := &holder{held: make(chan struct{}), release: make(chan struct{})}
-	st, _ := h.engine.NewStream(httptest.NewRecorder(), o, engine.StreamConfig{Client: "holder"})
-	if err := h.engine.Open(st, []engine.Matcher{{Kind: index.Exact, Value: topic}}); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	opened, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- h.engine.Serve(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil), engine.Spec{
+			Owner: o, Client: "holder", Matchers: []engine.Matcher{{Kind: index.Exact, Value: topic}},
+			Opened: func(*engine.Stream) { close(opened) },
+		})
+	}()
+	select {
+	case <-opened:
+	case err := <-done:
 		t.Fatal(err)
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { close(o.release) }) }
-	t.Cleanup(func() { release(); st.Finish(nil) })
+	t.Cleanup(func() { release(); cancel(); <-done })
 	return o.held, release
 }
 

@@ -67,19 +67,18 @@ type Hub struct {
 	// re-checks, the debugger's sampler), for Shutdown.
 	background sync.WaitGroup
 
-	subscriptions   subscriptionRegistry
-	warnedDeadlines atomic.Bool
-	shutting        atomic.Bool           // Shutdown has begun (a drain, then the end)
-	appends         transition            // the store refusing updates, logged once per transition
-	reads           transition            // the store failing replays, likewise
-	presence        transition            // the store failing to share subscriptions
-	listing         transition            // the store failing to list them
-	authorizing     transition            // the application's Authorizer failing
-	warnedLegacy    atomic.Bool           // a pre-standard credential was seen without the compatibility mode
-	rechecks        rechecker             // the Authorizer's re-checks of streams
-	owners          owners                // the streams by subject and session, for EndStreams
-	replays         chan struct{}         // a slot per replay running (Limits.MaxReplays)
-	feedErr         atomic.Pointer[error] // nil while the store's feed works
+	subscriptions subscriptionRegistry
+	shutting      atomic.Bool           // Shutdown has begun (a drain, then the end)
+	appends       transition            // the store refusing updates, logged once per transition
+	reads         transition            // the store failing replays, likewise
+	presence      transition            // the store failing to share subscriptions
+	listing       transition            // the store failing to list them
+	authorizing   transition            // the application's Authorizer failing
+	warnedLegacy  atomic.Bool           // a pre-standard credential was seen without the compatibility mode
+	rechecks      rechecker             // the Authorizer's re-checks of streams
+	owners        owners                // the streams by subject and session, for EndStreams
+	replays       chan struct{}         // a slot per replay running (Limits.MaxReplays)
+	feedErr       atomic.Pointer[error] // nil while the store's feed works
 
 	warnedReadDeadlines atomic.Bool // see limitBodyTime
 	warnedRoute         atomic.Bool // see notServed

@@ -14,6 +14,7 @@ import (
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // subscribeRequest is a parsed subscribe request.
@@ -214,7 +215,9 @@ func expiryReason(p *principal, def engine.EndReason) engine.EndReason {
 	return def
 }
 
-// serveSubscribe is the subscribe endpoint (SUB-1, SUB-2).
+// serveSubscribe is the subscribe endpoint (SUB-1, SUB-2): it admits the
+// request, then hands its stream to the engine, which runs it from its
+// registration to its end.
 func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	// The span covers the request until its stream is open, not the
 	// stream's life: a trace of hours helps no one, and a span held per
@@ -224,128 +227,148 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 		ctx, span = h.tracer.Start(requestContext(r), spanSubscribe)
 	}
 	rw := &refusalWriter{ResponseWriter: w, subscribe: true} // for the refusals' status
-	setup := true
-	endSetup := func(err error) {
-		if setup {
-			setup = false
-			if rw.status != 0 {
-				endSpanStatus(span, rw.status)
-			} else {
-				endSpan(span, err)
-			}
-		}
-	}
-	defer func() { endSetup(errNotOpened) }()
-	if h.shutting.Load() && !h.isClosed() {
-		serveDrained(rw) // a drain: come back soon, elsewhere
+	setup := &setupSpan{span: span, rw: rw}
+	defer setup.end(errNotOpened)
+	sub, req, ok := h.admitSubscription(rw, r)
+	if !ok {
 		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attrMatchers.Int(len(sub.matchers)), attrAnon.Bool(sub.principal == nil))
+	}
+	h.serveStream(ctx, w, rw, r, sub, req, setup)
+}
+
+// setupSpan ends the subscribe span once: with the refusal's status, or
+// the error given.
+type setupSpan struct {
+	span  trace.Span
+	rw    *refusalWriter
+	ended bool
+}
+
+func (s *setupSpan) end(err error) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	if s.rw.status != 0 {
+		endSpanStatus(s.span, s.rw.status)
+	} else {
+		endSpan(s.span, err)
+	}
+}
+
+// admitSubscription decides on a subscribe request: it returns the
+// stream's subscriber and what it asked for, or answers the refusal and
+// returns false. The costs a client can cause are paid in the order that
+// bounds them: its connection budget, then its credentials, and only then
+// its body and its patterns.
+func (h *Hub) admitSubscription(w *refusalWriter, r *http.Request) (*subscriber, subscribeRequest, bool) {
+	var req subscribeRequest
+	if h.shutting.Load() && !h.isClosed() {
+		serveDrained(w) // a drain: come back soon, elsewhere
+		return nil, req, false
 	}
 	if r.Method == methodQuery {
 		h.limitBodyTime(w, r)
 	}
 	client := h.cfg.clientKey(r)
 	if status, msg := h.refuse(client); status != 0 {
-		h.unavailable(rw, r, status, msg)
-		return
+		h.unavailable(w, r, status, msg)
+		return nil, req, false
 	}
-	// Authenticate first: a client the hub would refuse must not make it
-	// parse a body or compile a pattern.
-	p, ok := h.authenticate(rw, r, token.Subscriber)
-	if !ok {
-		return
-	}
-	if p == nil && h.authorizesSubscribers() && !h.cfg.anonymous {
-		h.deny(rw, r, h.missingDenial(r), token.Subscriber, nil) // AUTH-2, AUTH-13
-		return
-	}
-	if p != nil && p.fromCookie && !h.sameOrigin(r) {
+	p, ok := h.authenticate(w, r, token.Subscriber)
+	switch {
+	case !ok:
+		return nil, req, false
+	case p == nil && h.authorizesSubscribers() && !h.cfg.anonymous:
+		h.deny(w, r, h.missingDenial(r), token.Subscriber, nil) // AUTH-2, AUTH-13
+		return nil, req, false
+	case p != nil && p.fromCookie && !h.sameOrigin(r):
 		// SEC-4: a cookie rides along on cross-site requests; a stream
 		// opened from another site would announce the user's
 		// subscriptions, payload included.
-		h.challenge(rw, http.StatusForbidden, "", "", "a subscription authorized by a cookie or the application's session must come from the hub's origin or an origin of WithCORS (its Origin header, Sec-Fetch-Site or Referer)")
-		return
-	}
-	if p != nil && !p.session && !time.Now().Before(p.expiry) {
+		h.challenge(w, http.StatusForbidden, "", "", "a subscription authorized by a cookie or the application's session must come from the hub's origin or an origin of WithCORS (its Origin header, Sec-Fetch-Site or Referer)")
+		return nil, req, false
+	case p != nil && !p.session && !time.Now().Before(p.expiry):
 		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
 		// it would not get a single event.
-		h.deny(rw, r, denial{status: http.StatusUnauthorized, code: "invalid_token", reason: TokenExpired, description: h.describe(TokenExpired, "")}, token.Subscriber, nil)
-		return
+		h.deny(w, r, denial{status: http.StatusUnauthorized, code: "invalid_token", reason: TokenExpired, description: h.describe(TokenExpired, "")}, token.Subscriber, nil)
+		return nil, req, false
 	}
 	req, err := h.parseSubscribe(w, r, p)
 	if err != nil {
-		writeFormError(rw, err)
-		return
+		writeFormError(w, err)
+		return nil, req, false
 	}
-	if span.IsRecording() {
-		span.SetAttributes(attrMatchers.Int(len(req.matchers)), attrAnon.Bool(p == nil))
+	return &subscriber{hub: h, principal: p, matchers: req.matchers, client: client}, req, true
+}
+
+// serveStream hands sub's stream to the engine: its grants interned, its
+// matchers registered, its history replayed when it resumes, its
+// subscriptions announced once it is set up.
+func (h *Hub) serveStream(ctx context.Context, w http.ResponseWriter, rw *refusalWriter, r *http.Request, sub *subscriber, req subscribeRequest, setup *setupSpan) {
+	ms := make([]engine.Matcher, len(sub.matchers))
+	for i, m := range sub.matchers {
+		ms[i] = engine.Matcher{Kind: m.kind, Value: m.value, Pattern: m.pattern}
 	}
-	sub := &subscriber{hub: h, principal: p, matchers: req.matchers, client: client}
-	end, why := h.expiry(p)
-	st, deadlines := h.engine.NewStream(w, sub, engine.StreamConfig{Client: client, Anonymous: p == nil, Expiry: end, ExpiryWhy: why})
-	sub.stream = st
-	if !deadlines && h.warnedDeadlines.CompareAndSwap(false, true) {
-		h.log.WarnContext(ctx, "mercure: the response writer cannot set write deadlines (middleware without Unwrap?): streams stuck on a stalled client cannot be cut, and Shutdown may wait for them")
+	end, why := h.expiry(sub.principal)
+	spec := engine.Spec{Owner: sub, Client: sub.client, Anonymous: sub.principal == nil, Expiry: end, ExpiryWhy: why, Matchers: ms,
+		Opened: func(st *engine.Stream) {
+			for i := range ms {
+				sub.matchers[i].pattern = ms[i].Pattern // share the interned copy
+			}
+			h.streamOpened(sub, st, r)
+		},
+		Started: func() {
+			setup.end(nil)
+			// After the headers and the replay: the store's pace is not
+			// the stream's (ACT-2).
+			sub.started = h.announceStarted(sub)
+		},
 	}
-	if status, msg := h.open(sub); status != 0 {
+	if req.hasCursor {
+		spec.Replay = func(rp *engine.Replay) (uint64, bool) { return h.replay(ctx, rw, r, sub, rp, req.cursor) }
+	}
+	// Before the stream is visible to dispatch, which reads its grants.
+	sub.interned = h.internGrants(sub.principal)
+	switch err := h.engine.Serve(w, r, spec); {
+	case err == nil:
+	case errors.Is(err, http.ErrNotSupported):
+		h.log.ErrorContext(ctx, "mercure: the response writer cannot flush; streams need http.Flusher")
+	default: // refused before its registration: nothing was written
+		if sub.interned {
+			h.releaseGrants(sub.principal)
+			sub.interned = false
+		}
+		status, msg := refusal(err)
 		h.unavailable(rw, r, status, msg)
-		return
 	}
+}
+
+// streamOpened records a stream the engine registered: counted, indexed
+// by owner for EndStreams, re-checked when a session authorized it, its
+// subscriptions listed from its first byte.
+func (h *Hub) streamOpened(sub *subscriber, st *engine.Stream, r *http.Request) {
+	sub.stream = st
 	h.metrics.streamsOpened.Add(1)
 	h.addOwner(sub)
-	served := false // else the stream ends here
-	defer func() {
-		if !served {
-			st.Finish(r)
-		}
-	}()
-	if p != nil && p.session {
+	if p := sub.principal; p != nil && p.session {
 		h.startRecheck(sub, r) // instead of an expiry
 	}
 	h.subscriptionsStarted(sub)
-
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
-	detach := h.engine.Detachable(w, r)
-	var minSeq uint64 // queued events up to here were replayed
-	if req.hasCursor {
-		if minSeq, ok = h.replay(ctx, rw, r, sub, req.cursor); !ok {
-			return
-		}
-	} else {
-		rw.WriteHeader(http.StatusOK)
-		// The position the stream starts from, as an event with an id and
-		// no data: an EventSource records it as its last event id without
-		// firing an event, so that a stream that ends before its first
-		// update still resumes exactly where it started (spec
-		// §Reconnection, State Reconciliation, and Event Sourcing).
-		if err := st.Write(positionBlock(st.Start().ID)); err != nil {
-			return
-		}
-	}
-	if err := st.Flush(); err != nil {
-		if errors.Is(err, http.ErrNotSupported) {
-			h.log.ErrorContext(ctx, "mercure: the response writer cannot flush; streams need http.Flusher")
-		}
-		return
-	}
-	endSetup(nil)
-	// After the headers and the replay: the store's pace is not the
-	// stream's (ACT-2).
-	sub.started = h.announceStarted(sub)
-	served = true
-	st.Serve(r, minSeq, detach)
 }
 
-// replay sends the retained events that follow cursor (REC-4) and returns
-// the highest sequence it covered. The stream is already registered: live
-// events queue up meanwhile, and run drops those the replay covered, so the
-// seam has neither gap nor duplicate. ok is false when the stream must end.
+// replay sends the retained events that follow cursor (REC-4) through rp
+// and returns the highest sequence it covered. The stream is already
+// registered: live events queue up meanwhile, and the engine drops those
+// the replay covered, so the seam has neither gap nor duplicate. ok is
+// false when the stream must end; a temporary refusal before the first
+// byte is answered through w, whose refusals an EventSource retries.
 //
-// ctx is the request's, with the subscribe span; w is the endpoint's
-// refusalWriter, whose temporary refusals an EventSource retries.
-func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *subscriber, cursor string) (minSeq uint64, ok bool) {
+// ctx is the request's, with the subscribe span.
+func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, s *subscriber, rp *engine.Replay, cursor string) (minSeq uint64, ok bool) {
 	ctx, span := h.startSpan(ctx, spanReplay, nil)
 	replayed := 0
 	var failure error
@@ -371,7 +394,7 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	h.metrics.replays.Add(1)
 	if !h.acquireReplay(ctx) {
 		if r.Context().Err() == nil {
-			s.stream.SetEnd(engine.EndReplayError)
+			rp.End(engine.EndReplayError)
 			failure = errNoReplaySlot
 			h.unavailable(w, r, http.StatusServiceUnavailable, "too many replays in progress")
 		}
@@ -380,54 +403,52 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 	defer func() { <-h.replays }()
 	ctx, cancelReplay := context.WithTimeout(ctx, h.cfg.limits.ReplayTimeout)
 	defer cancelReplay()
+	var backlog store.Backlog
+	if backlog, failure, ok = h.openBacklog(ctx, w, r, rp, cursor); !ok {
+		return 0, false
+	}
+	rp.Header().Set("Mercure-Last-Event-ID", backlog.Cursor) // REC-9: before the first byte
+	if failure = rp.Flush(); failure != nil {                // SUB-14: headers at once, however long the replay
+		return 0, false
+	}
+	minSeq, replayed, failure, ok = h.writeReplay(ctx, r, s, rp, backlog)
+	return minSeq, ok
+}
+
+// openBacklog opens the store's backlog from cursor; when it cannot, it
+// answers r through w with a temporary refusal (unless the client left)
+// and returns false, and why.
+func (h *Hub) openBacklog(ctx context.Context, w http.ResponseWriter, r *http.Request, rp *engine.Replay, cursor string) (b store.Backlog, failure error, ok bool) {
 	sctx, sspan := h.startSpan(ctx, spanStoreReplay, nil)
-	backlog, err := h.store.Replay(sctx, cursor)
+	b, err := h.store.Replay(sctx, cursor)
 	endSpan(sspan, err)
 	switch {
 	case err == nil:
+		h.reads.recovered(ctx, h.log, "mercure: reading history works again")
+		return b, nil, true
 	case h.ctx.Err() != nil:
 		h.unavailable(w, r, http.StatusServiceUnavailable, "the hub is shutting down")
-		return 0, false
-	case r.Context().Err() != nil:
-		return 0, false // the client left
+	case r.Context().Err() != nil: // the client left
 	default:
 		h.metrics.storeErrors.Add(1)
-		s.stream.SetEnd(engine.EndReplayError)
-		failure = err
+		rp.End(engine.EndReplayError)
 		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
 		h.unavailable(w, r, http.StatusServiceUnavailable, "history is unavailable")
-		return 0, false
 	}
-	h.reads.recovered(ctx, h.log, "mercure: reading history works again")
-	w.Header().Set("Mercure-Last-Event-ID", backlog.Cursor) // REC-9: before the first byte
-	w.WriteHeader(http.StatusOK)
-	if err := s.stream.Flush(); err != nil { // SUB-14: headers at once, however long the replay
-		return 0, false
-	}
+	return b, err, false
+}
+
+// writeReplay writes the backlog's events that s may read, flushing in
+// large batches, and returns the highest sequence it covered and how many
+// it wrote; ok is false when the stream must end (the client resumes from
+// the last event it got), failure says why.
+func (h *Hub) writeReplay(ctx context.Context, r *http.Request, s *subscriber, rp *engine.Replay, backlog store.Backlog) (minSeq uint64, replayed int, failure error, ok bool) {
 	minSeq = backlog.Head
 	unflushed := 0
 	var buf []byte
 	for e, err := range backlog.Events {
 		if err != nil || ctx.Err() != nil {
-			switch {
-			case err == nil || ctx.Err() != nil:
-			case errors.Is(err, store.ErrHistoryGap):
-				// Retention outran this replay, as a slow subscriber is
-				// outrun: no failure of the store.
-				s.stream.SetEnd(engine.EndHistoryGap)
-				failure = err
-				h.log.DebugContext(ctx, "mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "error", err)
-			default:
-				h.metrics.storeErrors.Add(1)
-				s.stream.SetEnd(engine.EndReplayError)
-				failure = err
-				h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
-			}
-			if ctx.Err() != nil && r.Context().Err() == nil && h.ctx.Err() == nil {
-				// The token expired, or the replay took too long.
-				s.stream.SetEnd(expiryReason(s.principal, engine.EndReplayError))
-			}
-			return 0, false // the client resumes from the last event it got
+			return 0, replayed, h.replayFailed(ctx, r, s, rp, err), false
 		}
 		minSeq = max(minSeq, e.Seq)
 		view := engine.Event{Seq: e.Seq, ID: e.ID, Topics: e.Topics, Private: e.Private, Time: e.Time}
@@ -435,21 +456,47 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 			continue
 		}
 		buf = appendSSE(buf[:0], e) // the stream copies it
-		if err := s.stream.Write(buf); err != nil {
-			return 0, false
+		if err := rp.Write(buf); err != nil {
+			return 0, replayed, err, false
 		}
 		h.metrics.replayed.Add(1)
 		replayed++
 		// Flush in large batches: a long replay costs few system calls, and
 		// a slow store still lets the client make progress.
 		if unflushed += len(buf); unflushed >= replayFlushBytes {
-			if err := s.stream.Flush(); err != nil {
-				return 0, false
+			if err := rp.Flush(); err != nil {
+				return 0, replayed, err, false
 			}
 			unflushed = 0
 		}
 	}
-	return minSeq, true
+	return minSeq, replayed, nil, true
+}
+
+// replayFailed records why a replay under way stopped: the store's error
+// err (history dropped under it, or a read that failed), or ctx's end
+// (the token expired, or the replay took too long), and returns it.
+func (h *Hub) replayFailed(ctx context.Context, r *http.Request, s *subscriber, rp *engine.Replay, err error) error {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(err, store.ErrHistoryGap):
+		// Retention outran this replay, as a slow subscriber is outrun:
+		// no failure of the store.
+		rp.End(engine.EndHistoryGap)
+		h.log.DebugContext(ctx, "mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "error", err)
+	default:
+		h.metrics.storeErrors.Add(1)
+		rp.End(engine.EndReplayError)
+		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
+	}
+	if ctx.Err() != nil && r.Context().Err() == nil && h.ctx.Err() == nil {
+		// The token expired, or the replay took too long.
+		rp.End(expiryReason(s.principal, engine.EndReplayError))
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 // replayWait is how long a stream waits for a replay slot (see
@@ -477,29 +524,6 @@ func (h *Hub) acquireReplay(ctx context.Context) bool {
 
 // replayFlushBytes is how much replayed data is written between flushes.
 const replayFlushBytes = 32 << 10
-
-// open registers the stream of s with the engine, enforcing the
-// connection limits (SUB-12) and the pattern budgets, and interns its
-// subscribe grants. It returns a non-zero status when s is refused.
-func (h *Hub) open(s *subscriber) (status int, msg string) {
-	ms := make([]engine.Matcher, len(s.matchers))
-	for i, m := range s.matchers {
-		ms[i] = engine.Matcher{Kind: m.kind, Value: m.value, Pattern: m.pattern}
-	}
-	// Before the stream is visible to dispatch, which reads its grants.
-	s.interned = h.internGrants(s.principal)
-	if err := h.engine.Open(s.stream, ms); err != nil {
-		if s.interned {
-			h.releaseGrants(s.principal)
-			s.interned = false
-		}
-		return refusal(err)
-	}
-	for i := range ms {
-		s.matchers[i].pattern = ms[i].Pattern // share the interned copy
-	}
-	return 0, ""
-}
 
 // refuse reports, without reserving anything, whether a stream of client
 // would be refused now: checked before the request is parsed, so that a
@@ -552,11 +576,4 @@ func (h *Hub) releaseGrants(p *principal) {
 	if p.subscribe.refs--; p.subscribe.refs == 0 {
 		delete(h.grantSets, p.subscribe.key)
 	}
-}
-
-// positionBlock is the SSE block that sets a client's last event id to
-// id without dispatching an event (HTML § Interpreting an event stream:
-// an event with an empty data buffer is not fired, its id is kept).
-func positionBlock(id string) []byte {
-	return append(append([]byte("id: "), id...), "\n\n"...)
 }

@@ -89,12 +89,12 @@ const (
 	retryMax = 64 * time.Millisecond
 )
 
-// Detachable reports whether the stream of r, answered through w, is to
+// detachable reports whether the stream of r, answered through w, is to
 // be detached once its headers are sent: with Config.Detach, for HTTP/1.1
-// requests to a ResponseWriter that can be hijacked; it then sets the
-// response's Connection: close (the engine keeps the connection). The
-// first stream that cannot be is logged, once per engine and reason.
-func (e *Engine) Detachable(w http.ResponseWriter, r *http.Request) bool {
+// requests to a ResponseWriter that can be hijacked (its header then says
+// Connection: close). The first stream that cannot be is logged, once per
+// engine and reason.
+func (e *Engine) detachable(w http.ResponseWriter, r *http.Request) bool {
 	if !e.cfg.Detach {
 		return false
 	}
@@ -108,7 +108,6 @@ func (e *Engine) Detachable(w http.ResponseWriter, r *http.Request) bool {
 		e.warnHijack("the response writer cannot be hijacked (middleware without Unwrap?)")
 		return false
 	}
-	w.Header().Set("Connection", "close")
 	return true
 }
 
@@ -167,7 +166,7 @@ func (e *Engine) detach(s *Stream) bool {
 		// The client sent more than its request: a pipelined request,
 		// which this connection will never answer.
 		conn.Close()
-		s.SetEnd(EndClientGone)
+		s.setEnd(EndClientGone)
 		e.close(s, nil, true)
 		return true
 	}
@@ -577,7 +576,7 @@ func (s *Stream) endDetached(why EndReason) {
 	e, c := s.e, s.conns
 	s.sched.Store(schedEnded)
 	if why != EndUnset {
-		s.SetEnd(why)
+		s.setEnd(why)
 	}
 	if c.poller != nil {
 		c.poller.remove(c) // before Close: its descriptor may be reused

@@ -27,20 +27,9 @@ func detachedServer(t *testing.T, e *Engine) (srv *httptest.Server, owners func(
 		mu.Lock()
 		os = append(os, o)
 		mu.Unlock()
-		detach := e.Detachable(w, r)
-		s, _ := e.NewStream(w, o, StreamConfig{Client: "client"})
-		if err := e.Open(s, []Matcher{exact("x")}); err != nil {
+		if err := e.Serve(w, r, Spec{Owner: o, Client: "client", Matchers: []Matcher{exact("x")}}); err != nil {
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
-			s.Finish(r)
-			return
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		if err := s.Flush(); err != nil {
-			s.Finish(r)
-			return
-		}
-		s.Serve(r, 0, detach)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() []*owner {

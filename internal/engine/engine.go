@@ -5,10 +5,11 @@
 // HTTP/1.1 connections taken over from net/http, a small pool of writers
 // woken by events, timers and a poller.
 //
-// The hub (the root package) parses and authorizes requests, replays
-// history and speaks the protocol; it hands the engine a stream once its
-// matchers and rights are known, and the engine's [Subscriber] answers
-// for the stream's rights and cleans up after it.
+// The hub (the root package) parses and authorizes requests and speaks
+// the protocol; it hands each stream to [Engine.Serve], which runs it from
+// its registration to its end, calling back the hub's replay of history
+// on the way, and the stream's [Subscriber] answers for its rights and
+// cleans up after it.
 package engine
 
 import (
@@ -37,7 +38,7 @@ type Config struct {
 	// WriteDelay spaces each stream's writes at least that far apart.
 	WriteDelay time.Duration
 	// Detach takes HTTP/1.1 connections over from net/http once their
-	// stream is set up (see [Engine.Detachable]).
+	// stream is set up (see [Engine.Serve]).
 	Detach bool
 	// NoPoller runs detached streams as on systems without a poller: a
 	// goroutine reads each connection, and unfinished writes are retried
@@ -95,7 +96,7 @@ type Counters struct {
 // delivery delay: its first, then one in this many.
 const DelaySampleEvery = 64
 
-// Errors of [Engine.Open] and [Engine.Refuse].
+// Errors of [Engine.Serve] and [Engine.Refuse].
 var (
 	ErrClosed            = errors.New("the hub is shutting down")
 	ErrTooManyStreams    = errors.New("too many connections")
@@ -144,6 +145,9 @@ type Engine struct {
 
 	queued   atomic.Int64 // bytes in the streams' queues
 	counters Counters
+	// warnedDeadlines is whether a response writer that cannot set write
+	// deadlines was logged.
+	warnedDeadlines atomic.Bool
 
 	conns   conns // the detached streams
 	writers writers
@@ -212,12 +216,12 @@ func (e *Engine) refuseLocked(client string) error {
 	return nil
 }
 
-// Open registers s with its matchers, enforcing the connection limits
+// open registers s with its matchers, enforcing the connection limits
 // (SUB-12) and the pattern budgets. Once it returns nil, the stream gets
 // every event pushed from now on that its matchers select, and must be
-// ended with [Stream.Serve] or [Stream.Finish]. The URL patterns of ms
-// are replaced by the index's interned copies.
-func (e *Engine) Open(s *Stream, ms []Matcher) error {
+// closed. The URL patterns of ms are replaced by the index's interned
+// copies.
+func (e *Engine) open(s *Stream, ms []Matcher) error {
 	e.life.Lock()
 	err := e.refuseLocked(s.client)
 	if lim := &e.cfg.Limits; err == nil && s.anonymous && lim.AnonymousShare {

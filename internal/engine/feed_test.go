@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -112,26 +114,33 @@ func TestPublishedBeforeTheFeed(t *testing.T) {
 	}
 }
 
-// A stream registers at the last position recorded: its Start.
+// A stream registers at the last position recorded: the position block
+// it starts with, and the start its replay is given.
 func TestStreamStart(t *testing.T) {
 	e := newEngine(t, nil)
 	e.Begin("earliest")
 	f := &feeder{e: e}
-	s, _ := e.NewStream(newRecorder(), &owner{}, StreamConfig{Client: "c"})
-	if err := e.Open(s, []Matcher{exact("x")}); err != nil {
-		t.Fatal(err)
-	}
-	if p := s.Start(); p.ID != "earliest" || p.Seq != 0 {
-		t.Fatalf("start %+v before any event", p)
-	}
-	s.Finish(nil)
-	f.push(false, "a", "x")
-	s, _ = e.NewStream(newRecorder(), &owner{}, StreamConfig{Client: "c"})
-	if err := e.Open(s, []Matcher{exact("x")}); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Finish(nil)
-	if p := s.Start(); p.ID != "e1" || p.Seq != 1 {
-		t.Fatalf("start %+v after one event", p)
+	for _, want := range []Position{{ID: "earliest"}, {ID: "e1", Seq: 1}} {
+		if want.Seq > 0 {
+			f.push(false, "a", "x")
+		}
+		w := newRecorder()
+		ctx, cancel := context.WithCancel(context.Background())
+		var got Position
+		err := e.Serve(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil), Spec{
+			Owner: &owner{}, Client: "c", Matchers: []Matcher{exact("x")},
+			Replay:  func(rp *Replay) (uint64, bool) { got = rp.Start(); return 0, true },
+			Started: cancel, // the client leaves at once
+		})
+		if err != nil || got != want {
+			t.Fatalf("replay's start %+v (%v), want %+v", got, err, want)
+		}
+		w = newRecorder()
+		ctx, cancel = context.WithCancel(context.Background())
+		if err := e.Serve(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil), Spec{
+			Owner: &owner{}, Client: "c", Matchers: []Matcher{exact("x")}, Started: cancel,
+		}); err != nil || w.String() != "id: "+want.ID+"\n\n" {
+			t.Fatalf("without a replay: %q (%v), want the position block of %+v", w.String(), err, want)
+		}
 	}
 }

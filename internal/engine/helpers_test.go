@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -115,6 +116,14 @@ func (f *recorder) Flush() {
 	f.flushes++
 }
 
+// reset forgets what was written and flushed.
+func (f *recorder) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.body.Reset()
+	f.flushes = 0
+}
+
 // state returns the events written (blank lines) and the flushes.
 func (f *recorder) state() (events, flushes int) {
 	f.mu.Lock()
@@ -157,22 +166,39 @@ func serve(t testing.TB, e *Engine, o Subscriber, ms ...Matcher) (w *recorder, s
 	return w, stop
 }
 
+// serveErr is serve that returns the engine's refusal. It returns once
+// the stream is registered and, written to a recorder, once its position
+// block is written: what the recorder holds after it is what the stream
+// got live. (A writer that blocks holds the stream in its position block.)
 func serveErr(e *Engine, w http.ResponseWriter, o Subscriber, ms ...Matcher) (*recorder, func(), error) {
 	if o == nil {
 		o = &owner{}
 	}
-	s, _ := e.NewStream(w, o, StreamConfig{Client: "client"})
-	if err := e.Open(s, ms); err != nil {
-		return nil, nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-	done := make(chan struct{})
+	opened, started, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		defer close(done)
-		s.Serve(r, 0, false)
+		done <- e.Serve(w, r, Spec{Owner: o, Client: "client", Matchers: ms,
+			Opened: func(*Stream) { close(opened) }, Started: func() { close(started) }})
 	}()
 	rec, _ := w.(*recorder)
+	if rec == nil {
+		started = opened
+	}
+	for _, step := range []chan struct{}{opened, started} {
+		select {
+		case <-step:
+		case err := <-done:
+			cancel()
+			if err == nil {
+				err = errors.New("the stream ended before it started")
+			}
+			return nil, nil, err
+		}
+	}
+	if rec != nil {
+		rec.reset() // the position block
+	}
 	return rec, func() { cancel(); <-done }, nil
 }
 

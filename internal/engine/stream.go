@@ -97,6 +97,8 @@ type Stream struct {
 	anonymous  bool      // see StreamConfig
 	expiryWhy  EndReason // why the stream ends at its expiry (see armExpiry)
 	counted    bool      // the stream's end is in the counters (the writer alone touches it)
+	detachable bool      // the connection is to be taken over once set up (the handler alone touches it)
+	headerSent bool      // the event stream's headers are sent (the handler alone touches it)
 	// queue holds the events waiting to be written, queueBytes their
 	// size; inflight holds the events the writer took and has not fully
 	// written yet, inflightBytes their size. The limits count both.
@@ -150,43 +152,6 @@ func (t *streamTimers) stop() {
 			tm.Stop()
 		}
 	}
-}
-
-// StreamConfig describes a new stream.
-type StreamConfig struct {
-	// Client is the key its connection counts under (SUB-12).
-	Client string
-	// Anonymous says that no token or session authorized it: anonymous
-	// streams draw on their own share of the engine's budgets.
-	Anonymous bool
-	// Expiry is when it must end at the latest (zero for never), and
-	// ExpiryWhy why.
-	Expiry    time.Time
-	ExpiryWhy EndReason
-}
-
-// NewStream returns a stream that writes to w for owner. The stream is
-// not registered yet: see [Engine.Open]. deadlines is false when w
-// cannot set write deadlines (middleware without Unwrap?): a stream
-// stuck on a stalled client cannot be cut.
-func (e *Engine) NewStream(w http.ResponseWriter, owner Subscriber, cfg StreamConfig) (s *Stream, deadlines bool) {
-	s = &Stream{
-		e:         e,
-		owner:     owner,
-		client:    cfg.Client,
-		anonymous: cfg.Anonymous,
-		expiryWhy: cfg.ExpiryWhy,
-		h:         &handler{w: w, rc: http.NewResponseController(w), wakeCh: make(chan struct{}, 1)},
-	}
-	if !cfg.Expiry.IsZero() {
-		s.timersFor().expiryAt = cfg.Expiry
-	}
-	s.lastWrite.Store(time.Now().UnixNano())
-	// SUB-17: the host server's WriteTimeout would cut the stream; each
-	// write gets its own deadline instead. Cleared before the stream is
-	// registered, so that it cannot undo an abort.
-	err := s.h.rc.SetWriteDeadline(time.Time{})
-	return s, !errors.Is(err, http.ErrNotSupported)
 }
 
 // enqueue queues ev for the stream's writer without blocking, unless the
@@ -347,14 +312,9 @@ func (s *Stream) Ending() bool {
 	return s.state != stateOpen
 }
 
-// Start is the position of the last event recorded when s registered:
-// the events after it are live for s. Its handler asks, before Serve.
-func (s *Stream) Start() Position { return s.h.start }
-
-// SetEnd records why s ends, unless that is known already: the hub's
-// reasons for a stream that ends before it is served (a replay that
-// failed, say).
-func (s *Stream) SetEnd(why EndReason) {
+// setEnd records why s ends, unless that is known already: a replay that
+// failed, a write that timed out.
+func (s *Stream) setEnd(why EndReason) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.why == EndUnset {
@@ -388,21 +348,9 @@ func (s *Stream) sampleDelay(ev *Event) {
 	s.delaySample++
 }
 
-// Write writes b to the stream's response while its handler sets it up
-// (a replay), under a write deadline.
-func (s *Stream) Write(b []byte) error { return s.write(b) }
-
-// Flush flushes the stream's response while its handler sets it up.
-func (s *Stream) Flush() error {
-	if err := s.flush(); err != nil {
-		return err
-	}
-	s.lastWrite.Store(time.Now().UnixNano())
-	return nil
-}
-
 // flush flushes the response, as a write (see write).
 func (s *Stream) flush() error {
+	s.writeHeader()
 	s.writing.Store(time.Now().UnixNano())
 	defer s.writing.Store(0)
 	return s.h.rc.Flush()
@@ -417,6 +365,7 @@ func (s *Stream) flush() error {
 // While a write is in progress, s.writing says since when: a write stuck
 // on a client that stopped reading shows as a stall (see shed).
 func (s *Stream) write(b []byte) error {
+	s.writeHeader()
 	now := time.Now()
 	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
 		if err := s.extendDeadline(now.Add(timeout)); err != nil {
@@ -473,12 +422,6 @@ func (s *Stream) timersFor() *streamTimers {
 	return s.timers
 }
 
-// Finish ends a stream that [Engine.Open] registered and that its
-// handler does not serve (its replay failed, say): r is its request.
-func (s *Stream) Finish(r *http.Request) {
-	s.e.close(s, r, false)
-}
-
 // close ends s for good: it settles why, unregisters it, runs its
 // owner's clean-up and frees its slot; for a detached stream, on a
 // goroutine of its own when the owner has work that may block.
@@ -527,38 +470,19 @@ func (s *Stream) settle(r *http.Request) {
 	s.e.counters.StreamsClosed[why].Add(1)
 }
 
-// Serve serves s once its headers (and its replay, if any) are flushed:
-// it writes queued events until the client leaves, the stream ends or
-// the engine stops; events up to minSeq were replayed already. With
-// detach (see [Engine.Detachable]), the engine takes the connection
-// over: the stream goes on after Serve returns, and cleans up after
-// itself.
-func (s *Stream) Serve(r *http.Request, minSeq uint64, detach bool) {
+// serve serves s once its headers (and its history, if any) are
+// flushed: it writes queued events until the client leaves, the stream
+// ends or the engine stops; events up to minSeq were replayed already. A
+// detachable stream's connection is taken over: the stream goes on after
+// serve returns, and cleans up after itself.
+func (s *Stream) serve(r *http.Request, minSeq uint64) {
 	s.minSeq = minSeq
 	s.armExpiry()
-	if detach && s.e.detach(s) {
+	if s.detachable && s.e.detach(s) {
 		return
 	}
 	s.run(r)
 	s.e.close(s, r, false)
-}
-
-// Ready and Take are the pull side of a stream read in process rather
-// than written to a connection (benchmarks measure the engine's own cost
-// so): Ready signals that events were queued, and Take returns them all,
-// swapped with spare (emptied) so that the two slices are reused, and
-// counts them written.
-func (s *Stream) Ready() <-chan struct{} { return s.h.wakeCh }
-
-// Take: see [Stream.Ready].
-func (s *Stream) Take(spare []*Event) []*Event {
-	clear(spare)
-	s.mu.Lock()
-	q := s.queue
-	s.queue, s.queueBytes = spare[:0], 0
-	s.mu.Unlock()
-	s.e.unqueue(q)
-	return q
 }
 
 var (

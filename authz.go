@@ -9,15 +9,64 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/rs/cors"
 
 	"github.com/mercurekit/mercure/internal/engine"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
 )
+
+// authorization is who may do what: access tokens verified, the keys of
+// authorization servers, the URL patterns of matchers and grants
+// compiled, the CORS policy, and the grant sets interned.
+type authorization struct {
+	verifier *token.Verifier // nil when no issuer is configured
+	patterns *index.Cache    // compiled URL patterns of matchers and grants
+	// servers fetches the keys of authorization server issuers; nil when
+	// there is none.
+	servers *authServers
+	cors    *cors.Cors // nil without WithCORS
+
+	// mu guards the interned grant sets.
+	mu        sync.Mutex
+	grantSets map[string]*grantSet // interned subscribe grants of open streams
+
+	warnedLegacy atomic.Bool // a pre-standard credential was seen without the compatibility mode
+	// deniedOnce is, by token failure reason, whether one was logged at
+	// Warn already (see logDenial).
+	deniedOnce [len(tokenReasons)]atomic.Bool
+}
+
+// initAuth sets up the hub's authorization: its token verifier, its
+// cache of compiled patterns, its CORS policy.
+func (h *Hub) initAuth() error {
+	h.auth.patterns = index.NewCache(h.url, h.resolver, patternCacheSize)
+	h.auth.grantSets = make(map[string]*grantSet)
+	var err error
+	if h.auth.verifier, err = h.newVerifier(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	if h.cfg.legacy != nil {
+		h.log.Warn("mercure: compatibility mode for pre-standard clients is on: tokens with the legacy mercure claim (no audience: their keys must be this hub's alone), topic= selectors and URI templates, the mercureAuthorization cookie and tokens in the authorization query parameter (keep query strings out of access logs) are accepted; see docs/migration.md to move clients to the standard")
+	}
+	if len(h.cfg.corsOrigins) > 0 {
+		h.auth.cors = cors.New(cors.Options{
+			AllowedOrigins:   h.cfg.corsOrigins,
+			AllowCredentials: true,
+			AllowedMethods:   []string{http.MethodGet, methodQuery, http.MethodPost},
+			AllowedHeaders:   []string{"Authorization", "Last-Event-ID", "Content-Type"},
+			ExposedHeaders:   []string{"Link", "Mercure-Last-Event-ID"},
+			MaxAge:           600,
+		})
+	}
+	return nil
+}
 
 // principal is what a valid access token proves about a request: the
 // rights the hub acts on. A nil *principal is an anonymous client, which
@@ -94,7 +143,7 @@ func (g *grantSet) reads(e *engine.Event, r *topicurl.Resolver) bool {
 }
 
 // newVerifier builds the token verifier of the configured issuers, or nil
-// when there is none, and h.authServers when some are authorization
+// when there is none, and h.auth.servers when some are authorization
 // servers.
 func (h *Hub) newVerifier() (*token.Verifier, error) {
 	lc := h.cfg.legacy
@@ -111,14 +160,14 @@ func (h *Hub) newVerifier() (*token.Verifier, error) {
 			issuers[i] = token.Issuer{ID: iss.ID, PublisherKeys: iss.PublisherKeys, SubscriberKeys: iss.SubscriberKeys}
 			continue
 		}
-		if h.authServers == nil {
+		if h.auth.servers == nil {
 			as, err := newAuthServers(&h.cfg)
 			if err != nil {
 				return nil, err
 			}
-			h.authServers = as
+			h.auth.servers = as
 		}
-		src, err := h.authServers.add(iss.ID)
+		src, err := h.auth.servers.add(iss.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +252,7 @@ func (h *Hub) cookieNames() []string {
 // authorizesSubscribers reports whether any stream can be authorized
 // to receive private updates.
 func (h *Hub) authorizesSubscribers() bool {
-	return h.verifier != nil || h.cfg.authorizer != nil
+	return h.auth.verifier != nil || h.cfg.authorizer != nil
 }
 
 // authenticate returns the principal of the request's access token, or
@@ -212,53 +261,49 @@ func (h *Hub) authorizesSubscribers() bool {
 // malformed header, 401 invalid_token for a token that fails any check,
 // whatever its source; an invalid token is never taken as anonymous
 // (AUTH-14), nor passed to the Authorizer.
-func (h *Hub) authenticate(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
-	if h.verifier == nil {
+func (h *Hub) authenticate(r *http.Request, role token.Role) (*principal, verdict) {
+	if h.auth.verifier == nil {
 		// No issuer: nothing to verify a token with.
 		if h.cfg.authorizer != nil {
-			return h.authorizeSession(w, r, role)
+			return h.authorizeSession(r, role)
 		}
-		return nil, true
+		return nil, verdict{}
 	}
 	raw, fromCookie, err := h.credential(r)
 	switch {
 	case err != nil:
-		h.deny(w, r, denial{status: http.StatusBadRequest, code: "invalid_request", reason: TokenMalformed,
+		return nil, denied(denial{status: http.StatusBadRequest, code: "invalid_request", reason: TokenMalformed,
 			description: "the Authorization header must be one Bearer token: Authorization: Bearer <token>"}, role, err)
-		return nil, false
 	case raw == "" && h.cfg.authorizer != nil:
-		return h.authorizeSession(w, r, role)
+		return h.authorizeSession(r, role)
 	case raw == "":
 		if hint := h.ignoredLegacyCredential(r); hint != "" {
 			// The request is served as anonymous, or refused for want of
 			// a token: either way, say why once.
 			level := slog.LevelDebug
-			if !h.warnedLegacy.Load() && h.warnedLegacy.CompareAndSwap(false, true) {
+			if !h.auth.warnedLegacy.Load() && h.auth.warnedLegacy.CompareAndSwap(false, true) {
 				level = slog.LevelWarn
 			}
 			h.log.Log(r.Context(), level, "mercure: a client sent a pre-standard credential, ignored: "+hint)
 		}
-		return nil, true
+		return nil, verdict{}
 	}
-	tok, err := h.verifier.VerifyContext(r.Context(), raw, role)
+	tok, err := h.auth.verifier.VerifyContext(r.Context(), raw, role)
 	if err != nil && token.Hint(err) == token.HintKeysUnavailable {
 		// The issuer's keys could not be fetched yet: an outage of the
 		// authorization server, not a fault of the token. A temporary
 		// refusal, which an EventSource retries (see Hub.unavailable).
 		d := h.tokenDenial(err)
-		d.status = http.StatusServiceUnavailable
-		h.metrics.tokenFailure(d.reason)
+		h.ops.metrics.tokenFailure(d.reason)
 		h.logDenial(r.Context(), d, role, err)
-		h.unavailable(w, r, d.status, d.description)
-		return nil, false
+		return nil, unavailableFor(http.StatusServiceUnavailable, d.description)
 	}
 	if err != nil {
 		// The cause goes to the client in fixed words (see refusal.go);
 		// the error names the failed check, never the token (SEC-9).
-		h.deny(w, r, h.tokenDenial(err), role, err)
-		return nil, false
+		return nil, denied(h.tokenDenial(err), role, err)
 	}
-	return h.newPrincipal(tok, role, fromCookie), true
+	return h.newPrincipal(tok, role, fromCookie), verdict{}
 }
 
 // newPrincipal turns a verified token into the rights of one request.

@@ -123,9 +123,9 @@ func (h *Hub) startDebugger() *debugger {
 		panic(err) // the template and its data are ours
 	}
 	d.index = newDebugAsset("index.html", b.Bytes())
-	h.background.Add(1) // Shutdown waits for the sampler too
+	h.ops.background.Add(1) // Shutdown waits for the sampler too
 	go func() {
-		defer h.background.Done()
+		defer h.ops.background.Done()
 		d.activity.run(h)
 	}()
 	if h.cfg.playground != nil {
@@ -174,7 +174,7 @@ func (h *Hub) serveDebugger(w http.ResponseWriter, r *http.Request) bool {
 	case rest[0] == "token":
 		h.servePlaygroundToken(w, r)
 	case rest[0] == "":
-		h.serveDebugAsset(w, r, h.debug.index)
+		h.serveDebugAsset(w, r, h.ops.debug.index)
 	default:
 		a, ok := debugAssets[rest[0]]
 		if !ok {

@@ -52,7 +52,7 @@ func (l *activityLog) run(h *Hub) {
 	for {
 		l.record(h)
 		select {
-		case <-h.ctx.Done():
+		case <-h.ops.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -60,7 +60,7 @@ func (l *activityLog) run(h *Hub) {
 }
 
 func (l *activityLog) record(h *Hub) {
-	c, ec := &h.metrics, h.engine.Counters()
+	c, ec := &h.ops.metrics, h.engine.Counters()
 	s := activitySample{
 		Time:       time.Now().UnixMilli(),
 		Streams:    h.engine.Streams(),
@@ -108,18 +108,18 @@ func (h *Hub) serveActivity(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
-	p, ok := h.authenticate(w, r, token.Subscriber)
-	if !ok {
-		return
-	}
 	topic := h.activityTopic()
-	if p == nil {
-		h.challenge(w, http.StatusUnauthorized, "", "", "the hub's activity is shown to a token or session granting subscribe on "+topic)
-		return
+	p, v := h.authenticate(r, token.Subscriber)
+	switch {
+	case !v.serves():
+	case p == nil:
+		v = verdict{kind: forbid, status: http.StatusUnauthorized, detail: "the hub's activity is shown to a token or session granting subscribe on " + topic}
+	case p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(topic) }):
+		v = verdict{kind: forbid, status: http.StatusForbidden, detail: "the hub's activity is shown to a token or session granting subscribe on " + topic + "; this one does not",
+			denial: denial{code: "insufficient_scope", description: p.grantHolder() + " grants no subscribe on the hub's activity topic"}}
 	}
-	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(topic) }) {
-		h.challenge(w, http.StatusForbidden, "insufficient_scope", p.grantHolder()+" grants no subscribe on the hub's activity topic",
-			"the hub's activity is shown to a token or session granting subscribe on "+topic+"; this one does not")
+	if !v.serves() {
+		h.refuse(w, r, v)
 		return
 	}
 	after, err := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
@@ -131,7 +131,7 @@ func (h *Hub) serveActivity(w http.ResponseWriter, r *http.Request) {
 		RefusedLabels []string         `json:"refused_labels"`
 		TokenLabels   []TokenFailure   `json:"token_failure_labels"`
 		Samples       []activitySample `json:"samples"`
-	}{activityEvery.Milliseconds(), refusalStatuses[:], tokenReasons[:], h.debug.activity.after(after)})
+	}{activityEvery.Milliseconds(), refusalStatuses[:], tokenReasons[:], h.ops.debug.activity.after(after)})
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "encoding failed")
 		return

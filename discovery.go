@@ -151,7 +151,7 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		MatcherTypes:  []string{MatchExact, MatchURLPattern},
 		Subscriptions: h.cfg.subscriptions, // DIS-7, ACT-1
 	}
-	if h.verifier != nil {
+	if h.auth.verifier != nil {
 		doc.AuthorizationDetailsTypes = []string{token.DetailType}
 		doc.BearerMethods = []string{"header"} // never the cookie (DIS-7)
 		doc.Cookie = h.cfg.cookieName

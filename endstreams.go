@@ -113,7 +113,7 @@ func (h *Hub) addOwner(s *subscriber) {
 	if k == (streamSelector{}) {
 		return
 	}
-	o := &h.owners
+	o := &h.sessions.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s.owner = &owned{sel: k, seq: o.seq.Load()}
@@ -132,7 +132,7 @@ func (h *Hub) removeOwner(s *subscriber) {
 	if s.owner == nil {
 		return
 	}
-	o := &h.owners
+	o := &h.sessions.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, key := range s.owner.sel.keys() {
@@ -165,7 +165,7 @@ func (h *Hub) endOwned(sel streamSelector, before uint64) {
 		key = streamSelector{Session: sel.Session}
 	}
 	var ending []*subscriber
-	o := &h.owners
+	o := &h.sessions.owners
 	o.mu.Lock()
 	for s := range o.streams[key] {
 		if s.owner.seq < before && (sel.Session == "" || s.owner.sel.Session == sel.Session) {
@@ -183,7 +183,7 @@ func (h *Hub) endOwned(sel streamSelector, before uint64) {
 // EndStreams instruction, acts on it: true when e was one, which no
 // stream is to receive.
 func (h *Hub) fed(e *store.Event) bool {
-	h.owners.seq.Store(e.Seq)
+	h.sessions.owners.seq.Store(e.Seq)
 	if e.Type != "mercure" || !h.isEndStreams(e.Private, e.Topics) {
 		return false
 	}

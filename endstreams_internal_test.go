@@ -34,7 +34,7 @@ func TestEndStreams_OnlyStreamsBeforeTheInstruction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	at := h.owners.seq.Load() // the stream opens after the feed delivered this
+	at := h.sessions.owners.seq.Load() // the stream opens after the feed delivered this
 	if at == 0 {
 		t.Fatal("the feed's position is not recorded")
 	}
@@ -53,10 +53,10 @@ func TestEndStreams_OnlyStreamsBeforeTheInstruction(t *testing.T) {
 		return &store.Event{Topics: []string{h.endStreamsTopic()}, Data: string(data), Private: true, ID: "urn:uuid:x", Type: "mercure", Seq: seq}
 	}
 	var s *subscriber
-	h.owners.mu.Lock()
-	for s = range h.owners.streams[streamSelector{Subject: ownerHash("sub", "alice")}] {
+	h.sessions.owners.mu.Lock()
+	for s = range h.sessions.owners.streams[streamSelector{Subject: ownerHash("sub", "alice")}] {
 	}
-	h.owners.mu.Unlock()
+	h.sessions.owners.mu.Unlock()
 	if s == nil {
 		t.Fatal("the stream is not indexed by its subject")
 	}

@@ -18,7 +18,7 @@ func WithKeyRefreshLimit(d time.Duration) Option {
 }
 
 // PatternCompiles returns how many URL patterns the hub has compiled.
-func (h *Hub) PatternCompiles() int { return h.patterns.Compiles() }
+func (h *Hub) PatternCompiles() int { return h.auth.patterns.Compiles() }
 
 // WithoutPoller makes a hub's detached streams run as on systems without
 // a poller: a goroutine reads each detached stream's connection, and
@@ -42,9 +42,9 @@ func WithDetachedStreams() Option {
 // WithdrawingSubscriptions counts the ended subscriptions whose end the
 // hub has yet to share with its store.SubscriptionStore.
 func (h *Hub) WithdrawingSubscriptions() int {
-	h.subscriptions.mu.Lock()
-	defer h.subscriptions.mu.Unlock()
-	return len(h.subscriptions.withdrawing)
+	h.presence.mu.Lock()
+	defer h.presence.mu.Unlock()
+	return len(h.presence.withdrawing)
 }
 
 // newRing returns a memory store of the hub's default kind keeping size

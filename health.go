@@ -6,7 +6,7 @@ import "fmt"
 // begins, [ErrHubClosed] after. A failing store does not make a hub
 // dead (restarting it would not help): see [Hub.Ready].
 func (h *Hub) Live() error {
-	if h.shutting.Load() || h.isClosed() {
+	if h.ops.shutting.Load() || h.isClosed() {
 		return ErrHubClosed
 	}
 	return nil
@@ -20,7 +20,7 @@ func (h *Hub) Ready() error {
 	if err := h.Live(); err != nil {
 		return err
 	}
-	if err := h.feedErr.Load(); err != nil {
+	if err := h.ops.feedErr.Load(); err != nil {
 		return fmt.Errorf("mercure: the store's feed is failing: %w", *err)
 	}
 	return nil

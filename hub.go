@@ -8,15 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 
-	"github.com/rs/cors"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mercurekit/mercure/internal/engine"
-	"github.com/mercurekit/mercure/internal/index"
-	"github.com/mercurekit/mercure/internal/token"
 	"github.com/mercurekit/mercure/internal/topicurl"
 	"github.com/mercurekit/mercure/store"
 )
@@ -35,67 +30,23 @@ type Hub struct {
 	log      *slog.Logger
 	tracer   trace.Tracer
 	resolver *topicurl.Resolver
-	verifier *token.Verifier // nil when no issuer is configured
-	patterns *index.Cache    // compiled URL patterns of matchers and grants
-	// authServers fetches the keys of authorization server issuers; nil
-	// when there is none.
-	authServers *authServers
-	cors        *cors.Cors // nil without WithCORS
-	store       store.Store
-	unlisten    func()
-	detachHub   func() // from a store.OutboxStore; nil for another store
-	appending   appending
+
+	store     store.Store
+	unlisten  func()
+	detachHub func() // from a store.OutboxStore; nil for another store
+	appending appending
+	replays   chan struct{} // a slot per replay running (Limits.MaxReplays)
 
 	// engine runs the streams: the feed from the store, dispatch, the
 	// queues and the writers.
 	engine *engine.Engine
 
-	// mu guards the interned grant sets.
-	mu        sync.Mutex
-	grantSets map[string]*grantSet // interned subscribe grants of open streams
-
-	// life guards closed.
-	life   sync.Mutex
-	closed bool
-	ctx    context.Context // canceled when Shutdown starts
-	stop   context.CancelFunc
-	// events bounds the announcements of subscriptions (their events):
-	// canceled when Shutdown stops waiting for streams.
-	events     context.Context
-	stopEvents context.CancelFunc
-	// background counts the hub's own goroutines (the Authorizer's
-	// re-checks, the debugger's sampler), for Shutdown.
-	background sync.WaitGroup
-
-	subscriptions subscriptionRegistry
-	shutting      atomic.Bool           // Shutdown has begun (a drain, then the end)
-	appends       transition            // the store refusing updates, logged once per transition
-	reads         transition            // the store failing replays, likewise
-	presence      transition            // the store failing to share subscriptions
-	listing       transition            // the store failing to list them
-	authorizing   transition            // the application's Authorizer failing
-	warnedLegacy  atomic.Bool           // a pre-standard credential was seen without the compatibility mode
-	rechecks      rechecker             // the Authorizer's re-checks of streams
-	owners        owners                // the streams by subject and session, for EndStreams
-	replays       chan struct{}         // a slot per replay running (Limits.MaxReplays)
-	feedErr       atomic.Pointer[error] // nil while the store's feed works
-
-	warnedReadDeadlines atomic.Bool // see limitBodyTime
-	warnedRoute         atomic.Bool // see notServed
-	warnedAPIOff        atomic.Bool // see notServed
-
-	mounts        []mountPoint // where the hub is reached: its path, or WithProxyPath's (see route)
-	metadataPaths []string     // where its metadata is, escaped
-
-	metrics counters // see Metrics
-
-	debug *debugger // nil without WithDebugger
-	// deniedOnce is, by token failure reason, whether one was logged at
-	// Warn already (see logDenial).
-	deniedOnce [len(tokenReasons)]atomic.Bool
-	// deferredOnce is whether a deferred refusal was logged at Warn
-	// already (see Hub.unavailable).
-	deferredOnce atomic.Bool
+	// The components, each with its file and its locks.
+	auth     authorization // authz.go: who may do what
+	presence presence      // subscriptions.go: the active subscriptions
+	sessions sessions      // session.go: the streams of sessions and subjects
+	routes   routing       // routes.go: where the hub is reached
+	ops      operations    // operations.go: life, metrics, health
 }
 
 // New returns a hub whose absolute public URL is hubURL, for example
@@ -115,25 +66,8 @@ type Hub struct {
 // Host header; where the hub is reached in the application's routes is
 // a separate matter (see [Hub.Mount]).
 func New(hubURL string, opts ...Option) (*Hub, error) {
-	cfg := defaultConfig()
-	u, err := parseHubURL(hubURL)
+	cfg, err := newConfig(hubURL, opts)
 	if err != nil {
-		return nil, err
-	}
-	cfg.url = u
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	cfg.limits = cfg.limits.resolve()
-	if err := cfg.limits.check(); err != nil {
-		return nil, err
-	}
-	if err := cfg.checkPlayground(); err != nil {
 		return nil, err
 	}
 	hubURL = cfg.url.String()
@@ -142,46 +76,64 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 		return nil, fmt.Errorf("%w: hub URL: %v", ErrInvalidOption, err)
 	}
 	h := &Hub{
-		cfg:       cfg,
-		url:       hubURL,
-		path:      cfg.url.EscapedPath(),
-		log:       slog.New(traceHandler{cfg.logger.Handler()}),
-		tracer:    newTracer(cfg.tracerProvider),
-		resolver:  resolver,
-		store:     cfg.store,
-		patterns:  index.NewCache(hubURL, resolver, patternCacheSize),
-		grantSets: make(map[string]*grantSet),
-		replays:   make(chan struct{}, cfg.limits.MaxReplays),
-		rechecks:  rechecker{groups: make(map[string]*sessionGroup), slots: make(chan struct{}, maxRechecks)},
-		owners:    owners{streams: make(map[streamSelector]map[*subscriber]struct{})},
+		cfg:      cfg,
+		url:      hubURL,
+		path:     cfg.url.EscapedPath(),
+		log:      slog.New(traceHandler{cfg.logger.Handler()}),
+		tracer:   newTracer(cfg.tracerProvider),
+		resolver: resolver,
+		store:    cfg.store,
+		replays:  make(chan struct{}, cfg.limits.MaxReplays),
 	}
-	h.mounts, h.metadataPaths = mountPoints(h.path, cfg.proxyPaths)
-	if h.verifier, err = h.newVerifier(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
-	}
-	if cfg.legacy != nil {
-		h.log.Warn("mercure: compatibility mode for pre-standard clients is on: tokens with the legacy mercure claim (no audience: their keys must be this hub's alone), topic= selectors and URI templates, the mercureAuthorization cookie and tokens in the authorization query parameter (keep query strings out of access logs) are accepted; see docs/migration.md to move clients to the standard")
-	}
-	if len(cfg.corsOrigins) > 0 {
-		h.cors = cors.New(cors.Options{
-			AllowedOrigins:   cfg.corsOrigins,
-			AllowCredentials: true,
-			AllowedMethods:   []string{http.MethodGet, methodQuery, http.MethodPost},
-			AllowedHeaders:   []string{"Authorization", "Last-Event-ID", "Content-Type"},
-			ExposedHeaders:   []string{"Link", "Mercure-Last-Event-ID"},
-			MaxAge:           600,
-		})
+	h.routes.mounts, h.routes.metadataPaths = mountPoints(h.path, cfg.proxyPaths)
+	h.sessions.init()
+	h.presence.active = make(map[*Subscription]struct{})
+	if err := h.initAuth(); err != nil {
+		return nil, err
 	}
 	h.engine = engine.New(h.engineConfig())
-	h.ctx, h.stop = context.WithCancel(context.Background())
-	h.events, h.stopEvents = context.WithCancel(context.Background())
-	if h.authServers != nil {
-		if err := h.authServers.start(h.ctx); err != nil {
-			h.stop()
+	h.ops.start()
+	if h.auth.servers != nil {
+		if err := h.auth.servers.start(h.ops.ctx); err != nil {
+			h.ops.stop()
 			return nil, err
 		}
 	}
-	h.subscriptions.active = make(map[*Subscription]struct{})
+	h.attachStore()
+	if cfg.debugger {
+		h.ops.debug = h.startDebugger()
+	}
+	return h, nil
+}
+
+// newConfig applies opts to the defaults, for the hub at hubURL, and
+// checks the result.
+func newConfig(hubURL string, opts []Option) (config, error) {
+	cfg := defaultConfig()
+	u, err := parseHubURL(hubURL)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.url = u
+	for _, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.limits = cfg.limits.resolve()
+	if err := cfg.limits.check(); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.checkPlayground()
+}
+
+// attachStore starts listening to the store (the default one when none
+// was given), from the latest update it holds, and lends it the hub's
+// link when it records updates outside the hub.
+func (h *Hub) attachStore() {
 	if h.store == nil {
 		h.store = defaultStore()
 	}
@@ -192,12 +144,8 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	}
 	h.engine.Begin(start) // unless an event came meanwhile, which is newer
 	if ob, ok := h.store.(store.OutboxStore); ok {
-		h.detachHub = ob.AttachHub(store.HubLink{Validate: h.validateEvent, Published: func() { h.metrics.publishedTx.Add(1) }})
+		h.detachHub = ob.AttachHub(store.HubLink{Validate: h.validateEvent, Published: func() { h.ops.metrics.publishedTx.Add(1) }})
 	}
-	if cfg.debugger {
-		h.debug = h.startDebugger()
-	}
-	return h, nil
 }
 
 // parseHubURL checks the hub URL given to [New]: absolute http(s), no
@@ -231,12 +179,12 @@ const patternCacheSize = 1 << 16
 // feedStatus records and logs the state of the store's live feed.
 func (h *Hub) feedStatus(err error) {
 	if err == nil {
-		if h.feedErr.Swap(nil) != nil {
+		if h.ops.feedErr.Swap(nil) != nil {
 			h.log.Info("mercure: the store's feed is back")
 		}
 		return
 	}
-	if h.feedErr.Swap(&err) == nil {
+	if h.ops.feedErr.Swap(&err) == nil {
 		h.log.Error("mercure: the store's feed is failing; subscribers get no update until it recovers", "error", err)
 	}
 }
@@ -269,7 +217,7 @@ func (h *Hub) LastEventID() string {
 // the hub serves; the first is logged at Warn, naming the likely
 // misconfiguration.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.debug != nil && h.serveDebugger(w, r) {
+	if h.ops.debug != nil && h.serveDebugger(w, r) {
 		return // the debugger's pages answer no other origin: no CORS
 	}
 	h.withCORS(w, r, h.serveHub)
@@ -278,11 +226,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // withCORS runs next behind the CORS policy, if any: preflights are
 // answered without calling next.
 func (h *Hub) withCORS(w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
-	if h.cors == nil {
+	if h.auth.cors == nil {
 		next(w, r)
 		return
 	}
-	h.cors.ServeHTTP(w, r, next)
+	h.auth.cors.ServeHTTP(w, r, next)
 }
 
 func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
@@ -333,17 +281,17 @@ const (
 // nor ends them (it would wait its whole deadline for them), or register
 // it with [http.Server.RegisterOnShutdown] (docs/operations.md shows how).
 func (h *Hub) Shutdown(ctx context.Context) error {
-	if h.shutting.CompareAndSwap(false, true) && h.cfg.limits.Drain > 0 {
+	if h.ops.shutting.CompareAndSwap(false, true) && h.cfg.limits.Drain > 0 {
 		h.engine.Drain(ctx, h.cfg.limits.Drain)
 	}
-	h.life.Lock()
-	first := !h.closed
+	h.ops.life.Lock()
+	first := !h.ops.closed
 	if first {
-		h.closed = true
-		h.stop()
+		h.ops.closed = true
+		h.ops.stop()
 		h.engine.Stop()
 	}
-	h.life.Unlock()
+	h.ops.life.Unlock()
 	if first {
 		h.unlisten()
 		if h.detachHub != nil {
@@ -354,19 +302,19 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	// dispatcher must not outlive Shutdown. Stopped, it ends within one
 	// list of one dispatch, whatever ctx allows.
 	h.engine.WaitDispatched(context.Background())
-	if h.authServers != nil {
-		if err := h.authServers.shutdown(ctx); err != nil {
+	if h.auth.servers != nil {
+		if err := h.auth.servers.shutdown(ctx); err != nil {
 			h.engine.AbortAll()
 			return err
 		}
 	}
 	// The streams' end events are bounded by ctx too: past it, Shutdown
 	// no longer waits for a store that does not answer.
-	defer context.AfterFunc(ctx, h.stopEvents)()
+	defer context.AfterFunc(ctx, h.ops.stopEvents)()
 	if err := h.engine.Wait(ctx); err != nil {
 		return err
 	}
-	h.background.Wait() // they end at once: h.ctx is done
+	h.ops.background.Wait() // they end at once: h.ops.ctx is done
 	return nil
 }
 

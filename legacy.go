@@ -122,5 +122,5 @@ func (h *Hub) legacySelector(value string, lim *PatternLimits) (matcher, index.C
 
 // compileTemplate is [Hub.compilePattern] for a URI template.
 func (h *Hub) compileTemplate(raw string, lim *PatternLimits) (*index.Pattern, error) {
-	return h.patterns.GetTemplate(raw, lim.limit())
+	return h.auth.patterns.GetTemplate(raw, lim.limit())
 }

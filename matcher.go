@@ -136,5 +136,5 @@ func (h *Hub) compileMatchers(ms []matcher, lim *PatternLimits) error {
 // grants, so each distinct pattern is compiled once, and its cost
 // estimated once, however many streams and requests use it.
 func (h *Hub) compilePattern(raw string, lim *PatternLimits) (*index.Pattern, error) {
-	return h.patterns.Get(raw, lim.limit())
+	return h.auth.patterns.Get(raw, lim.limit())
 }

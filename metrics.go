@@ -228,7 +228,7 @@ type Metrics struct {
 // Metrics returns a snapshot of the hub's counters. It takes a few locks
 // briefly; call it at most a few times a second.
 func (h *Hub) Metrics() Metrics {
-	c, ec := &h.metrics, h.engine.Counters()
+	c, ec := &h.ops.metrics, h.engine.Counters()
 	m := Metrics{
 		Streams:          h.engine.Streams(),
 		Dispatched:       ec.Dispatched.Load(),
@@ -259,11 +259,11 @@ func (h *Hub) Metrics() Metrics {
 	for i, r := range tokenReasons {
 		m.TokenFailures[r] = c.tokenFailures[i].Load()
 	}
-	if err := h.feedErr.Load(); err != nil {
+	if err := h.ops.feedErr.Load(); err != nil {
 		m.FeedError = *err
 	}
-	h.subscriptions.mu.Lock()
-	m.Subscriptions = len(h.subscriptions.active)
-	h.subscriptions.mu.Unlock()
+	h.presence.mu.Lock()
+	m.Subscriptions = len(h.presence.active)
+	h.presence.mu.Unlock()
 	return m
 }

@@ -101,15 +101,15 @@ func (h *Hub) publishGo(ctx context.Context, u Update) (id string, err error) {
 		u.Retry = &retry
 	}
 	if err := h.validate(&u); err != nil {
-		h.metrics.refused[refusalIndex(publishStatus(err))].Add(1)
+		h.ops.metrics.refused[refusalIndex(publishStatus(err))].Add(1)
 		return "", err
 	}
 	id, err = h.publish(ctx, u)
 	switch {
 	case err == nil:
-		h.metrics.publishedGo.Add(1)
+		h.ops.metrics.publishedGo.Add(1)
 	case ctx.Err() == nil:
-		h.metrics.refused[refusalIndex(publishStatus(err))].Add(1)
+		h.ops.metrics.refused[refusalIndex(publishStatus(err))].Add(1)
 	}
 	return id, err
 }
@@ -212,7 +212,7 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	if err := h.waitRoom(ctx); err != nil {
 		return "", err
 	}
-	if err := h.feedErr.Load(); err != nil {
+	if err := h.ops.feedErr.Load(); err != nil {
 		// An update recorded now would reach no stream until the feed is
 		// back, and then only if history still holds it: publishing
 		// comes back with the live feed.
@@ -226,11 +226,11 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	// A stream opened from now on does not get it live, however late the
 	// store's feed brings it (on a store shared over the network).
 	h.engine.Published(e.Seq, e.ID, len(v.Bytes))
-	h.metrics.publishDuration.Observe(time.Since(e.Time))
+	h.ops.metrics.publishDuration.Observe(time.Since(e.Time))
 	return u.ID, nil
 }
 
-func (h *Hub) isClosed() bool { return h.ctx.Err() != nil }
+func (h *Hub) isClosed() bool { return h.ops.ctx.Err() != nil }
 
 // errFeedDown is why a publish is refused while the store's live feed is
 // down: an update recorded then would not be delivered.
@@ -263,31 +263,19 @@ func (h *Hub) servePublish(w http.ResponseWriter, r *http.Request) {
 	h.servePublishCounted(rw, r)
 	switch {
 	case rw.status == http.StatusOK:
-		h.metrics.publishedHTTP.Add(1)
+		h.ops.metrics.publishedHTTP.Add(1)
 	case rw.status != 0:
-		h.metrics.refused[refusalIndex(rw.status)].Add(1)
+		h.ops.metrics.refused[refusalIndex(rw.status)].Add(1)
 	}
 	endSpanStatus(span, rw.status)
 }
 
 func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	h.limitBodyTime(w, r)
-	var p *principal
-	if !h.cfg.insecurePublish {
-		var ok bool
-		if p, ok = h.authenticate(w, r, token.Publisher); !ok {
-			return
-		}
-		if p == nil {
-			// AUTH-1, AUTH-13: publishing needs a token.
-			h.deny(w, r, h.missingDenial(r), token.Publisher, nil)
-			return
-		}
-		if p.fromCookie && !h.sameOrigin(r) {
-			// SEC-4: a cookie rides along on cross-site requests.
-			h.challenge(w, http.StatusForbidden, "", "", "a publish authenticated by a cookie must come from the hub's origin or an origin of WithCORS (its Origin or Referer header)")
-			return
-		}
+	p, v := h.admit(r, token.Publisher)
+	if !v.serves() {
+		h.refuse(w, r, v)
+		return
 	}
 	body, err := h.readForm(w, r)
 	if err != nil {
@@ -311,7 +299,7 @@ func (h *Hub) servePublishCounted(w http.ResponseWriter, r *http.Request) {
 	}
 	if i := p.unpublishable(u.Topics); !h.cfg.insecurePublish && i >= 0 {
 		// AUTH-34: publish on every topic, or nothing is dispatched.
-		h.deny(w, r, publishGrantDenial(p, i, u.Topics[i]), token.Publisher, nil)
+		h.refuse(w, r, denied(publishGrantDenial(p, i, u.Topics[i]), token.Publisher, nil))
 		return
 	}
 	// Room in the dispatcher's backlog: only an overloaded hub waits,

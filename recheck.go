@@ -73,7 +73,7 @@ func credentialsKey(r *http.Request) string {
 // their calls.
 func (h *Hub) startRecheck(s *subscriber, r *http.Request) {
 	key := credentialsKey(r)
-	rc := &h.rechecks
+	rc := &h.sessions.rechecks
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	g := rc.groups[key]
@@ -91,7 +91,7 @@ func (h *Hub) startRecheck(s *subscriber, r *http.Request) {
 // stopRecheck takes s, which ended, out of its group, and drops the
 // group when it was the last one.
 func (h *Hub) stopRecheck(s *subscriber) {
-	rc := &h.rechecks
+	rc := &h.sessions.rechecks
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	g := s.group
@@ -117,15 +117,15 @@ func (h *Hub) recheckDelay() time.Duration {
 // group's streams cleanly (what is queued is written first); a failure
 // keeps them, until the next re-check.
 func (h *Hub) recheckGroup(g *sessionGroup) {
-	h.life.Lock()
-	if h.closed {
-		h.life.Unlock()
+	h.ops.life.Lock()
+	if h.ops.closed {
+		h.ops.life.Unlock()
 		return // Shutdown ends the streams
 	}
-	h.background.Add(1) // Shutdown waits for this call
-	h.life.Unlock()
-	defer h.background.Done()
-	rc := &h.rechecks
+	h.ops.background.Add(1) // Shutdown waits for this call
+	h.ops.life.Unlock()
+	defer h.ops.background.Done()
+	rc := &h.sessions.rechecks
 	rc.mu.Lock()
 	if rc.groups[g.key] != g {
 		rc.mu.Unlock()
@@ -137,14 +137,14 @@ func (h *Hub) recheckGroup(g *sessionGroup) {
 	start := time.Now()
 	select {
 	case rc.slots <- struct{}{}:
-	case <-h.ctx.Done():
+	case <-h.ops.ctx.Done():
 		return
 	}
-	ctx, cancel := context.WithTimeout(h.ctx, max(h.cfg.recheck, time.Second))
+	ctx, cancel := context.WithTimeout(h.ops.ctx, max(h.cfg.recheck, time.Second))
 	p, subject, err := h.sessionPrincipal(g.req.WithContext(ctx), token.Subscriber)
 	cancel()
 	<-rc.slots
-	if h.ctx.Err() != nil {
+	if h.ops.ctx.Err() != nil {
 		return
 	}
 
@@ -172,12 +172,12 @@ func (h *Hub) applyRecheck(streams []*subscriber, p *principal, subject string, 
 		h.log.Error("mercure: the authorizer returned an access the hub cannot use; ending the session's streams", "subject", subject, "error", err)
 		endAll(streams, engine.EndGrantsChanged)
 	case err != nil:
-		h.authorizing.failed(h.ctx, h.log, slog.LevelWarn, "mercure: the authorizer fails; streams keep their rights, requests without a token get 503 until it recovers", err)
+		h.sessions.authorizing.failed(h.ops.ctx, h.log, slog.LevelWarn, "mercure: the authorizer fails; streams keep their rights, requests without a token get 503 until it recovers", err)
 	case p == nil:
 		h.log.Debug("mercure: session revoked, ending its streams", "streams", len(streams))
 		endAll(streams, engine.EndRevoked)
 	default:
-		h.authorizing.recovered(h.ctx, h.log, "mercure: the authorizer works again")
+		h.sessions.authorizing.recovered(h.ops.ctx, h.log, "mercure: the authorizer works again")
 		for _, s := range streams {
 			if p.grantKey != s.principal.grantKey && !s.stream.Ending() {
 				h.log.Debug("mercure: the session's grants changed, ending its stream so that it reconnects", "subject", subject)

@@ -38,7 +38,7 @@ type denial struct {
 // deny answers r with d, counts it and logs it; role and err (the
 // verification error, if any) go to the log only.
 func (h *Hub) deny(w http.ResponseWriter, r *http.Request, d denial, role token.Role, err error) {
-	h.metrics.tokenFailure(d.reason)
+	h.ops.metrics.tokenFailure(d.reason)
 	h.logDenial(r.Context(), d, role, err)
 	h.challenge(w, d.status, d.code, d.description, d.detail)
 }
@@ -47,7 +47,7 @@ func (h *Hub) deny(w http.ResponseWriter, r *http.Request, d denial, role token.
 // after.
 func (h *Hub) logDenial(ctx context.Context, d denial, role token.Role, err error) {
 	level := slog.LevelDebug
-	if i := tokenReasonIndex(d.reason); !h.deniedOnce[i].Load() && h.deniedOnce[i].CompareAndSwap(false, true) {
+	if i := tokenReasonIndex(d.reason); !h.auth.deniedOnce[i].Load() && h.auth.deniedOnce[i].CompareAndSwap(false, true) {
 		level = slog.LevelWarn
 	}
 	attrs := []any{"reason", d.reason, "role", role.String(), "description", d.description}
@@ -169,7 +169,7 @@ func (h *Hub) challenge(w http.ResponseWriter, status int, code, description, de
 			attrs = append(attrs, `error_description="`+descriptionChars(description)+`"`)
 		}
 	}
-	if h.verifier != nil {
+	if h.auth.verifier != nil {
 		attrs = append(attrs, "resource_metadata="+quote(h.metadataURL()))
 	}
 	c := "Bearer"

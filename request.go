@@ -50,7 +50,7 @@ func (h *Hub) limitBodyTime(w http.ResponseWriter, r *http.Request) {
 		return // no body
 	}
 	err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.limits.BodyTimeout))
-	if errors.Is(err, http.ErrNotSupported) && h.warnedReadDeadlines.CompareAndSwap(false, true) {
+	if errors.Is(err, http.ErrNotSupported) && h.ops.warnedReadDeadlines.CompareAndSwap(false, true) {
 		h.log.WarnContext(r.Context(), "mercure: the response writer cannot set read deadlines (middleware without Unwrap?): a client that never finishes a request body holds its connection until the server's own timeouts")
 	}
 }

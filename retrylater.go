@@ -53,14 +53,14 @@ func retryDelay(status int) time.Duration {
 // temporary always gets the problem document.
 func (h *Hub) unavailable(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	if rw, ok := w.(*refusalWriter); ok && rw.subscribe && temporary(status) && prefersEventStream(r) {
-		h.metrics.subscribesDeferred.Add(1)
+		h.ops.metrics.subscribesDeferred.Add(1)
 		rw.status = status // for the span: a refusal, whatever the client is told
 		// As refusals of tokens are (see logDenial): the first at Warn, so
 		// that a budget too small shows at once, the next at Debug, so
 		// that no client floods the log. An outage of the store or the
 		// authorizer is logged at Warn on its own, once.
 		level, attrs := slog.LevelDebug, []any{"status", status, "reason", detail}
-		if !h.deferredOnce.Load() && h.deferredOnce.CompareAndSwap(false, true) {
+		if !h.ops.deferredOnce.Load() && h.ops.deferredOnce.CompareAndSwap(false, true) {
 			level, attrs = slog.LevelWarn, append(attrs, "note", "first deferred refusal: the next ones are logged at Debug, and counted in Metrics.SubscribesDeferred")
 		}
 		h.log.Log(r.Context(), level, "mercure: a subscribe refused for now, answered with a stream that tells the client to retry (it reads an event stream)", attrs...)

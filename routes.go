@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Routing. The hub URL is the hub's identity; the path a request reaches
@@ -21,6 +22,15 @@ import (
 // twice) names none, whatever a router hands the hub: a guard that an
 // application puts on the hub's paths is never bypassed by another
 // path reaching the same handler.
+
+// routing is where the hub is reached: fixed when it is built, read
+// without a lock.
+type routing struct {
+	mounts        []mountPoint // the hub path, or WithProxyPath's (see route)
+	metadataPaths []string     // where its metadata is, escaped
+	warnedRoute   atomic.Bool  // see notServed
+	warnedAPIOff  atomic.Bool  // see notServed
+}
 
 // routeKind is what a request path names, relative to the hub.
 type routeKind int
@@ -51,10 +61,10 @@ func newMountPoint(escaped string) mountPoint {
 func (h *Hub) route(r *http.Request) (kind routeKind, api []string) {
 	full := requestPath(r)
 	kind = routeOther
-	if slices.Contains(h.metadataPaths, full) {
+	if slices.Contains(h.routes.metadataPaths, full) {
 		return routeMetadata, nil
 	}
-	for _, m := range h.mounts {
+	for _, m := range h.routes.mounts {
 		rest, ok := m.lead(full)
 		if !ok {
 			continue
@@ -121,7 +131,7 @@ func (h *Hub) subRoute(rest string, root bool) (routeKind, []string) {
 	}
 	name, after, _ := strings.Cut(rest[1:], "/")
 	switch {
-	case name == "debug" && h.debug != nil:
+	case name == "debug" && h.ops.debug != nil:
 		if len(rest) == len("/debug") {
 			return routeDebug, nil
 		}
@@ -160,25 +170,25 @@ func hubSegments(escaped string) []string {
 func (h *Hub) notServed(w http.ResponseWriter, r *http.Request, kind routeKind) {
 	p := requestPath(r)
 	if kind == routeAPI || kind == routeAPIOther { // WithSubscriptions is off
-		if h.warnedAPIOff.CompareAndSwap(false, true) {
+		if h.routes.warnedAPIOff.CompareAndSwap(false, true) {
 			h.log.Warn("mercure: a request for the subscriptions API reached the hub, which serves it only with WithSubscriptions (logged once)", "path", p)
 		}
 		writeProblem(w, http.StatusNotFound, "this hub does not serve the subscriptions API; got "+quote(p))
 		return
 	}
 	var at []string
-	for _, m := range h.mounts {
+	for _, m := range h.routes.mounts {
 		at = append(at, m.path)
 	}
 	serves := "its endpoint"
 	if h.cfg.subscriptions {
 		serves += ", the subscriptions API ({mount}/subscriptions[/{type}/{topic}[/{subscriber}]])"
 	}
-	if h.debug != nil {
+	if h.ops.debug != nil {
 		serves += ", the debugger ({mount}/debug/)"
 	}
 	mounts := strings.Join(at, " and ")
-	if h.warnedRoute.CompareAndSwap(false, true) {
+	if h.routes.warnedRoute.CompareAndSwap(false, true) {
 		h.log.Warn("mercure: a request reached the hub at a path it does not serve: is the router routing another path to the hub, or a proxy in front rewriting the hub path without WithProxyPath saying so? (logged once)",
 			"path", p, "mounts", mounts)
 	}
@@ -207,10 +217,10 @@ type Mux interface {
 // ends like one of its routes gets 404, so that a middleware guarding the
 // hub's paths cannot be walked around.
 func (h *Hub) Mount(mux Mux) {
-	for _, m := range h.mounts {
+	for _, m := range h.routes.mounts {
 		h.mountAt(mux, m.path)
 	}
-	for _, p := range h.metadataPaths {
+	for _, p := range h.routes.metadataPaths {
 		mux.Handle(p, h)
 	}
 }
@@ -250,7 +260,7 @@ func (h *Hub) mountAt(mux Mux, path string) {
 		mux.Handle(api+"/{type}/{topic}", h)
 		mux.Handle(api+"/{type}/{topic}/{subscriber}", h)
 	}
-	if h.debug != nil {
+	if h.ops.debug != nil {
 		h.mountDebugger(mux, path)
 	}
 }

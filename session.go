@@ -12,6 +12,21 @@ import (
 	"github.com/mercurekit/mercure/internal/token"
 )
 
+// sessions is what the hub knows of the users behind its streams: the
+// streams an Authorizer authorized, re-checked at an interval
+// (recheck.go), and every stream by subject and session, for EndStreams
+// (endstreams.go). Each has its lock.
+type sessions struct {
+	rechecks    rechecker  // the Authorizer's re-checks of streams
+	owners      owners     // the streams by subject and session, for EndStreams
+	authorizing transition // the application's Authorizer failing
+}
+
+func (s *sessions) init() {
+	s.rechecks = rechecker{groups: make(map[string]*sessionGroup), slots: make(chan struct{}, maxRechecks)}
+	s.owners = owners{streams: make(map[streamSelector]map[*subscriber]struct{})}
+}
+
 // Access is what the application grants the user behind a request, from
 // its own session: the rights an access token's authorization_details
 // would carry (spec §Authorization: Authorization Details), with the
@@ -224,18 +239,16 @@ func (h *Hub) accessDetails(a *Access) ([]token.Detail, error) {
 // request: 503 when the authorizer failed (for an EventSource, a stream
 // that retries: see Hub.unavailable), 500 when its access cannot be
 // used.
-func (h *Hub) authorizeSession(w http.ResponseWriter, r *http.Request, role token.Role) (p *principal, ok bool) {
+func (h *Hub) authorizeSession(r *http.Request, role token.Role) (*principal, verdict) {
 	p, subject, err := h.sessionPrincipal(r, role)
 	switch {
 	case errors.Is(err, errInvalidAccess):
 		h.log.ErrorContext(r.Context(), "mercure: the authorizer returned an access the hub cannot use", "subject", subject, "error", err)
-		writeProblem(w, http.StatusInternalServerError, "the application's authorization failed")
-		return nil, false
+		return nil, verdict{kind: problem, status: http.StatusInternalServerError, detail: "the application's authorization failed"}
 	case err != nil:
-		h.authorizing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the authorizer fails; requests without a token get 503 until it recovers", err)
-		h.unavailable(w, r, http.StatusServiceUnavailable, "authorization is unavailable")
-		return nil, false
+		h.sessions.authorizing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the authorizer fails; requests without a token get 503 until it recovers", err)
+		return nil, unavailableFor(http.StatusServiceUnavailable, "authorization is unavailable")
 	}
-	h.authorizing.recovered(r.Context(), h.log, "mercure: the authorizer works again")
-	return p, true
+	h.sessions.authorizing.recovered(r.Context(), h.log, "mercure: the authorizer works again")
+	return p, verdict{}
 }

@@ -62,10 +62,10 @@ func (h *Hub) appendEvent(ctx context.Context, e *store.Event, v *engine.Event) 
 	endSpan(span, err)
 	switch {
 	case err == nil:
-		h.appends.recovered(ctx, h.log, "mercure: the store records updates again")
+		h.ops.appends.recovered(ctx, h.log, "mercure: the store records updates again")
 	case ctx.Err() == nil:
-		h.metrics.storeErrors.Add(1)
-		h.appends.failed(ctx, h.log, slog.LevelError, "mercure: the store refuses updates; publishing fails until it recovers", err)
+		h.ops.metrics.storeErrors.Add(1)
+		h.ops.appends.failed(ctx, h.log, slog.LevelError, "mercure: the store refuses updates; publishing fails until it recovers", err)
 	}
 	return err
 }

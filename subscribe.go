@@ -35,7 +35,6 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 	if p == nil {
 		lim = &h.cfg.limits.AnonymousPatterns
 	}
-	size := 0 // of the request's distinct URL patterns and templates
 	pairs := form.Parse(r.URL.RawQuery)
 	nquery := len(pairs)
 	if r.Method == methodQuery && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
@@ -45,81 +44,121 @@ func (h *Hub) parseSubscribe(w http.ResponseWriter, r *http.Request, p *principa
 		}
 		pairs = form.AppendParse(pairs, body)
 	}
-	var bodyCursor, aliasCursor string
-	var hasBodyCursor, hasTopic bool
-	aliasRank := len(resumeAliases)
+	c := cursors{aliasRank: len(resumeAliases)}
+	ms := matcherSet{lim: lim}
 	for i, pair := range pairs {
-		if pair.Name == "last_event_id" {
-			switch {
-			case i < nquery && !req.hasCursor:
-				req.cursor, req.hasCursor = pair.Value, true
-			case i >= nquery && !hasBodyCursor:
-				bodyCursor, hasBodyCursor = pair.Value, true
-			}
+		if c.take(pair, i < nquery) {
 			continue
 		}
-		if rank := slices.Index(resumeAliases[:], pair.Name); rank >= 0 {
-			if i < nquery && rank < aliasRank {
-				aliasCursor, aliasRank = pair.Value, rank
-			}
-			continue
-		}
-		var m matcher
-		var cost index.Cost
-		switch typ, ok, err := matcherType(pair.Name); {
-		case err != nil:
+		if err := h.addMatcher(&ms, pair); err != nil {
 			return req, err
-		case ok:
-			m, cost, err = h.newMatcher(typ, pair.Value, lim)
-			if err != nil {
-				return req, err
-			}
-		case pair.Name == "topic":
-			hasTopic = true
-			if h.cfg.legacy == nil {
-				continue
-			}
-			m, cost, err = h.legacySelector(pair.Value, lim)
-			if err != nil {
-				return req, err
-			}
-		default:
-			continue // not a matcher: ignored, access_token included (AUTH-9)
 		}
-		if len(req.matchers) == h.cfg.limits.MaxMatchers {
-			return req, fmt.Errorf("%w: more than %d matchers", errMatcher, h.cfg.limits.MaxMatchers)
-		}
-		if m.kind.Evaluated() && !slices.ContainsFunc(req.matchers, m.same) {
-			// The heap a request can pin is bounded, however many
-			// patterns it spreads it over.
-			if size += cost.Size; size > lim.MaxStreamSize {
-				return req, fmt.Errorf("%w: %w: the URL patterns would compile to about %d instructions, more than %d", errMatcher, index.ErrCost, size, lim.MaxStreamSize)
-			}
-		}
-		req.matchers = append(req.matchers, m)
 	}
-	if len(req.matchers) == 0 {
-		if hasTopic {
-			return req, fmt.Errorf("%w: no match parameter: this hub reads match (exact topics) and match_urlpattern (URL patterns), not the pre-standard topic parameter, which it accepts only in its compatibility mode: %s", errMatcher, legacyOption)
-		}
+	switch {
+	case len(ms.matchers) == 0 && ms.topic:
+		return req, fmt.Errorf("%w: no match parameter: this hub reads match (exact topics) and match_urlpattern (URL patterns), not the pre-standard topic parameter, which it accepts only in its compatibility mode: %s", errMatcher, legacyOption)
+	case len(ms.matchers) == 0:
 		return req, fmt.Errorf("%w: no match parameter", errMatcher) // SUB-9
 	}
 	// Only a request found within every limit gets its patterns compiled.
-	if err := h.compileMatchers(req.matchers, lim); err != nil {
+	if err := h.compileMatchers(ms.matchers, lim); err != nil {
 		return req, err
 	}
-	// REC-3: the header beats the query, which beats the body; the
-	// parameters of older clients come last (see resumeAliases).
+	req.matchers = ms.matchers
+	req.cursor, req.hasCursor = c.resolve(r)
+	return req, nil
+}
+
+// matcherSet is the matchers of a subscribe request, as it is parsed.
+type matcherSet struct {
+	lim      *PatternLimits
+	matchers []matcher
+	size     int  // of the distinct URL patterns and templates
+	topic    bool // a pre-standard topic= pair was seen
+}
+
+// addMatcher adds the matcher that pair names, if any, within the limits
+// on matchers and on what their patterns may cost; other pairs are
+// ignored, access_token included (AUTH-9).
+func (h *Hub) addMatcher(ms *matcherSet, pair form.Pair) error {
+	var m matcher
+	var cost index.Cost
+	switch typ, ok, err := matcherType(pair.Name); {
+	case err != nil:
+		return err
+	case ok:
+		if m, cost, err = h.newMatcher(typ, pair.Value, ms.lim); err != nil {
+			return err
+		}
+	case pair.Name == "topic":
+		ms.topic = true
+		if h.cfg.legacy == nil {
+			return nil
+		}
+		if m, cost, err = h.legacySelector(pair.Value, ms.lim); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	if len(ms.matchers) == h.cfg.limits.MaxMatchers {
+		return fmt.Errorf("%w: more than %d matchers", errMatcher, h.cfg.limits.MaxMatchers)
+	}
+	if m.kind.Evaluated() && !slices.ContainsFunc(ms.matchers, m.same) {
+		// The heap a request can pin is bounded, however many patterns
+		// it spreads it over.
+		if ms.size += cost.Size; ms.size > ms.lim.MaxStreamSize {
+			return fmt.Errorf("%w: %w: the URL patterns would compile to about %d instructions, more than %d", errMatcher, index.ErrCost, ms.size, ms.lim.MaxStreamSize)
+		}
+	}
+	ms.matchers = append(ms.matchers, m)
+	return nil
+}
+
+// cursors are the last event ids a subscribe request names: in its query,
+// its body, and the parameters of older clients (see resumeAliases).
+type cursors struct {
+	query, body, alias string
+	hasQuery, hasBody  bool
+	aliasRank          int // of alias in resumeAliases; len(resumeAliases) for none
+}
+
+// take records pair when it names a cursor, and reports whether it does.
+// Repeated, the first of each kind counts.
+func (c *cursors) take(pair form.Pair, inQuery bool) bool {
+	if pair.Name == "last_event_id" {
+		switch {
+		case inQuery && !c.hasQuery:
+			c.query, c.hasQuery = pair.Value, true
+		case !inQuery && !c.hasBody:
+			c.body, c.hasBody = pair.Value, true
+		}
+		return true
+	}
+	if rank := slices.Index(resumeAliases[:], pair.Name); rank >= 0 {
+		if inQuery && rank < c.aliasRank {
+			c.alias, c.aliasRank = pair.Value, rank
+		}
+		return true
+	}
+	return false
+}
+
+// resolve returns the cursor the request resumes from (REC-3): the
+// Last-Event-ID header beats the query, which beats the body; the
+// parameters of older clients come last.
+func (c *cursors) resolve(r *http.Request) (cursor string, ok bool) {
 	switch v, ok := r.Header["Last-Event-Id"]; {
 	case ok && len(v) > 0:
-		req.cursor, req.hasCursor = v[0], true
-	case req.hasCursor:
-	case hasBodyCursor:
-		req.cursor, req.hasCursor = bodyCursor, true
-	case aliasRank < len(resumeAliases):
-		req.cursor, req.hasCursor = aliasCursor, true
+		return v[0], true
+	case c.hasQuery:
+		return c.query, true
+	case c.hasBody:
+		return c.body, true
+	case c.aliasRank < len(resumeAliases):
+		return c.alias, true
 	}
-	return req, nil
+	return "", false
 }
 
 // subscriber is the hub's side of one stream: the rights and matchers
@@ -229,8 +268,9 @@ func (h *Hub) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	rw := &refusalWriter{ResponseWriter: w, subscribe: true} // for the refusals' status
 	setup := &setupSpan{span: span, rw: rw}
 	defer setup.end(errNotOpened)
-	sub, req, ok := h.admitSubscription(rw, r)
-	if !ok {
+	sub, req, v := h.admitSubscription(rw, r)
+	if !v.serves() {
+		h.refuse(rw, r, v)
 		return
 	}
 	if span.IsRecording() {
@@ -259,50 +299,31 @@ func (s *setupSpan) end(err error) {
 	}
 }
 
-// admitSubscription decides on a subscribe request: it returns the
-// stream's subscriber and what it asked for, or answers the refusal and
-// returns false. The costs a client can cause are paid in the order that
-// bounds them: its connection budget, then its credentials, and only then
-// its body and its patterns.
-func (h *Hub) admitSubscription(w *refusalWriter, r *http.Request) (*subscriber, subscribeRequest, bool) {
+// admitSubscription decides on a subscribe request: the stream's
+// subscriber and what it asked for, or the refusal. The costs a client
+// can cause are paid in the order that bounds them: its connection
+// budget, then its credentials, and only then its body and its patterns.
+func (h *Hub) admitSubscription(w http.ResponseWriter, r *http.Request) (*subscriber, subscribeRequest, verdict) {
 	var req subscribeRequest
-	if h.shutting.Load() && !h.isClosed() {
-		serveDrained(w) // a drain: come back soon, elsewhere
-		return nil, req, false
+	if h.ops.shutting.Load() && !h.isClosed() {
+		return nil, req, verdict{kind: drained} // come back soon, elsewhere
 	}
 	if r.Method == methodQuery {
 		h.limitBodyTime(w, r)
 	}
 	client := h.cfg.clientKey(r)
-	if status, msg := h.refuse(client); status != 0 {
-		h.unavailable(w, r, status, msg)
-		return nil, req, false
+	if v := h.overBudget(client); !v.serves() {
+		return nil, req, v
 	}
-	p, ok := h.authenticate(w, r, token.Subscriber)
-	switch {
-	case !ok:
-		return nil, req, false
-	case p == nil && h.authorizesSubscribers() && !h.cfg.anonymous:
-		h.deny(w, r, h.missingDenial(r), token.Subscriber, nil) // AUTH-2, AUTH-13
-		return nil, req, false
-	case p != nil && p.fromCookie && !h.sameOrigin(r):
-		// SEC-4: a cookie rides along on cross-site requests; a stream
-		// opened from another site would announce the user's
-		// subscriptions, payload included.
-		h.challenge(w, http.StatusForbidden, "", "", "a subscription authorized by a cookie or the application's session must come from the hub's origin or an origin of WithCORS (its Origin header, Sec-Fetch-Site or Referer)")
-		return nil, req, false
-	case p != nil && !p.session && !time.Now().Before(p.expiry):
-		// Within the clock leeway, yet a stream must end by exp (AUTH-37):
-		// it would not get a single event.
-		h.deny(w, r, denial{status: http.StatusUnauthorized, code: "invalid_token", reason: TokenExpired, description: h.describe(TokenExpired, "")}, token.Subscriber, nil)
-		return nil, req, false
+	p, v := h.admit(r, token.Subscriber)
+	if !v.serves() {
+		return nil, req, v
 	}
 	req, err := h.parseSubscribe(w, r, p)
 	if err != nil {
-		writeFormError(w, err)
-		return nil, req, false
+		return nil, req, verdict{kind: problem, err: err}
 	}
-	return &subscriber{hub: h, principal: p, matchers: req.matchers, client: client}, req, true
+	return &subscriber{hub: h, principal: p, matchers: req.matchers, client: client}, req, verdict{}
 }
 
 // serveStream hands sub's stream to the engine: its grants interned, its
@@ -342,8 +363,7 @@ func (h *Hub) serveStream(ctx context.Context, w http.ResponseWriter, rw *refusa
 			h.releaseGrants(sub.principal)
 			sub.interned = false
 		}
-		status, msg := refusal(err)
-		h.unavailable(rw, r, status, msg)
+		h.refuse(rw, r, engineRefusal(err))
 	}
 }
 
@@ -352,7 +372,7 @@ func (h *Hub) serveStream(ctx context.Context, w http.ResponseWriter, rw *refusa
 // subscriptions listed from its first byte.
 func (h *Hub) streamOpened(sub *subscriber, st *engine.Stream, r *http.Request) {
 	sub.stream = st
-	h.metrics.streamsOpened.Add(1)
+	h.ops.metrics.streamsOpened.Add(1)
 	h.addOwner(sub)
 	if p := sub.principal; p != nil && p.session {
 		h.startRecheck(sub, r) // instead of an expiry
@@ -388,15 +408,15 @@ func (h *Hub) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	defer context.AfterFunc(h.ctx, cancel)() // shutdown interrupts the replay
+	defer context.AfterFunc(h.ops.ctx, cancel)() // shutdown interrupts the replay
 	// Replays read and filter history: only so many at once, each for a
 	// bounded time, a slow client's included.
-	h.metrics.replays.Add(1)
+	h.ops.metrics.replays.Add(1)
 	if !h.acquireReplay(ctx) {
 		if r.Context().Err() == nil {
 			rp.End(engine.EndReplayError)
 			failure = errNoReplaySlot
-			h.unavailable(w, r, http.StatusServiceUnavailable, "too many replays in progress")
+			h.refuse(w, r, unavailableFor(http.StatusServiceUnavailable, "too many replays in progress"))
 		}
 		return 0, false
 	}
@@ -424,16 +444,16 @@ func (h *Hub) openBacklog(ctx context.Context, w http.ResponseWriter, r *http.Re
 	endSpan(sspan, err)
 	switch {
 	case err == nil:
-		h.reads.recovered(ctx, h.log, "mercure: reading history works again")
+		h.ops.reads.recovered(ctx, h.log, "mercure: reading history works again")
 		return b, nil, true
-	case h.ctx.Err() != nil:
-		h.unavailable(w, r, http.StatusServiceUnavailable, "the hub is shutting down")
+	case h.ops.ctx.Err() != nil:
+		h.refuse(w, r, unavailableFor(http.StatusServiceUnavailable, "the hub is shutting down"))
 	case r.Context().Err() != nil: // the client left
 	default:
-		h.metrics.storeErrors.Add(1)
+		h.ops.metrics.storeErrors.Add(1)
 		rp.End(engine.EndReplayError)
-		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
-		h.unavailable(w, r, http.StatusServiceUnavailable, "history is unavailable")
+		h.ops.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
+		h.refuse(w, r, unavailableFor(http.StatusServiceUnavailable, "history is unavailable"))
 	}
 	return b, err, false
 }
@@ -459,7 +479,7 @@ func (h *Hub) writeReplay(ctx context.Context, r *http.Request, s *subscriber, r
 		if err := rp.Write(buf); err != nil {
 			return 0, replayed, err, false
 		}
-		h.metrics.replayed.Add(1)
+		h.ops.metrics.replayed.Add(1)
 		replayed++
 		// Flush in large batches: a long replay costs few system calls, and
 		// a slow store still lets the client make progress.
@@ -485,11 +505,11 @@ func (h *Hub) replayFailed(ctx context.Context, r *http.Request, s *subscriber, 
 		rp.End(engine.EndHistoryGap)
 		h.log.DebugContext(ctx, "mercure: history dropped events before the replay reached them; ending the stream so that the client resumes", "error", err)
 	default:
-		h.metrics.storeErrors.Add(1)
+		h.ops.metrics.storeErrors.Add(1)
 		rp.End(engine.EndReplayError)
-		h.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
+		h.ops.reads.failed(ctx, h.log, slog.LevelWarn, "mercure: reading history fails; streams that resume get 503 until it recovers", err)
 	}
-	if ctx.Err() != nil && r.Context().Err() == nil && h.ctx.Err() == nil {
+	if ctx.Err() != nil && r.Context().Err() == nil && h.ops.ctx.Err() == nil {
 		// The token expired, or the replay took too long.
 		rp.End(expiryReason(s.principal, engine.EndReplayError))
 	}
@@ -525,24 +545,24 @@ func (h *Hub) acquireReplay(ctx context.Context) bool {
 // replayFlushBytes is how much replayed data is written between flushes.
 const replayFlushBytes = 32 << 10
 
-// refuse reports, without reserving anything, whether a stream of client
-// would be refused now: checked before the request is parsed, so that a
-// client over its limit cannot make the hub compile its patterns.
-func (h *Hub) refuse(client string) (status int, msg string) {
+// overBudget decides, without reserving anything, whether a stream of
+// client would be refused now: checked before the request is parsed, so
+// that a client over its limit cannot make the hub compile its patterns.
+func (h *Hub) overBudget(client string) verdict {
 	if err := h.engine.Refuse(client); err != nil {
-		return refusal(err)
+		return engineRefusal(err)
 	}
-	return 0, ""
+	return verdict{}
 }
 
-// refusal maps the engine's refusals to a status and a detail: every one
+// engineRefusal is the verdict on a stream the engine refuses: every one
 // is temporary (see Hub.unavailable), a budget that frees up as streams
 // end (429) or a hub that is shutting down (503).
-func refusal(err error) (status int, msg string) {
+func engineRefusal(err error) verdict {
 	if errors.Is(err, engine.ErrClosed) {
-		return http.StatusServiceUnavailable, err.Error()
+		return unavailableFor(http.StatusServiceUnavailable, err.Error())
 	}
-	return http.StatusTooManyRequests, err.Error()
+	return unavailableFor(http.StatusTooManyRequests, err.Error())
 }
 
 // internGrants shares the subscribe grants of p with the open streams
@@ -552,11 +572,11 @@ func (h *Hub) internGrants(p *principal) bool {
 	if p == nil || p.subscribe == nil {
 		return false
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch g := h.grantSets[p.subscribe.key]; {
+	h.auth.mu.Lock()
+	defer h.auth.mu.Unlock()
+	switch g := h.auth.grantSets[p.subscribe.key]; {
 	case g == nil:
-		h.grantSets[p.subscribe.key] = p.subscribe
+		h.auth.grantSets[p.subscribe.key] = p.subscribe
 	case sameGrants(g, p.subscribe):
 		p.subscribe = g
 	default:
@@ -571,9 +591,9 @@ func (h *Hub) internGrants(p *principal) bool {
 
 // releaseGrants undoes internGrants.
 func (h *Hub) releaseGrants(p *principal) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.auth.mu.Lock()
+	defer h.auth.mu.Unlock()
 	if p.subscribe.refs--; p.subscribe.refs == 0 {
-		delete(h.grantSets, p.subscribe.key)
+		delete(h.auth.grantSets, p.subscribe.key)
 	}
 }

@@ -39,9 +39,12 @@ type Subscription struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// subscriptionRegistry holds the active subscriptions of a hub. Its own
-// lock keeps listing them from ever stopping delivery.
-type subscriptionRegistry struct {
+// presence holds the active subscriptions of a hub (ACT). Its own lock
+// keeps listing them from ever stopping delivery.
+type presence struct {
+	sharing transition // the store failing to share subscriptions
+	listing transition // the store failing to list them
+
 	mu     sync.Mutex
 	active map[*Subscription]struct{}
 	// withdrawing holds the ids of ended subscriptions that a
@@ -66,7 +69,7 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 		// their start and end with the store runs behind them. The store
 		// adds the other hubs'. A copy, never nil: sorting must not touch
 		// the store's slice, and the API's collection is an array (ACT-16).
-		r := &h.subscriptions
+		r := &h.presence
 		r.mu.Lock()
 		out := make([]Subscription, 0, len(r.active)+len(list))
 		own := make(map[string]struct{}, len(r.active))
@@ -86,7 +89,7 @@ func (h *Hub) Subscriptions(ctx context.Context) ([]Subscription, error) {
 		slices.SortFunc(out, func(a, b Subscription) int { return strings.Compare(a.ID, b.ID) })
 		return out, nil
 	}
-	r := &h.subscriptions
+	r := &h.presence
 	r.mu.Lock()
 	out := make([]Subscription, 0, len(r.active))
 	for s := range r.active {
@@ -125,11 +128,11 @@ func (h *Hub) subscriptionsStarted(s *subscriber) {
 		}
 		s.subscriptions[i] = doc
 	}
-	h.subscriptions.mu.Lock()
+	h.presence.mu.Lock()
 	for _, doc := range s.subscriptions {
-		h.subscriptions.active[doc] = struct{}{}
+		h.presence.active[doc] = struct{}{}
 	}
-	h.subscriptions.mu.Unlock()
+	h.presence.mu.Unlock()
 }
 
 // announceStarted shares a stream's subscriptions with a
@@ -155,7 +158,7 @@ func (h *Hub) announceStarted(s *subscriber) <-chan struct{} {
 func (h *Hub) subscriptionsRemoved(s *subscriber) {
 	_, shared := h.store.(store.SubscriptionStore)
 	shared = shared && s.started != nil
-	r := &h.subscriptions
+	r := &h.presence
 	r.mu.Lock()
 	for _, doc := range s.subscriptions {
 		delete(r.active, doc)
@@ -188,7 +191,7 @@ const subscriptionEventsTimeout = 5 * time.Second
 // stream's announcement for subscriptionEventsTimeout at most, whatever
 // its number of subscriptions.
 func (h *Hub) announce(docs []*Subscription, active bool) {
-	ctx, cancel := context.WithTimeout(h.events, subscriptionEventsTimeout)
+	ctx, cancel := context.WithTimeout(h.ops.events, subscriptionEventsTimeout)
 	defer cancel()
 	if ss, ok := h.store.(store.SubscriptionStore); ok {
 		subs := make([]store.Subscription, len(docs))
@@ -200,18 +203,18 @@ func (h *Hub) announce(docs []*Subscription, active bool) {
 		}
 		err := ss.UpdateSubscriptions(ctx, subs)
 		if err != nil {
-			h.presence.failed(ctx, h.log, slog.LevelWarn, "mercure: the store fails to share subscriptions; other instances list them late", err)
+			h.presence.sharing.failed(ctx, h.log, slog.LevelWarn, "mercure: the store fails to share subscriptions; other instances list them late", err)
 		} else {
-			h.presence.recovered(ctx, h.log, "mercure: the store shares subscriptions again")
+			h.presence.sharing.recovered(ctx, h.log, "mercure: the store shares subscriptions again")
 		}
 		if !active {
 			// The store has the end, or keeps it to apply later (its
 			// contract): it is the store's to list from now on.
-			h.subscriptions.mu.Lock()
+			h.presence.mu.Lock()
 			for _, doc := range docs {
-				delete(h.subscriptions.withdrawing, doc.ID)
+				delete(h.presence.withdrawing, doc.ID)
 			}
-			h.subscriptions.mu.Unlock()
+			h.presence.mu.Unlock()
 		}
 	}
 	for _, doc := range docs {
@@ -257,17 +260,17 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request, api 
 		writeProblem(w, http.StatusNotFound, "no such resource in the subscriptions API")
 		return
 	}
-	p, ok := h.authenticate(w, r, token.Subscriber)
-	if !ok {
-		return
-	}
-	if p == nil {
-		h.deny(w, r, h.missingDenial(r), token.Subscriber, nil) // ACT-13: a token is needed
-		return
-	}
-	if p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(path) }) {
+	p, v := h.authenticate(r, token.Subscriber)
+	switch {
+	case !v.serves():
+	case p == nil:
+		v = denied(h.missingDenial(r), token.Subscriber, nil) // ACT-13: a token is needed
+	case p.subscribe == nil || !slices.ContainsFunc(p.subscribe.matchers, func(m matcher) bool { return m.matches(path) }):
 		d := p.grantHolder() + " grants no subscribe on this resource of the subscriptions API"
-		h.deny(w, r, grantDenial(d, d+": "+path), token.Subscriber, nil)
+		v = denied(grantDenial(d, d+": "+path), token.Subscriber, nil)
+	}
+	if !v.serves() {
+		h.refuse(w, r, v)
 		return
 	}
 	// The cursor is read before the snapshot: a client subscribing from it
@@ -276,12 +279,12 @@ func (h *Hub) serveSubscriptionsAPI(w http.ResponseWriter, r *http.Request, api 
 	subs, err := h.Subscriptions(r.Context())
 	if err != nil {
 		if r.Context().Err() == nil {
-			h.listing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the store fails to list subscriptions; the subscriptions API answers 503", err)
+			h.presence.listing.failed(r.Context(), h.log, slog.LevelWarn, "mercure: the store fails to list subscriptions; the subscriptions API answers 503", err)
 			writeProblem(w, http.StatusServiceUnavailable, "subscriptions are unavailable")
 		}
 		return
 	}
-	h.listing.recovered(r.Context(), h.log, "mercure: the store lists subscriptions again")
+	h.presence.listing.recovered(r.Context(), h.log, "mercure: the store lists subscriptions again")
 	var body any
 	switch len(segs) {
 	case 3: // one subscription (ACT-15)

@@ -23,32 +23,13 @@ import (
 // subscriptions API, the activity) is authorized by the protocol's rules.
 
 // WithDebugger serves the debugger, a web page for people to look at the
-// hub, at the hub path followed by /debug/ (see [Hub.Mount]); without this
-// option nothing of it is served. The page subscribes (to the matchers of
-// its form, or to the match, match_urlpattern and last_event_id parameters
-// of its own URL, on load, so that a link opens it subscribed) and shows
-// the events as they arrive, with the reconnections and the resumes;
-// publishes an update from a form; lists the active subscriptions live
-// (with [WithSubscriptions]); and charts the hub's activity over the last
-// five minutes.
-//
-// It is safe to leave on: the page is static, and it sees only what the
-// viewer's own access token (typed into the page and sent in the
-// Authorization header), the hub's cookie or, with [WithAuthorizer], the
-// application's session allows, under the protocol's rules (spec
-// §Authorization, §Active Subscriptions). The activity figures (counters
-// of the whole hub: streams open, updates published and delivered, queue
-// overflows, replays, refusals by reason; no topic, id or data) are
-// served at the hub path followed by /debug/activity to a token or session
-// granting subscribe on that very path, as a topic: "*" does, as does the
-// URL pattern of the hub path followed by /{*} or an exact match of it. A
-// request without a token or session gets 401, one whose grants lack it
-// 403, with a problem document saying which grant is needed.
-//
-// The page is served with a Content-Security-Policy that allows only its
-// own scripts, styles and requests to its own origin (no inline script)
-// and forbids framing, and it never puts a token in a URL. The debugger's
-// paths answer no other origin: [WithCORS] does not apply to them.
+// hub, at the hub path followed by /debug/: it subscribes (also from a
+// link), shows the events as they arrive, publishes, lists the active
+// subscriptions and charts the hub's activity. It sees only what the
+// viewer's own token, cookie or session allows; the activity is shown to
+// a token or session granting subscribe on the hub path followed by
+// /debug/activity. Its page runs under a strict Content-Security-Policy
+// and answers no other origin. docs/operations.md describes it.
 func WithDebugger() Option {
 	return func(c *config) error {
 		c.debugger = true

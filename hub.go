@@ -49,22 +49,12 @@ type Hub struct {
 	ops      operations    // operations.go: life, metrics, health
 }
 
-// New returns a hub whose absolute public URL is hubURL, for example
-// "https://example.com/.well-known/mercure", configured by opts.
-//
-// hubURL is an http or https URL without query, fragment or user info.
-// Its path may not end with a slash, except that a URL without a path, or
-// with the path "/", gets [DefaultHubPath]: "https://example.com" and
-// "https://example.com/" both mean
-// "https://example.com/.well-known/mercure". Any other URL is refused
-// with an error wrapping [ErrInvalidOption].
-//
-// The hub URL is authoritative (spec §Discovery): its path
-// decides the hub's reserved topic namespace, it is the base URL of
-// relative topics and URL patterns, and it is the resource identifier
-// that access tokens must name in aud. The hub never infers it from the
-// Host header; where the hub is reached in the application's routes is
-// a separate matter (see [Hub.Mount]).
+// New returns a hub whose absolute public URL is hubURL, configured by
+// opts. hubURL is an http or https URL without query, fragment, user info
+// or trailing slash; without a path it gets [DefaultHubPath]. It is the
+// hub's identity (spec §Discovery): the resource that tokens name in aud,
+// the base of relative topics, the root of the reserved topic namespace;
+// never inferred from a request's Host. Errors wrap [ErrInvalidOption].
 func New(hubURL string, opts ...Option) (*Hub, error) {
 	cfg, err := newConfig(hubURL, opts)
 	if err != nil {

@@ -26,30 +26,14 @@ type HMACSecret []byte
 type PEM []byte
 
 // Keys returns the key set that verifies the signatures of an [Issuer]'s
-// access tokens (the spec's "Authorization" section), for its
-// PublisherKeys or SubscriberKeys. Each argument is one of:
-//
-//   - a public key: *ecdsa.PublicKey (P-256, P-384 or P-521),
-//     *rsa.PublicKey (2048 bits or more) or ed25519.PublicKey;
-//   - an *x509.Certificate, for its public key (nothing else of the
-//     certificate is checked);
-//   - [PEM], for every public key and certificate it holds;
-//   - an [HMACSecret] of at least 32 bytes;
-//   - a jwk.Key holding a public key or a secret, kept as it is.
-//
-// Plain []byte and strings are refused: convert them to [HMACSecret] or
-// [PEM], so that the contents of a PEM file are never taken for a secret.
-//
-// Give several keys to accept the tokens of each, as while a signing key
-// is being rotated (at most 16); the hub tries each key in turn, skipping
-// those whose kid differs from the token's. Keys read from crypto keys,
-// certificates, PEM or secrets have no kid.
-//
-// A private key, or a PEM block holding one, is refused with an error
-// wrapping [ErrInvalidKey] rather than reduced to its public part: a
-// private key where verification keys are configured usually means that
-// it was deployed where it should not be. Pass its public part, such as
-// priv.Public(). Errors about any argument wrap ErrInvalidKey.
+// access tokens (spec §Authorization), for its PublisherKeys or
+// SubscriberKeys. Each argument is a public key (*ecdsa.PublicKey P-256,
+// P-384 or P-521; *rsa.PublicKey of 2048 bits or more;
+// ed25519.PublicKey), an *x509.Certificate, [PEM], an [HMACSecret] of at
+// least 32 bytes, or a jwk.Key; at most 16, as while a key is rotated.
+// Plain []byte and strings are refused, so that a PEM file is never taken
+// for a secret, and so is a private key, which verification keys should
+// never hold: pass its public part. Errors wrap [ErrInvalidKey].
 func Keys(keys ...any) (jwk.Set, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: Keys needs at least one key", ErrInvalidKey)

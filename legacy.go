@@ -50,30 +50,15 @@ type LegacyClients struct {
 	Issuers []string
 }
 
-// WithLegacyClients turns on the compatibility mode for clients of the
-// pre-standard drafts of Mercure, such as Symfony's Mercure component
-// (MercureBundle, API Platform) and EventSource polyfills. Off by default;
-// [New] logs a warning when it is on. Besides what the standard defines,
-// the hub then accepts:
-//
-//   - tokens with the legacy mercure claim (publish and subscribe arrays
-//     of topic selectors, payload), typ JWT or none, verified with the keys
-//     of lc only; iss, aud and exp are checked when present, and a token
-//     without exp lasts until the stream's maximum lifetime, if any (see
-//     [Limits].StreamLifetime); mercure.payload goes with every
-//     subscription of the stream;
-//   - topic selectors as the drafts defined them: "*", exact topics, and
-//     URI templates (RFC 6570, [MatchURITemplate]), matched against topics
-//     resolved against the hub URL as URL patterns are, and held to the
-//     same [PatternLimits];
-//   - topic= subscribe parameters carrying such selectors;
-//   - the [LegacyCookieName] cookie beside the configured one, and the
-//     token in the authorization query parameter (after the Authorization
-//     header, before the cookies, as the drafts ordered them): keep the
-//     query string of hub URLs out of access logs.
-//
-// The resume parameters of old clients (lastEventID, lastEventId and
-// Last-Event-ID in the query) are read in either mode.
+// WithLegacyClients turns on the compatibility mode for the clients of
+// the drafts before the standard, such as Symfony's Mercure component and
+// EventSource polyfills; [New] logs a warning when it is on. The hub then
+// also accepts tokens with the legacy mercure claim, verified with the
+// keys of lc only; topic= subscribe parameters with the drafts' selectors
+// ("*", exact topics, URI templates: [MatchURITemplate], held to the
+// same [PatternLimits]); the [LegacyCookieName] cookie; and the token in
+// the authorization query parameter (keep query strings out of access
+// logs). docs/migration.md is the guide to moving such an application.
 func WithLegacyClients(lc LegacyClients) Option {
 	return func(c *config) error {
 		for _, set := range []jwk.Set{lc.PublisherKeys, lc.SubscriberKeys} {

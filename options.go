@@ -79,25 +79,13 @@ type Issuer struct {
 	PublisherKeys  jwk.Set
 	SubscriberKeys jwk.Set
 	// AuthorizationServer says that the issuer is an OAuth 2.0
-	// authorization server: its keys come from the JWK Set named by the
-	// jwks_uri of its RFC 8414 metadata, fetched over HTTPS and kept fresh;
-	// its tokens serve both publishers and subscribers (spec §Authorization:
-	// Token Validation). ID must then be an https URL without query or
-	// fragment, PublisherKeys and SubscriberKeys must be nil, and the hub
-	// lists the issuer in the authorization_servers of its metadata (spec
-	// §Discovery: Protected Resource Metadata).
-	//
-	// The metadata is fetched from ID with
-	// /.well-known/oauth-authorization-server inserted before its path
-	// (https://as.example/tenant1 gives
-	// https://as.example/.well-known/oauth-authorization-server/tenant1),
-	// and it is used only if its issuer equals ID exactly. [New] starts
-	// fetching in the background and does not wait: until the keys
-	// arrive, the issuer's tokens are refused. The set is refreshed as its
-	// Cache-Control allows (every 5 minutes at most, daily at least), and
-	// at once, at most once a minute, when a token names a kid it lacks or
-	// while no set could be fetched; a failed refresh keeps the last good
-	// set. See [WithHTTPClient] and [WithPrivateNetworkFetches].
+	// authorization server (spec §Authorization: Token Validation): its
+	// keys come from the JWK Set of its RFC 8414 metadata, fetched over
+	// HTTPS in the background and kept fresh (until they arrive, its
+	// tokens are refused); its tokens serve publishers and subscribers;
+	// the hub names it in its own metadata. ID must be an https URL
+	// without query or fragment, and the keys nil. See [WithHTTPClient],
+	// [WithPrivateNetworkFetches] and docs/auth.md.
 	AuthorizationServer bool
 }
 

@@ -19,19 +19,11 @@ import (
 // tokens.
 //
 // DANGER: for local development only. Any client that reaches the hub
-// gets that token for the asking (a POST to the hub path followed by
-// /debug/token); [New] logs a warning when the option is on. Nothing turns
-// it on but this option.
-//
-// The hub mints the tokens itself, with an Ed25519 key it generates in
-// [New] and never shows, as an issuer of its own: they are valid on this
-// hub only, for 10 minutes; the page fetches a new one before its token
-// expires. That issuer counts as one: as with [WithIssuer], subscribers
-// without a token then need [WithAnonymousSubscribers]. Tokens are handed
-// only to requests for the hub URL's own host (so that a page of another
-// site, whose name was pointed at the developer's machine, cannot get one)
-// and, from browsers, to the hub's own origin. A [TokenPolicy] whose
-// Algorithms leave out EdDSA makes [New] fail.
+// gets that token for the asking; [New] logs a warning when it is on. The
+// tokens are minted with a key the hub generates and never shows, valid
+// on this hub for 10 minutes, handed only to requests for the hub URL's
+// own host and origin. Subscribers without a token then need
+// [WithAnonymousSubscribers], as with [WithIssuer].
 func WithInsecurePlayground() Option {
 	return func(c *config) error {
 		if c.playground != nil {

@@ -58,29 +58,18 @@ type Update struct {
 
 // Publish validates u with the rules of the HTTP endpoint (spec
 // §Publication), stores it and returns its id; the hub then delivers it to
-// the matching subscribers, in the store's order, without the caller waiting
-// for them. Once Publish returns, a stream that opens on this hub without
-// Last-Event-ID does not get u: it starts at u or later. On another hub
-// sharing the store (see [store.Store]), a stream that opens right after starts
-// at whatever that hub's feed has reached, which may precede u: it then
-// gets u live. Either way a stream without Last-Event-ID first receives
-// its starting position (an id with no data, which an EventSource keeps
-// as its last event id without firing an event) and gets every update
-// recorded after that position and none before, so that a page which
-// renders the state after u and subscribes without Last-Event-ID on
-// another hub may receive u once more; resuming with the id of the last
-// update it rendered (Last-Event-ID) makes it exact on any hub. It needs
-// no token: application code is trusted.
+// the matching subscribers, in the store's order, without the caller
+// waiting. Once Publish returns, a stream opened on this hub without
+// Last-Event-ID does not get u (docs/clusters.md says what another hub
+// sharing the store promises). It needs no token: application code is
+// trusted.
 //
-// The context bounds only how long Publish may wait, which it does when
-// the hub receives updates faster than it can deliver them (see
-// [Limits.MaxPendingUpdates]): then, if ctx ends first, Publish returns
-// ctx's error and nothing is recorded. It never cancels an update once
-// the store has it, so a request's context is fine to pass (an update the
-// application decided to publish is not lost because its HTTP client went
-// away): every store bounds its own time, and a store that fails or times
-// out makes Publish return an error wrapping [ErrStore]. The context also
-// carries the caller's trace: Publish's span is a child of its span.
+// ctx bounds only how long Publish waits for room when the hub receives
+// updates faster than it delivers them ([Limits].MaxPendingUpdates):
+// nothing is recorded then. It never cancels an update the store has, so
+// a request's context is fine to pass; a store that fails or times out
+// makes Publish return an error wrapping [ErrStore]. ctx's trace is the
+// parent of Publish's span.
 func (h *Hub) Publish(ctx context.Context, u Update) (id string, err error) {
 	if !h.tracing() {
 		return h.publishGo(ctx, u)

@@ -75,57 +75,24 @@ type Authorizer func(r *http.Request) (*Access, error)
 // [Limits].Patterns, or a payload that is not a JSON object.
 var errInvalidAccess = errors.New("mercure: invalid access")
 
-// WithAuthorizer authorizes requests that present no access token with
-// the application's own session: an embedding extension to the protocol,
-// not part of the Mercure specification, for an application that serves
-// its hub itself and need not mint tokens for it. The Access that a
-// returns is applied as a token's grants would be: private updates, the
-// publish endpoint, the subscriptions web API and subscription payloads
-// follow the same rules (spec §Authorization, §Active Subscriptions).
+// WithAuthorizer authorizes the requests that present no access token
+// with the application's own session, an embedding extension to the
+// protocol: the [Access] that a returns is applied as a token's grants
+// would be (spec §Authorization, §Active Subscriptions). A nil Access
+// makes the request anonymous; an error gets 503 (logged once until a
+// succeeds again); an Access the hub cannot use gets 500. A request that
+// presents a token is authorized by its token alone.
 //
-// A request that presents a token (an Authorization header, or the
-// cookie of [WithCookieName]) is authorized by its token alone, when the
-// hub has an [Issuer]: an invalid token is refused, never passed to a. A
-// request without one goes to a: a nil Access makes it anonymous, refused
-// unless [WithAnonymousSubscribers] is given (a publish always is); an
-// error gets 503 (and is logged once until a succeeds again); an Access
-// the hub cannot use gets 500 (and is logged, wrapping
-// [errInvalidAccess]). A request refused for want of both a token and a
-// session counts in [Metrics].TokenFailures as "missing".
+// A session rides in a cookie, which browsers send with cross-site
+// requests too: what a authorizes must come from the hub's origin or one
+// of [WithCORS], or gets 403 (spec §Security Considerations).
 //
-// A session usually rides in a cookie, which browsers send with
-// cross-site requests too: a publish or a subscription authorized by a
-// must come from the hub's origin or one given to [WithCORS], as one
-// with the token cookie must (spec §Security Considerations): its Origin
-// header names it, or, on a same-origin EventSource, which sends none,
-// Sec-Fetch-Site says same-origin (or else its Referer names it); any
-// other gets 403. Servers publish with [Hub.Publish], or with a token.
-//
-// A stream authorized by a has no expiry: instead the hub calls a again
-// for it every recheck. One call re-checks every stream whose request
-// carries the same credentials (its Host, Cookie and Authorization
-// headers), with a copy of one of their requests: the Access must
-// depend on the session they carry, not on the request's URL or remote
-// address. The first re-check of new credentials comes after between
-// half of recheck and recheck, at random, so that sessions opened
-// together are not re-checked together; the next ones every recheck
-// from the start of the previous call. When a returns nil the streams
-// end ([CloseRevoked]); when the subscribe grants or the payload changed,
-// they end so that their clients reconnect with their new rights
-// ([CloseGrantsChanged]); EventSource reconnects by itself and resumes
-// with Last-Event-ID, missing nothing. When a fails, the streams go on
-// with the rights they have, and a is asked again after the next
-// interval.
-//
-// So a revoked session's streams end within recheck plus the time a
-// takes to answer, however many streams there are, while the calls due
-// at once stay under 1024 (the most the hub runs at once, to spare the
-// application's session store; past it, re-checks wait their turn and
-// the bound stretches by the wait): on average, distinct sessions ×
-// a's latency ÷ recheck calls run at once, 300 for 3 000 sessions with a
-// 200 ms Authorizer and a 2 s interval. To end a session's streams at
-// once (a logout, a role change), call [Hub.EndStreams]. recheck must
-// be positive.
+// A stream that a authorized has no expiry: the hub calls a again every
+// recheck (which must be positive), once for all the streams of the same
+// credentials, and ends them when the session ended ([CloseRevoked]) or
+// their subscribe grants or payload changed ([CloseGrantsChanged]); their
+// clients reconnect and resume. [Hub.EndStreams] ends them at once.
+// docs/auth.md says how the re-checks are spread and bounded.
 func WithAuthorizer(a Authorizer, recheck time.Duration) Option {
 	return func(c *config) error {
 		if a == nil {

@@ -71,27 +71,14 @@ type Signer struct {
 }
 
 // NewSigner returns a signer that signs with key as issuer, for the hub
-// whose URL is audience. The key is one of:
-//
-//   - a private key: *ecdsa.PrivateKey (P-256, P-384 or P-521, signing
-//     ES256, ES384 or ES512), *rsa.PrivateKey (2048 bits or more, RS256)
-//     or ed25519.PrivateKey (EdDSA);
-//   - [PEM] holding one private key (certificates beside it are ignored);
-//   - an [HMACSecret] of at least 32 bytes (HS256);
-//   - a jwk.Key holding one of these; its alg, if set, is used, and its
-//     kid is sent in the tokens.
-//
-// Plain []byte and strings are refused: convert them to [HMACSecret] or
-// [PEM], so that the contents of a PEM file are never taken for a secret.
-//
-// The hub verifies the tokens with the matching public key or the same
-// secret: give it to [Keys] for the [Issuer]. One constructor takes them
-// all, as [Keys] does, so that both sides read the same material.
-//
-// Mistakes fail here rather than at the first token: a public key, a weak
-// or unsupported key, or an HMAC secret shorter than the hub accepts gives
-// an error wrapping [ErrInvalidKey]; an empty issuer, or an audience that
-// is not an absolute URL, one wrapping [ErrInvalidOption].
+// whose URL is audience. key is a private key (*ecdsa.PrivateKey P-256,
+// P-384 or P-521; *rsa.PrivateKey of 2048 bits or more;
+// ed25519.PrivateKey), [PEM] holding one, an [HMACSecret] of at least 32
+// bytes, or a jwk.Key holding one of these (its alg and kid are used);
+// give the hub the matching public key, or the same secret, with [Keys].
+// A public, weak or unsupported key fails here, wrapping [ErrInvalidKey];
+// an empty issuer, or an audience that is not an absolute URL, wrapping
+// [ErrInvalidOption].
 func NewSigner(key any, issuer, audience string) (*Signer, error) {
 	if issuer == "" || audience == "" {
 		return nil, fmt.Errorf("%w: NewSigner needs an issuer and an audience", ErrInvalidOption)

@@ -237,7 +237,7 @@ func (l latestStore) Listen(ls store.Listener) func() {
 
 // REC-13: a hub on a LatestStore starts from the store's latest id, not
 // from earliest, unless it dispatched an event meanwhile; then each
-// dispatched update moves it. A hub on a plain MemoryStore starts at
+// dispatched update moves it. A hub on a plain memory store starts at
 // earliest.
 func TestREC13_LatestStore(t *testing.T) {
 	t.Parallel()

@@ -13,8 +13,10 @@ import (
 
 // maxNumericDate is 9999-12-31T23:59:59Z. Later instants have no RFC 3339
 // form, and as an expiry they can only be a mistake; jwx would take up to
-// the year 292277026596.
-const maxNumericDate = 253402300799
+// the year 292277026596. It is an int64, as Unix times are: untyped, it
+// would become an int where nothing gives it a type (an argument of
+// fmt.Errorf), and overflow where an int has 32 bits.
+const maxNumericDate int64 = 253402300799
 
 // checkClaims enforces what jwx leaves open in the claims set it decoded
 // (payload is the JWS payload): that exp, nbf and iat are JSON numbers
@@ -55,7 +57,7 @@ func numericDate(name, v []byte) error {
 		return fmt.Errorf("%s is not a JSON number", name)
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil || f < 0 || f > maxNumericDate {
+	if err != nil || f < 0 || f > float64(maxNumericDate) {
 		return fmt.Errorf("%s is not between 0 and %d", name, maxNumericDate)
 	}
 	return nil

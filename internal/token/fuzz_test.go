@@ -215,7 +215,7 @@ func refCheckClaims(data []byte) bool {
 			return false
 		}
 		f, err := num.Float64()
-		if err != nil || f < 0 || f > maxNumericDate {
+		if err != nil || f < 0 || f > float64(maxNumericDate) {
 			return false
 		}
 	}

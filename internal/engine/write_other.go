@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !(darwin || linux || openbsd || (illumos && amd64))
 
 package engine
 
@@ -8,8 +8,12 @@ import (
 	"syscall"
 )
 
-// socketOf returns nil: writes that never block need a Unix socket, and
-// streams write on goroutines of their own instead (see Stream.offload).
+// socketOf returns nil: writes that never block need a Unix socket and
+// golang.org/x/sys/unix's Writev (of the Unix systems, FreeBSD, NetBSD,
+// DragonFly, Solaris and AIX lack it), and streams write on goroutines of
+// their own instead (see Stream.offload), as they do for TLS. These
+// systems have no poller either: a goroutine reads each detached stream
+// already (see Engine.read), and another runs only while a write is under way.
 func socketOf(net.Conn) syscall.RawConn { return nil }
 
 func writevNow(syscall.RawConn, [][]byte) (int, error) {

@@ -1,4 +1,7 @@
-//go:build unix
+//go:build darwin || linux || openbsd || (illumos && amd64)
+
+// The systems where golang.org/x/sys/unix has Writev: elsewhere, see
+// write_other.go.
 
 package engine
 

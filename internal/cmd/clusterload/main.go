@@ -26,7 +26,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,6 +57,9 @@ func main() {
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	if errNoPause != nil {
+		log.Fatal(errNoPause)
+	}
 	dir, err := os.MkdirTemp("", "clusterload-")
 	check(err)
 	defer os.RemoveAll(dir)
@@ -113,9 +115,9 @@ func main() {
 	time.Sleep(*warm)
 	base := rss.now()
 	log.Printf("SIGSTOP hub B (RSS %d MiB) for %v", base>>20, *pause)
-	b.cmd.Process.Signal(syscall.SIGSTOP)
+	check(stopProcess(b.cmd.Process))
 	time.Sleep(*pause)
-	b.cmd.Process.Signal(syscall.SIGCONT)
+	check(continueProcess(b.cmd.Process))
 	log.Printf("SIGCONT hub B")
 	time.Sleep(*between)
 	log.Printf("killing the store for %v", *down)
@@ -220,7 +222,7 @@ func startHub(bin, name string, args []string) *hub {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	check(cmd.Start())
 	logf.Close()
-	atExit(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill() })
+	atExit(func() { continueProcess(cmd.Process); cmd.Process.Kill() })
 	waitAll("hub "+name+" to listen", 20*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
@@ -232,7 +234,7 @@ func startHub(bin, name string, args []string) *hub {
 }
 
 func (h *hub) stop() {
-	h.cmd.Process.Signal(syscall.SIGCONT)
+	continueProcess(h.cmd.Process)
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { h.cmd.Wait(); close(done) }()
@@ -426,7 +428,7 @@ func storeOrder(base, until string) []string {
 type store struct {
 	kind, dir, url string
 	port           int
-	cred           *syscall.Credential
+	sys            *syscall.SysProcAttr // nil, or to run as postgres
 	cmd            *exec.Cmd
 }
 
@@ -436,14 +438,7 @@ func startStore(kind, dir string) *store {
 	case "redis":
 		s.url = fmt.Sprintf("redis://127.0.0.1:%d/0", s.port)
 	case "postgres":
-		if os.Geteuid() == 0 { // PostgreSQL refuses to run as root
-			u, err := user.Lookup("postgres")
-			check(err)
-			uid, _ := strconv.Atoi(u.Uid)
-			gid, _ := strconv.Atoi(u.Gid)
-			s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-			check(os.Chown(dir, uid, gid))
-		}
+		s.sys = asPostgres(dir)
 		out, err := s.command(pgBin("initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput()
 		if err != nil {
 			fatalf("initdb: %v\n%s", err, out)
@@ -459,9 +454,7 @@ func startStore(kind, dir string) *store {
 func (s *store) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = s.dir
-	if s.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	}
+	cmd.SysProcAttr = s.sys
 	return cmd
 }
 

@@ -13,7 +13,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -71,7 +70,7 @@ type Server struct {
 	Port int
 	t    testing.TB
 	dir  string
-	cred *syscall.Credential
+	cred *owner
 	cmd  *exec.Cmd
 }
 
@@ -88,6 +87,7 @@ func Start(t testing.TB) *Server {
 	}
 	DSN(t)
 	needPrograms(t)
+	needSignals(t)
 	cred := credential(t)
 	tmpl, err := template(cred)
 	if err != nil {
@@ -122,7 +122,7 @@ func needPrograms(t testing.TB) {
 
 // credential returns whom the server runs as: nil (the caller) unless
 // the caller is root, which PostgreSQL refuses; then the user postgres.
-func credential(t testing.TB) *syscall.Credential {
+func credential(t testing.TB) *owner {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		return nil
@@ -133,12 +133,12 @@ func credential(t testing.TB) *syscall.Credential {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return &owner{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // mkdirOwned makes a temporary directory in root ("": the default) that
 // cred (when not nil) owns.
-func mkdirOwned(root, pattern string, cred *syscall.Credential) (string, error) {
+func mkdirOwned(root, pattern string, cred *owner) (string, error) {
 	dir, err := os.MkdirTemp(root, pattern)
 	if err == nil && cred != nil {
 		if err = os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
@@ -161,7 +161,7 @@ var made struct {
 
 // template returns the data directory of the template cluster for the
 // installed server and cred (see [makeTemplate]), once per process.
-func template(cred *syscall.Credential) (string, error) {
+func template(cred *owner) (string, error) {
 	made.Lock()
 	defer made.Unlock()
 	if made.dir == "" {
@@ -208,8 +208,7 @@ func running(data string) bool {
 	if err != nil || pid <= 0 {
 		return false
 	}
-	err = syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return alive(pid)
 }
 
 // makeTemplate returns the data directory of the template cluster in
@@ -222,7 +221,7 @@ func running(data string) bool {
 // taken when it was made (a cleaner of the temporary directory removed
 // some of its files) is removed and made again: its copies would not
 // start.
-func makeTemplate(root string, cred *syscall.Credential) (string, error) {
+func makeTemplate(root string, cred *owner) (string, error) {
 	key, err := templateName(cred)
 	if err != nil {
 		return "", err
@@ -246,9 +245,7 @@ func makeTemplate(root string, cred *syscall.Credential) (string, error) {
 	}
 	defer os.RemoveAll(tmp) // left when the rename won
 	cmd := exec.Command(Bin("initdb"), append([]string{"-D", filepath.Join(tmp, "data")}, initdbArgs...)...)
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
+	runAs(cmd, cred)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("initdb: %v\n%s", err, out)
 	}
@@ -268,7 +265,7 @@ func makeTemplate(root string, cred *syscall.Credential) (string, error) {
 // templateName is the name of the template's directory for the installed
 // server and cred: a hash of the server program (path, size, time), the
 // initdb arguments and cred.
-func templateName(cred *syscall.Credential) (string, error) {
+func templateName(cred *owner) (string, error) {
 	postgres := Bin("postgres")
 	fi, err := os.Stat(postgres)
 	if err != nil {
@@ -316,9 +313,7 @@ func inventory(dir string) (string, error) {
 func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = s.dir
-	if s.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	}
+	runAs(cmd, s.cred)
 	return cmd
 }
 
@@ -363,8 +358,7 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT)
-	s.cmd.Process.Signal(syscall.SIGQUIT)
+	crash(s)
 	s.cmd.Wait()
 	s.cmd = nil
 }

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -108,18 +107,11 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT) // a paused process dies too
+	s.Resume() // a paused process dies too
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	s.cmd = nil
 }
-
-// Pause stops the server without closing its connections (SIGSTOP): it
-// answers nothing, as a hung process or a dropped network would.
-func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
-
-// Resume lets a paused server go on (SIGCONT).
-func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Busy keeps the server busy for d, as a slow script or a large deletion
 // would: it answers no client meanwhile, and holds its connections. It

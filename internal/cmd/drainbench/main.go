@@ -38,6 +38,10 @@ func main() {
 	if *pid == 0 {
 		log.Fatal("-pid is required")
 	}
+	procA, err := os.FindProcess(*pid)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	var (
 		mu       sync.Mutex
@@ -100,8 +104,9 @@ func main() {
 	}
 	time.Sleep(time.Second) // every stream past its headers
 	start = time.Now()
-	if err := syscall.Kill(*pid, syscall.SIGTERM); err != nil {
-		log.Fatal(err)
+	// Windows sends no SIGTERM to another process: this fails there.
+	if err := procA.Signal(syscall.SIGTERM); err != nil {
+		log.Fatalf("SIGTERM to instance A (-pid %d): %v", *pid, err)
 	}
 	close(signalled)
 	wg.Wait()

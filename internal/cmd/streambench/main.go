@@ -358,7 +358,7 @@ func stall(args []string) {
 				return nil
 			}
 			return c.Control(func(fd uintptr) {
-				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+				_ = setRcvBuf(fd, rcvbuf)
 			})
 		}}
 		conn, err := d.Dial("tcp", u.Host)

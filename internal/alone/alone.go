@@ -11,17 +11,28 @@ package alone
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // env names the test that a child process runs; its presence is how the
 // child knows it is one.
 const env = "MERCURE_TEST_ALONE"
+
+// ExecEnv names the variable that holds the program that runs the test
+// binary where the system cannot, as go test -exec does: an emulator,
+// such as qemu-arm for GOARCH=arm. The child is started through it too:
+// qemu-user runs one binary, and its children are the system's to run.
+const ExecEnv = "MERCURE_TEST_EXEC"
 
 // InProcess runs the calling test in a child process of the test binary
 // and reports false once it has run there, with the test passed, failed
@@ -48,12 +59,17 @@ func InProcess(t *testing.T) bool {
 	if d, ok := t.Deadline(); ok {
 		args = append(args, "-test.timeout="+time.Until(d).String())
 	}
-	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd := Command(t.Context(), args...)
 	cmd.Env = append(os.Environ(), env+"="+t.Name())
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.ENOEXEC) {
+			// The system cannot run this binary: an emulator does.
+			skips.Skip(t, skips.Want{What: "a way to run the test binary again (" + err.Error() + ")",
+				How: "set " + ExecEnv + " to the program that runs it, such as qemu-arm"})
+		}
 		t.Fatalf("starting a process of its own: %v", err)
 	}
 	t.Parallel()
@@ -69,6 +85,16 @@ func InProcess(t *testing.T) bool {
 		t.Logf("in a process of its own:\n%s", b)
 	}
 	return false
+}
+
+// Command returns a command that runs the test binary again with args,
+// through the program that ExecEnv names, if any.
+func Command(ctx context.Context, args ...string) *exec.Cmd {
+	args = append([]string{os.Args[0]}, args...)
+	if emu := strings.Fields(os.Getenv(ExecEnv)); len(emu) > 0 {
+		args = append(emu, args...)
+	}
+	return exec.CommandContext(ctx, args[0], args[1:]...)
 }
 
 // pattern is the -test.run pattern that selects exactly the test (or

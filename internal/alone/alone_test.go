@@ -1,12 +1,13 @@
 package alone_test
 
 import (
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mercurekit/mercure/internal/alone"
@@ -84,9 +85,12 @@ func TestFixtureSerialSeesTheChild(t *testing.T) {
 // outcome there (pass, failure, skip) is its outcome.
 func TestInProcess(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFixture", "-test.v")
+	cmd := alone.Command(t.Context(), "-test.run=^TestFixture", "-test.v")
 	cmd.Env = append(os.Environ(), fixtures+"="+t.TempDir())
 	b, err := cmd.CombinedOutput()
+	if errors.Is(err, syscall.ENOEXEC) {
+		t.Skipf("the system cannot run the test binary (%v): an emulator does; set %s to it", err, alone.ExecEnv)
+	}
 	out := string(b)
 	if err == nil {
 		t.Fatalf("a failing fixture, yet the binary passed:\n%s", out)

@@ -93,7 +93,7 @@ func EstimateCost(raw string) (Cost, error) {
 			c.Groups++
 			// Twice: a group repeated by a modifier appears twice in the
 			// component's expression.
-			c.Size = saturatingAdd(c.Size, groupSize+2*progSize(re))
+			c.Size = saturatingAdd(c.Size, saturatingAdd(groupSize, saturatingMul(2, progSize(re))))
 			i = end + 1
 			continue
 		}
@@ -152,7 +152,16 @@ func progSize(re *syntax.Regexp) int {
 	return 1
 }
 
-func saturatingAdd(a, b int) int { return min(a+b, maxSize) }
+// saturatingAdd and saturatingMul return a+b and a*b, at most maxSize,
+// for a and b that are not negative. They compare before they compute:
+// the result may not fit an int, whose 32 bits on 386 and arm do not hold
+// 2*maxSize.
+func saturatingAdd(a, b int) int {
+	if a > maxSize-b {
+		return maxSize
+	}
+	return a + b
+}
 
 func saturatingMul(a, b int) int {
 	if a != 0 && b > maxSize/a {

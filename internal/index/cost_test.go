@@ -132,3 +132,23 @@ func TestCacheCompilesOnceAndEvictsBySize(t *testing.T) {
 		t.Fatal("the least recently used pattern was not evicted")
 	}
 }
+
+// The estimate's arithmetic saturates at maxSize, never wraps, where an
+// int has 32 bits too: 2*maxSize overflows there.
+func TestSaturatingArithmetic(t *testing.T) {
+	for _, c := range []struct{ got, want int }{
+		{saturatingAdd(maxSize, maxSize), maxSize},
+		{saturatingAdd(maxSize-1, 1), maxSize},
+		{saturatingAdd(maxSize-2, 1), maxSize - 1},
+		{saturatingAdd(0, 0), 0},
+		{saturatingMul(2, maxSize), maxSize},
+		{saturatingMul(maxSize, maxSize), maxSize},
+		{saturatingMul(1<<15, 1<<15), maxSize},
+		{saturatingMul(1<<14, 1<<15), maxSize / 2},
+		{saturatingMul(0, maxSize), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %d, want %d", c.got, c.want)
+		}
+	}
+}

@@ -1,13 +1,9 @@
 package storetest
 
 import (
-	"fmt"
-	"io"
-	"os"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/mercurekit/mercure/internal/skips"
 )
 
 // A Want is what tests skipped for want of something the environment
@@ -26,8 +22,7 @@ type Want struct {
 // Skip skips t for want of w, and counts the skip for [ReportSkips].
 func Skip(t testing.TB, w Want) {
 	t.Helper()
-	counts.add(w)
-	t.Skip("for want of " + w.What + "; to run it, " + w.How)
+	skips.Skip(t, skips.Want(w))
 }
 
 // Runner is what a TestMain runs: *testing.M, or what ReportSkips
@@ -36,57 +31,11 @@ type Runner interface{ Run() int }
 
 // ReportSkips wraps the m of a TestMain so that, once the tests ran, a line on
 // stderr says, for each [Want], how many tests of package pkg skipped for
-// want of it:
+// want of it (the skips of this test binary, this package's own and those
+// of the harnesses it uses):
 //
 //	pgstore: 34 tests skipped for want of a PostgreSQL server; to run them, set MERCURE_TEST_POSTGRES=...
 //
 // go test shows it with -v, or when run in the package's directory
 // without arguments; go test ./... hides what a passing package prints.
-func ReportSkips(pkg string, m Runner) Runner { return reporting{m, pkg, os.Stderr} }
-
-type reporting struct {
-	m   Runner
-	pkg string
-	out io.Writer
-}
-
-func (r reporting) Run() int {
-	code := r.m.Run()
-	counts.write(r.out, r.pkg)
-	return code
-}
-
-// counts are the skips of this test binary, by Want.
-var counts tally
-
-type tally struct {
-	mu sync.Mutex
-	n  map[Want]int
-}
-
-func (c *tally) add(w Want) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = make(map[Want]int)
-	}
-	c.n[w]++
-}
-
-// write writes a line per Want that skipped tests, in a stable order.
-func (c *tally) write(out io.Writer, pkg string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	wants := make([]Want, 0, len(c.n))
-	for w := range c.n {
-		wants = append(wants, w)
-	}
-	slices.SortFunc(wants, func(a, b Want) int { return strings.Compare(a.What, b.What) })
-	for _, w := range wants {
-		n, tests, them := c.n[w], "tests", "them"
-		if n == 1 {
-			tests, them = "test", "it"
-		}
-		fmt.Fprintf(out, "%s: %d %s skipped for want of %s; to run %s, %s\n", pkg, n, tests, w.What, them, w.How)
-	}
-}
+func ReportSkips(pkg string, m Runner) Runner { return skips.Report(pkg, m) }

@@ -1,4 +1,4 @@
-package storetest
+package skips
 
 import (
 	"bytes"

@@ -102,5 +102,11 @@ func (h *Hub) listener() store.Listener {
 		Status: h.feedStatus,
 		// Ordered with the events: the streams must get those before it.
 		Gap: h.engine.Gap,
+		Rewound: func(head uint64, id string) {
+			if head == 0 {
+				id = store.Earliest
+			}
+			h.engine.Rewind(engine.Position{Seq: head, ID: id})
+		},
 	}
 }

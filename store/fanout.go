@@ -78,6 +78,26 @@ func (f *Fanout) Gap() {
 	}
 }
 
+// Rewind tells the listeners that the history lost events the feed
+// passed on and now ends at the event head with id (see
+// [Listener].Rewound): those without Rewound get a Gap. Events the store
+// appends from now on reach every listener, whatever Seqs were passed
+// before.
+func (f *Fanout) Rewind(head uint64, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.appended.Store(head)
+	for l := range f.set {
+		l.after = min(l.after, head)
+		switch {
+		case l.Rewound != nil:
+			l.Rewound(head, id)
+		case l.Gap != nil:
+			l.Gap()
+		}
+	}
+}
+
 // Status reports the feed's state: err when it fails, nil when it works
 // again; only changes reach the listeners.
 func (f *Fanout) Status(err error) {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -50,4 +51,37 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// After a rewind, every listener gets the events that follow the new
+// head, whatever Seqs it was passed or the store appended before; one
+// with Rewound gets it, one without gets a gap instead.
+func TestFanoutRewind(t *testing.T) {
+	var f store.Fanout
+	var with, without []string
+	f.Add(store.Listener{
+		Event:   func(e *store.Event) { with = append(with, e.ID) },
+		Rewound: func(head uint64, id string) { with = append(with, fmt.Sprintf("rewound:%d:%s", head, id)) },
+		Gap:     func() { with = append(with, "gap") },
+	})
+	f.Add(store.Listener{
+		Event: func(e *store.Event) { without = append(without, e.ID) },
+		Gap:   func() { without = append(without, "gap") },
+	})
+	f.Deliver(&store.Event{ID: "a", Seq: 1})
+	f.Appended(5) // lost with the old primary
+	f.Deliver(&store.Event{ID: "b", Seq: 5})
+	f.Rewind(1, "a")
+	var late []string
+	f.Add(store.Listener{Event: func(e *store.Event) { late = append(late, e.ID) }})
+	f.Deliver(&store.Event{ID: "c", Seq: 2})
+	if want := []string{"a", "b", "rewound:1:a", "c"}; !slices.Equal(with, want) {
+		t.Errorf("listener with Rewound got %q, want %q", with, want)
+	}
+	if want := []string{"a", "b", "gap", "c"}; !slices.Equal(without, want) {
+		t.Errorf("listener without Rewound got %q, want %q", without, want)
+	}
+	if want := []string{"c"}; !slices.Equal(late, want) {
+		t.Errorf("listener added after the rewind got %q, want %q", late, want)
+	}
 }

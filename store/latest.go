@@ -33,3 +33,13 @@ func (l *Latest) ID() string {
 	}
 	return Earliest
 }
+
+// Rewind records the event seq with id as the latest, or none when seq
+// is 0: the history lost the events after it (see [Listener].Rewound).
+func (l *Latest) Rewind(seq uint64, id string) {
+	if seq == 0 {
+		l.p.Store(nil)
+		return
+	}
+	l.p.Store(&latestEvent{seq, id})
+}

@@ -28,3 +28,18 @@ func TestLatestKeepsTheLatest(t *testing.T) {
 		t.Fatalf("ID %q, want %d", id, 1000*8+7)
 	}
 }
+
+// Rewind moves the latest event back, or to none.
+func TestLatestRewind(t *testing.T) {
+	var l store.Latest
+	l.Seen(9, "lost")
+	l.Rewind(4, "kept")
+	l.Seen(5, "new")
+	if id := l.ID(); id != "new" {
+		t.Fatalf("ID %q after a rewind to 4 and an event 5, want new", id)
+	}
+	l.Rewind(0, "")
+	if id := l.ID(); id != store.Earliest {
+		t.Fatalf("ID %q after a rewind to an empty history, want %s", id, store.Earliest)
+	}
+}

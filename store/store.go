@@ -54,7 +54,9 @@ type Event struct {
 	// [Store.Append]. It is one total order shared by every hub using the
 	// store, the same in Replay and Listen, strictly increasing in the
 	// order listeners see events, and never 0: a new stream drops the live
-	// events whose Seq its replay already covered.
+	// events whose Seq its replay already covered. Only a history that
+	// loses events its feed passed on starts again below them, and the
+	// feed says so first (see [Listener].Rewound).
 	Seq uint64
 	// Time is when the hub accepted the update.
 	Time time.Time
@@ -112,7 +114,10 @@ type Store interface {
 	// sharing the store, until cancel is called. A store that loses its
 	// connection reports it to l.Status and resumes after the last event
 	// it delivered, so that listeners see no repeat, and no gap unless it
-	// calls l.Gap.
+	// calls l.Gap. A replicated store that finds, once connected again,
+	// that its new primary lacks events it delivered (the replica taking
+	// over had not received them) calls l.Rewound before any event of
+	// the new primary's, never skipping nor repeating one silently.
 	Listen(l Listener) (cancel func())
 }
 
@@ -135,6 +140,15 @@ type Listener struct {
 	// cut off, or lagging, for longer than retention covers), or the
 	// store lost its data. It is called before the next event is passed.
 	Gap func()
+	// Rewound, if not nil, is called when the history no longer holds
+	// events that the feed passed on: a failover to a replica that had
+	// not received them, or a server restarted without its data. The
+	// history now ends at the event head with id (0 and [Earliest] when
+	// it is empty), and the events that follow may have Seqs at or below
+	// those passed before. It is called before the next event is passed.
+	// A listener must take it for a gap and forget every position after
+	// head; Gap is called instead when Rewound is nil.
+	Rewound func(head uint64, id string)
 }
 
 // Backlog is what [Store.Replay] returns to a reconnecting subscriber.

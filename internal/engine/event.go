@@ -19,6 +19,9 @@ type Event struct {
 	ID      string
 	Topics  []string
 	Private bool
+	// rewind marks, in the feed's queue, a rewind of the store's history
+	// to Seq (see Engine.Rewind), not an event.
+	rewind bool
 	// Time is when the hub accepted the update, for the delivery delay.
 	Time time.Time
 	// Bytes is the event's SSE encoding.

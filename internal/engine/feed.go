@@ -110,12 +110,23 @@ func (e *Engine) Push(ev *Event) {
 // the gap before it ends.
 func (e *Engine) Gap() { e.push(nil) }
 
+// Rewind reports that the store's history no longer holds events its
+// feed passed on (a failover to a replica that lacked them) and ends at
+// p: every stream open when the dispatcher reaches the rewind ends as at
+// a gap, and the engine's positions go back to p, since the events that
+// follow may have Seqs at or below those it has seen. A stream that
+// opens from now on starts at p.
+func (e *Engine) Rewind(p Position) {
+	e.last.Store(&p)
+	e.push(&Event{Seq: p.Seq, ID: p.ID, rewind: true})
+}
+
 func (e *Engine) push(ev *Event) {
 	f := &e.feed
 	lim := &e.cfg.Limits
 	f.mu.Lock()
 	f.items = append(f.items, ev)
-	if ev != nil {
+	if ev != nil && !ev.rewind {
 		f.pending++
 		f.pendingBytes += int64(len(ev.Bytes))
 		if f.pending > 2*int64(lim.MaxPendingUpdates) || f.pendingBytes > lim.MaxQueuedBytes {
@@ -139,16 +150,25 @@ func (e *Engine) push(ev *Event) {
 func (e *Engine) dropLocked() {
 	f := &e.feed
 	var last uint64
+	var rewind *Event // the last rewind among the items, which stays queued
 	for _, ev := range f.items {
-		if ev != nil {
+		switch {
+		case ev == nil:
+		case ev.rewind:
+			rewind = ev
+		default:
 			f.pending--
 			f.pendingBytes -= int64(len(ev.Bytes))
 			last = max(last, ev.Seq)
 		}
 	}
 	clear(f.items)
-	f.items = append(f.items[:0], nil)
-	e.forgetOwnLocked(last)
+	f.items = append(f.items[:0], rewind) // a rewind ends the streams as a gap does
+	if rewind == nil {
+		// With a rewind queued, the dispatcher forgets this hub's own
+		// updates when it reaches it.
+		e.forgetOwnLocked(last)
+	}
 	e.counters.FeedGaps.Add(1)
 	e.roomLocked()
 }
@@ -168,6 +188,20 @@ func (e *Engine) forgetOwnLocked(seq uint64) {
 			f.ownBytes -= size
 		}
 	}
+}
+
+// rewound forgets the positions after seq, where the dispatcher reached
+// a rewind of the store's history: the updates of this hub's not yet
+// dispatched were recorded in the history that is gone, or will be
+// dispatched at Seqs after seq.
+func (e *Engine) rewound(seq uint64) {
+	f := &e.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dispatched = seq
+	clear(f.own)
+	f.ownBytes = 0
+	e.roomLocked()
 }
 
 // drainFeed dispatches the feed's items until none is left. After Stop,
@@ -190,8 +224,13 @@ func (e *Engine) drainFeed() {
 		var last uint64
 		for i := range batch {
 			ev := batch[i]
-			if ev == nil {
+			if ev == nil || ev.rewind {
 				e.wake()
+				if ev != nil {
+					e.rewound(ev.Seq)
+					last = 0 // the Seqs before the rewind are forgotten
+					batch[i] = nil
+				}
 				e.feedGap()
 				continue
 			}

@@ -144,3 +144,49 @@ func TestStreamStart(t *testing.T) {
 		}
 	}
 }
+
+// A rewind of the store's history (a failover to a replica that lacked
+// events the feed passed on) ends every open stream as a gap does, moves
+// the engine's position back, so that a stream opened after it gets the
+// events that follow live though their Seqs were seen before, and
+// forgets this hub's own updates that went with the old history, which
+// would otherwise hold its publishers back.
+func TestRewind(t *testing.T) {
+	e := newEngine(t, func(c *Config) { c.Limits.MaxPendingUpdates = 1 })
+	f := &feeder{e: e}
+	before, stopBefore := serve(t, e, nil, exact("x"))
+	defer stopBefore()
+	f.push(false, "kept", "x")
+	f.push(false, "lost", "x")
+	e.Published(3, "mine", 10) // recorded by the old primary, never fed
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := e.WaitRoom(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitRoom with an own update pending: %v, want a wait", err)
+	}
+	e.Rewind(Position{Seq: 1, ID: "e1"})
+	if p := e.Last(); p != (Position{Seq: 1, ID: "e1"}) {
+		t.Fatalf("last position %+v after the rewind, want e1's", p)
+	}
+	// A stream that registers before the dispatcher reaches the rewind
+	// ends with the others; this one registers after.
+	if err := e.WaitDispatched(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, stopAfter := serve(t, e, nil, exact("x"))
+	defer stopAfter()
+	f.seq = 1
+	f.push(false, "new", "x") // Seq 2 again
+	testwait.For(t, "the stream open before the rewind to end", func() bool {
+		return e.Counters().StreamsClosed[EndHistoryGap].Load() >= 1
+	})
+	testwait.For(t, "the stream opened after it to get the new event", func() bool { n, _ := after.state(); return n == 1 })
+	if got := before.String(); strings.Contains(got, "data: new\n") {
+		t.Fatalf("the stream open before the rewind got an event after it: %q", got)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), testwait.Deadline)
+	defer cancel()
+	if err := e.WaitRoom(ctx); err != nil {
+		t.Fatalf("WaitRoom after the rewind: %v: the lost own update still counts", err)
+	}
+}

@@ -56,10 +56,9 @@
 // State Reconciliation, and Event Sourcing), and it goes on with the
 // entries of the new primary: none is skipped or delivered twice. With
 // [WithReplicas] n, an append is acknowledged only once n replicas have
-// it, so that a failover to any of them loses no acknowledged update: it
-// is enough for Sentinel to promote only those (with one replica, n = 1;
-// with more, n = all of them, or min-replicas-to-write on the primary
-// and a replica-priority of 0 on the others).
+// it: Sentinel and Cluster promote the replica that received the most
+// (by replication offset), so that a failover loses no acknowledged
+// update unless the n replicas that had it fail too.
 //
 // Seq: the stream entry id "ms-n" maps to ms<<20 | n. It fits in 64 bits
 // for any millisecond time before the year 2527, and it is strictly

@@ -93,7 +93,7 @@ type presence struct {
 	written uint64 // the gen whose changes Redis has
 	failed  uint64 // the gen whose write failed last, with failErr
 	failErr error
-	writes  uint64 // the number of this store's last write, in its hash
+	writes  uint64        // the number of this store's last write, in its hash
 	flushed chan struct{} // closed, and replaced, after each write
 }
 

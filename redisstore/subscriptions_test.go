@@ -426,4 +426,6 @@ func TestSharedSubscriptionsRewrittenAfterFailover(t *testing.T) {
 	})
 }
 
-func uuidish(t *testing.T) string { return strings.ReplaceAll(t.Name(), "/", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) }
+func uuidish(t *testing.T) string {
+	return strings.ReplaceAll(t.Name(), "/", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}

@@ -24,6 +24,12 @@ type Failover struct {
 	// operator's tooling would (a PostgreSQL standby), which KillPrimary
 	// does before it returns.
 	KillPrimary func(t *testing.T)
+	// Lag, if not nil, makes the replica that KillPrimary will have take
+	// over stop receiving the primary's writes, so that the failover
+	// loses them, unless the stores wait for that replica (Durable):
+	// then appends fail until it has taken over. RunFailover calls it a
+	// sixth of the way through, KillPrimary at a third.
+	Lag func(t *testing.T)
 	// Durable tells whether the stores acknowledge an update only once
 	// the replica that takes over has it (redisstore.WithReplicas,
 	// PostgreSQL's synchronous replication).
@@ -105,6 +111,10 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 				time.Sleep(5 * time.Millisecond) // pacing: the traffic spans the failover
 			}
 		})
+	}
+	if f.Lag != nil {
+		testwait.For(t, "a sixth of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/6) })
+		f.Lag(t)
 	}
 	testwait.For(t, "a third of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/3) })
 	start := time.Now()

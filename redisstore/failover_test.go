@@ -67,8 +67,9 @@ func TestFeedRewindsWhenTheServerLosesItsData(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	h := listenAll(t, s)
+	b := storetest.NewEvent("b")
 	storetest.MustAppend(t, s, storetest.NewEvent("a"))
-	storetest.MustAppend(t, s, storetest.NewEvent("b"))
+	storetest.MustAppend(t, s, b)
 	h.waitFor(t, "b")
 	srv.Restart()
 	storetest.MustAppend(t, s, storetest.NewEvent("c"))
@@ -78,6 +79,19 @@ func TestFeedRewindsWhenTheServerLosesItsData(t *testing.T) {
 	}
 	if id := s.LatestID(); id != "c" {
 		t.Fatalf("LatestID %q, want c", id)
+	}
+	// b vanished, and its publisher sends it again: a client that got b
+	// and resumes with it must not resume after b's retry, which would
+	// skip c. b is an unknown cursor: the backlog holds every event.
+	retry := *b
+	retry.Seq = 0
+	storetest.MustAppend(t, s, &retry)
+	backlog, err := s.Replay(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backlog.Cursor != store.Earliest {
+		t.Fatalf("a replay from b, which vanished, starts at %q, want %q", backlog.Cursor, store.Earliest)
 	}
 }
 

@@ -54,7 +54,12 @@
 // that the hub ends its streams and their clients resume from history
 // (a client whose last event was lost is told so: spec §Reconnection,
 // State Reconciliation, and Event Sourcing), and it goes on with the
-// entries of the new primary: none is skipped or delivered twice. With
+// entries of the new primary: none is skipped or delivered twice. The
+// ids of the events it had delivered that the new primary lacks stay
+// unknown cursors for a day (the set stream+":vanished"): a client that
+// got one resumes from the start of history, not after a retry of the
+// same update that the new primary recorded later, past updates it never
+// got. With
 // [WithReplicas] n, an append is acknowledged only once n replicas have
 // it: Sentinel and Cluster promote the replica that received the most
 // (by replication offset), so that a failover loses no acknowledged
@@ -235,6 +240,7 @@ type Store struct {
 	rdb          redis.UniversalClient
 	stream, ids  string
 	counter      string // numbers the entries, so that the feed sees gaps
+	vanished     string // the ids of events a failover lost (see verify)
 	cfg          config
 	appendScript *redis.Script
 	replayScript *redis.Script
@@ -250,6 +256,9 @@ type Store struct {
 	latest store.Latest
 
 	listeners store.Fanout
+	// fed keeps the last entries the feed passed on (see verify); only
+	// the feed's goroutine uses it.
+	fed fedRing
 
 	presence presence
 }
@@ -372,15 +381,16 @@ return id
 // replayLua returns, atomically, the ids of the stream's last and first
 // entries, and the stream id and number of the oldest retained occurrence
 // of ARGV[1] ("" when none, or when it may be one the list does not
-// record; the number is "" for an entry without one).
+// record, or when an event with that id vanished in a failover; the
+// number is "" for an entry without one).
 //
-// KEYS: stream, ids hash. ARGV: update id, or "" for none.
+// KEYS: stream, ids hash, vanished set. ARGV: update id, or "" for none.
 const replayLua = occLua + `
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if #last == 0 then return {'', '', '', ''} end
 local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
 local cursor, n = '', ''
-if ARGV[1] ~= '' then
+if ARGV[1] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 0 then
   local ref = redis.call('HGET', KEYS[2], ARGV[1])
   if ref then
     local occ = split(ref)
@@ -489,6 +499,7 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 		stream:       stream,
 		ids:          stream + ":ids",
 		counter:      stream + ":n",
+		vanished:     stream + ":vanished",
 		cfg:          cfg,
 		appendScript: redis.NewScript(appendLua),
 		replayScript: redis.NewScript(replayLua),
@@ -709,7 +720,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, 
 		arg = ""
 	}
 	res, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
-		return s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, arg).StringSlice()
+		return s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.vanished}, arg).StringSlice()
 	})
 	if err != nil {
 		return store.Backlog{}, fmt.Errorf("redisstore: replay: %w", err)
@@ -972,6 +983,7 @@ func (s *Store) deliver(res []redis.XStream, last string, n uint64) (string, uin
 				continue
 			}
 			s.latest.Seen(e.Seq, e.ID)
+			s.fed.add(m.ID, e.ID)
 			s.listeners.Deliver(e)
 		}
 	}
@@ -1036,9 +1048,90 @@ func (s *Store) verify(last string, n uint64) (string, uint64, error) {
 	} else if seq, err = parseID(prev); err != nil {
 		return last, n, err
 	}
+	// The ids of the events that vanished are unknown cursors from now
+	// on, before any stream ends for the rewind: a client that got one
+	// and resumes with it must not resume after a retry of its update
+	// that the new primary recorded later, past updates it never got.
+	if err := s.bury(s.fed.after(seq)); err != nil {
+		return last, n, err
+	}
+	s.fed.forget(seq)
 	s.latest.Rewind(seq, id)
 	s.listeners.Rewind(seq, id)
 	return prev, number, nil
+}
+
+// vanishedTTL is how long the ids of events a failover lost stay unknown
+// cursors: far longer than a client takes to resume.
+const vanishedTTL = 24 * time.Hour
+
+// bury records ids as those of events that vanished (see verify).
+func (s *Store) bury(ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	_, err := call(s, s.ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+		return s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.SAdd(ctx, s.vanished, members...)
+			p.Expire(ctx, s.vanished, vanishedTTL)
+			return nil
+		})
+	})
+	return err
+}
+
+// fedCap is how many of the entries it passed on the feed remembers: the
+// ids of as many lost in a failover are unknown cursors afterwards (see
+// verify). A replica lags a thousand entries behind only when it is about
+// to be dropped.
+const fedCap = 1024
+
+// fedRing holds the last fedCap entries the feed passed on: their Seq
+// and update id.
+type fedRing struct {
+	seqs [fedCap]uint64
+	ids  [fedCap]string
+	next int // where the next goes
+	n    int // how many it holds
+}
+
+func (r *fedRing) add(entry, id string) {
+	seq, err := parseID(entry)
+	if err != nil {
+		return
+	}
+	r.seqs[r.next], r.ids[r.next] = seq, id
+	r.next = (r.next + 1) % fedCap
+	r.n = min(r.n+1, fedCap)
+}
+
+// after returns the update ids of the entries it holds after Seq seq.
+func (r *fedRing) after(seq uint64) []string {
+	var ids []string
+	for k := 1; k <= r.n; k++ {
+		i := (r.next - k + fedCap) % fedCap
+		if r.seqs[i] <= seq {
+			break // entries are in Seq order
+		}
+		ids = append(ids, r.ids[i])
+	}
+	return ids
+}
+
+// forget drops the entries after Seq seq.
+func (r *fedRing) forget(seq uint64) {
+	for r.n > 0 {
+		i := (r.next - 1 + fedCap) % fedCap
+		if r.seqs[i] <= seq {
+			return
+		}
+		r.ids[i] = ""
+		r.next, r.n = i, r.n-1
+	}
 }
 
 func str(v any) string { s, _ := v.(string); return s }

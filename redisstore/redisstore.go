@@ -42,6 +42,29 @@
 // appendfsync always for no loss at all), a restart loses nothing that
 // Append acknowledged.
 //
+// Failover: the store works behind Sentinel (go-redis's failover
+// client, [redis.NewFailoverClient]) and on Redis Cluster
+// ([redis.NewClusterClient]; New refuses a stream key without a hash tag,
+// and a client that reads from replicas). Appends and the feed follow
+// the new primary by themselves. Redis replicates asynchronously: a
+// replica promoted before it received the last appends loses them. The
+// feed checks, after every error and every second, that the stream
+// still holds the last entry it delivered; when it does not, it tells
+// its listeners that the history was rewound (see [store.Listener]), so
+// that the hub ends its streams and their clients resume from history
+// (a client whose last event was lost is told so: spec §Reconnection,
+// State Reconciliation, and Event Sourcing), and it goes on with the
+// entries of the new primary: none is skipped or delivered twice. The
+// ids of the events it had delivered that the new primary lacks stay
+// unknown cursors for a day (the set stream+":vanished"): a client that
+// got one resumes from the start of history, not after a retry of the
+// same update that the new primary recorded later, past updates it never
+// got. With
+// [WithReplicas] n, an append is acknowledged only once n replicas have
+// it: Sentinel and Cluster promote the replica that received the most
+// (by replication offset), so that a failover loses no acknowledged
+// update unless the n replicas that had it fail too.
+//
 // Seq: the stream entry id "ms-n" maps to ms<<20 | n. It fits in 64 bits
 // for any millisecond time before the year 2527, and it is strictly
 // increasing because stream ids are. Redis gives n ≥ 2^20 only to more
@@ -83,8 +106,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrClosed is returned by Append and Replay once the store is closed.
-var ErrClosed = errors.New("redisstore: store closed")
+var (
+	// ErrClosed is returned by Append and Replay once the store is closed.
+	ErrClosed = errors.New("redisstore: store closed")
+	// ErrNotReplicated is wrapped by the error of an Append that fewer
+	// replicas acknowledged than [WithReplicas] asks for, in time. The
+	// update is recorded on the primary, and may be lost if it fails
+	// before the replicas have it: send it again.
+	ErrNotReplicated = errors.New("redisstore: update not acknowledged by enough replicas")
+)
 
 const (
 	field      = "e"     // the stream entry field holding the event
@@ -120,6 +150,9 @@ type config struct {
 	timeout time.Duration
 	subTTL  time.Duration
 	window  time.Duration
+	// replicas is how many replicas must have an append before it is
+	// acknowledged (see WithReplicas).
+	replicas int
 	// presenceBackoff is the subscriptions writer's first wait after a
 	// failed write, minBackoff; tests lengthen it (export_test.go).
 	presenceBackoff time.Duration
@@ -174,6 +207,26 @@ func WithRetryWindow(d time.Duration) Option {
 	}
 }
 
+// WithReplicas acknowledges an append only once n replicas of the
+// primary have it (the WAIT command, on the append's connection), so
+// that a failover to any of them loses no acknowledged update: with
+// Sentinel, promote only replicas that can have it (see the package
+// documentation). WAIT waits up to three quarters of [WithTimeout]; an
+// append that fewer replicas acknowledged in that time fails with an
+// error wrapping [ErrNotReplicated]. It is recorded on the primary all
+// the same, and delivered: the publisher's retry of the same update is
+// taken for a retry (see [WithRetryWindow]) and waits for the replicas
+// again. The default, 0, acknowledges an append once the primary has it.
+func WithReplicas(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: redisstore.WithReplicas(%d) is negative", mercure.ErrInvalidOption, n)
+		}
+		c.replicas = n
+		return nil
+	}
+}
+
 // The store's interfaces, checked by the compiler: the hub finds the
 // optional ones by a type assertion, which would otherwise fail silently.
 var (
@@ -187,10 +240,12 @@ type Store struct {
 	rdb          redis.UniversalClient
 	stream, ids  string
 	counter      string // numbers the entries, so that the feed sees gaps
+	vanished     string // the ids of events a failover lost (see verify)
 	cfg          config
 	appendScript *redis.Script
 	replayScript *redis.Script
 	pageScript   *redis.Script
+	checkScript  *redis.Script
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -201,6 +256,9 @@ type Store struct {
 	latest store.Latest
 
 	listeners store.Fanout
+	// fed keeps the last entries the feed passed on (see verify); only
+	// the feed's goroutine uses it.
+	fed fedRing
 
 	presence presence
 }
@@ -323,15 +381,16 @@ return id
 // replayLua returns, atomically, the ids of the stream's last and first
 // entries, and the stream id and number of the oldest retained occurrence
 // of ARGV[1] ("" when none, or when it may be one the list does not
-// record; the number is "" for an entry without one).
+// record, or when an event with that id vanished in a failover; the
+// number is "" for an entry without one).
 //
-// KEYS: stream, ids hash. ARGV: update id, or "" for none.
+// KEYS: stream, ids hash, vanished set. ARGV: update id, or "" for none.
 const replayLua = occLua + `
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if #last == 0 then return {'', '', '', ''} end
 local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
 local cursor, n = '', ''
-if ARGV[1] ~= '' then
+if ARGV[1] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 0 then
   local ref = redis.call('HGET', KEYS[2], ARGV[1])
   if ref then
     local occ = split(ref)
@@ -429,16 +488,23 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 			return nil, err
 		}
 	}
+	if c, ok := client.(*redis.ClusterClient); ok {
+		if err := clusterReady(c.Options(), stream); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		rdb:          client,
 		stream:       stream,
 		ids:          stream + ":ids",
 		counter:      stream + ":n",
+		vanished:     stream + ":vanished",
 		cfg:          cfg,
 		appendScript: redis.NewScript(appendLua),
 		replayScript: redis.NewScript(replayLua),
 		pageScript:   redis.NewScript(pageLua),
+		checkScript:  redis.NewScript(checkLua),
 		ctx:          ctx,
 		cancel:       cancel,
 	}
@@ -453,6 +519,22 @@ func New(client redis.UniversalClient, stream string, opts ...Option) (*Store, e
 	s.wg.Add(1)
 	go s.readLoop(last, n)
 	return s, nil
+}
+
+// clusterReady tells why a store on stream cannot work with a cluster
+// client of opts, if it cannot: the store's scripts take several keys,
+// which Redis Cluster runs only when they are in one slot, and its feed
+// must read the primary, not a replica that lags behind it.
+func clusterReady(opts *redis.ClusterOptions, stream string) error {
+	open := strings.IndexByte(stream, '{')
+	if open < 0 || strings.IndexByte(stream[open+1:], '}') < 1 {
+		return fmt.Errorf("%w: redisstore: in Redis Cluster, the stream key %q needs a hash tag, such as {%s}, so that every key of the store is in one slot",
+			mercure.ErrInvalidOption, stream, stream)
+	}
+	if opts.ReadOnly || opts.RouteByLatency || opts.RouteRandomly {
+		return fmt.Errorf("%w: redisstore: the cluster client reads from replicas (ReadOnly, RouteByLatency or RouteRandomly): the store must read the primary", mercure.ErrInvalidOption)
+	}
+	return nil
 }
 
 // lastEntry returns the id of the stream's last entry, "0-0" when empty,
@@ -534,8 +616,8 @@ func (s *Store) Append(ctx context.Context, e *store.Event) error {
 	// if its caller has gone.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 	defer cancel()
-	id, err := s.appendScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.counter}, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc,
-		hex.EncodeToString(digest[:]), e.Time.UnixMilli(), s.cfg.window.Milliseconds()).Text()
+	id, err := s.runAppend(ctx, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc,
+		hex.EncodeToString(digest[:]), e.Time.UnixMilli(), s.cfg.window.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("redisstore: append: %w", err)
 	}
@@ -547,6 +629,72 @@ func (s *Store) Append(ctx context.Context, e *store.Event) error {
 	s.latest.Seen(seq, e.ID)
 	s.listeners.Appended(seq)
 	return nil
+}
+
+// runAppend runs the append script with args and returns the entry's
+// id. With [WithReplicas], it sends WAIT on the same connection, in the
+// same round trip, and fails unless enough replicas acknowledged.
+func (s *Store) runAppend(ctx context.Context, args ...any) (string, error) {
+	keys := []string{s.stream, s.ids, s.counter}
+	if s.cfg.replicas == 0 {
+		return s.appendScript.Run(ctx, s.rdb, keys, args...).Text()
+	}
+	// WAIT counts the replicas that have the writes of its own
+	// connection: in a cluster, that of the primary of the store's slot.
+	rdb, ok := s.rdb.(*redis.Client) // a failover client is one too
+	if c, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		node, err := c.MasterForKey(ctx, s.stream)
+		if err != nil {
+			return "", err
+		}
+		rdb, ok = node, true
+	}
+	if !ok {
+		return "", fmt.Errorf("WithReplicas needs a *redis.Client or *redis.ClusterClient, not %T", s.rdb)
+	}
+	wait := s.waitTimeout(rdb.Options().ReadTimeout)
+	var run, acked *redis.Cmd
+	pipe := func(eval func(redis.Pipeliner) *redis.Cmd) error {
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			run = eval(p)
+			acked = p.Do(ctx, "WAIT", s.cfg.replicas, wait.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := pipe(func(p redis.Pipeliner) *redis.Cmd { return s.appendScript.EvalSha(ctx, p, keys, args...) })
+	if err != nil && redis.HasErrorPrefix(run.Err(), "NOSCRIPT") {
+		// A server that does not have the script yet (new, restarted,
+		// promoted): send it whole, once.
+		err = pipe(func(p redis.Pipeliner) *redis.Cmd { return s.appendScript.Eval(ctx, p, keys, args...) })
+	}
+	if err := run.Err(); err != nil {
+		return "", err
+	}
+	if err != nil {
+		return "", err // WAIT's
+	}
+	if n, err := acked.Int64(); err != nil {
+		return "", err
+	} else if n < int64(s.cfg.replicas) {
+		return "", fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.cfg.replicas, wait)
+	}
+	return run.Text()
+}
+
+// waitTimeout is how long WAIT waits for the replicas: three quarters of
+// the store's timeout, and of the client's read timeout (go-redis's
+// default when 0, none when negative), which would otherwise cut the
+// reply short.
+func (s *Store) waitTimeout(read time.Duration) time.Duration {
+	d := s.cfg.timeout * 3 / 4
+	if read == 0 {
+		read = 3 * time.Second
+	}
+	if read > 0 {
+		d = min(d, read*3/4)
+	}
+	return max(d, time.Millisecond)
 }
 
 // Replay implements [store.Store]. Head and the cursor are resolved
@@ -572,7 +720,7 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, 
 		arg = ""
 	}
 	res, err := call(s, ctx, func(ctx context.Context) ([]string, error) {
-		return s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids}, arg).StringSlice()
+		return s.replayScript.Run(ctx, s.rdb, []string{s.stream, s.ids, s.vanished}, arg).StringSlice()
 	})
 	if err != nil {
 		return store.Backlog{}, fmt.Errorf("redisstore: replay: %w", err)
@@ -733,21 +881,29 @@ func (s *Store) Listen(ml store.Listener) (cancel func()) {
 // backoff and resumes after the last entry it delivered. Numbers that do
 // not follow each other reveal entries trimmed before the loop could read
 // them, or a stream that Redis lost: the listeners are told of the gap.
+//
+// After an error, every second, and on a number seen before, it checks
+// that the stream still holds the last entry it delivered (see verify):
+// a failover to a replica that lacked it, or a server restarted without
+// its data, rewinds the history, which the listeners are told of before
+// any entry of the new one. go-redis may retry a read on the new primary
+// without the loop seeing an error: the check every second covers that.
 func (s *Store) readLoop(last string, n uint64) {
 	defer s.wg.Done()
 	backoff := minBackoff
 	count := int64(readCount)
+	verify, checked := false, time.Now()
 	for !s.closed() {
-		// A read that outlasts its block by the store's timeout means
-		// Redis stopped answering (with ContextTimeoutEnabled; go-redis
-		// waits 10 s otherwise).
-		ctx, cancel := context.WithTimeout(s.ctx, block+s.cfg.timeout)
-		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{
-			Streams: []string{s.stream, last},
-			Count:   count,
-			Block:   block,
-		}).Result()
-		cancel()
+		var err error
+		if verify || time.Since(checked) >= checkEvery {
+			if last, n, err = s.verify(last, n); err == nil {
+				verify, checked = false, time.Now()
+			}
+		}
+		var res []redis.XStream
+		if err == nil {
+			res, err = s.read(last, count)
+		}
 		if err != nil && !errors.Is(err, redis.Nil) {
 			// The reply may have been too large to arrive in time (big
 			// events on a slow link): ask for fewer next time.
@@ -764,6 +920,7 @@ func (s *Store) readLoop(last string, n uint64) {
 			if s.closed() {
 				return
 			}
+			verify = true
 			s.listeners.Status(err)
 			select {
 			case <-time.After(backoff):
@@ -775,26 +932,216 @@ func (s *Store) readLoop(last string, n uint64) {
 		}
 		backoff = minBackoff
 		s.listeners.Status(nil)
-		for _, st := range res {
-			for _, m := range st.Messages {
-				last = m.ID
-				if next := number(m); next != 0 {
-					if next != n+1 {
-						s.listeners.Gap()
-					}
-					n = next
+		last, n = s.deliver(res, last, n)
+	}
+}
+
+// checkEvery is how often the feed checks that the stream still holds
+// the last entry it delivered, when nothing else made it check.
+const checkEvery = time.Second
+
+// read reads the entries after last, blocking up to block.
+func (s *Store) read(last string, count int64) ([]redis.XStream, error) {
+	// A read that outlasts its block by the store's timeout means Redis
+	// stopped answering (with ContextTimeoutEnabled; go-redis waits 10 s
+	// otherwise).
+	ctx, cancel := context.WithTimeout(s.ctx, block+s.cfg.timeout)
+	defer cancel()
+	return s.rdb.XRead(ctx, &redis.XReadArgs{
+		Streams: []string{s.stream, last},
+		Count:   count,
+		Block:   block,
+	}).Result()
+}
+
+// deliver passes the entries of res to the listeners, after last
+// (numbered n), and returns the last entry passed and its number. An
+// entry numbered as one passed before comes from a history that lost
+// entries: once verify confirms it, deliver passes no more of res, which
+// the rewind covers.
+func (s *Store) deliver(res []redis.XStream, last string, n uint64) (string, uint64) {
+	for _, st := range res {
+		for _, m := range st.Messages {
+			next := number(m)
+			if next != 0 && next <= n {
+				l, k, err := s.verify(last, n)
+				if err == nil && l != last {
+					return l, k
 				}
-				e, err := decode(m)
-				if err != nil {
-					// An entry written by something else than a Store:
-					// skip it rather than stall the feed.
-					continue
-				}
-				s.latest.Seen(e.Seq, e.ID)
-				s.listeners.Deliver(e)
 			}
+			last = m.ID
+			if next != 0 {
+				if next != n+1 {
+					s.listeners.Gap()
+				}
+				n = next
+			}
+			e, err := decode(m)
+			if err != nil {
+				// An entry written by something else than a Store:
+				// skip it rather than stall the feed.
+				continue
+			}
+			s.latest.Seen(e.Seq, e.ID)
+			s.fed.add(m.ID, e.ID)
+			s.listeners.Deliver(e)
 		}
 	}
+	return last, n
+}
+
+// checkLua tells whether the stream holds the entry ARGV[1] (1 or 0),
+// and returns the id of its first entry, the id, update id and number of
+// the last entry not after ARGV[1], and the counter ("" for what is
+// missing).
+//
+// KEYS: stream, counter.
+const checkLua = `
+local held = 0
+if ARGV[1] ~= '0-0' and #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) > 0 then held = 1 end
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+local f, p, id, n = '', '', '', ''
+if #first > 0 then f = first[1][1] end
+if ARGV[1] ~= '0-0' then
+  local prev = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', 1)
+  if #prev > 0 then
+    p = prev[1][1]
+    local fields = prev[1][2]
+    for i = 1, #fields - 1, 2 do
+      if fields[i] == 'i' then id = fields[i + 1] elseif fields[i] == 'n' then n = fields[i + 1] end
+    end
+  end
+end
+return {held, f, p, id, n, redis.call('GET', KEYS[2]) or ''}
+`
+
+// verify checks that the stream still holds the entry last, the last one
+// the feed passed on (numbered n; "0-0" for none), and returns where the
+// feed goes on from: last and n again or, when the history lost it, the
+// last entry before it that the stream holds (the end of what the old
+// and the new history share), after telling the listeners that the
+// history was rewound to it (see [store.Listener]): the feed then passes
+// what the new history added. Retention only removes entries before the
+// first one, and never lowers the counter: a last entry before the first
+// one, with a counter not behind n, was trimmed.
+func (s *Store) verify(last string, n uint64) (string, uint64, error) {
+	res, err := call(s, s.ctx, func(ctx context.Context) ([]any, error) {
+		return s.checkScript.Run(ctx, s.rdb, []string{s.stream, s.counter}, last).Slice()
+	})
+	if err != nil {
+		return last, n, err
+	}
+	if len(res) != 6 {
+		return last, n, fmt.Errorf("redisstore: unexpected check reply %v", res)
+	}
+	held := res[0] == int64(1)
+	first, prev, id := str(res[1]), str(res[2]), str(res[3])
+	number, _ := strconv.ParseUint(str(res[4]), 10, 64)
+	counter, _ := strconv.ParseUint(str(res[5]), 10, 64)
+	trimmed := last != "0-0" && (first == "" || before(last, first))
+	if held || (counter >= n && (last == "0-0" || trimmed)) {
+		return last, n, nil
+	}
+	var seq uint64
+	if prev == "" {
+		prev = "0-0"
+	} else if seq, err = parseID(prev); err != nil {
+		return last, n, err
+	}
+	// The ids of the events that vanished are unknown cursors from now
+	// on, before any stream ends for the rewind: a client that got one
+	// and resumes with it must not resume after a retry of its update
+	// that the new primary recorded later, past updates it never got.
+	if err := s.bury(s.fed.after(seq)); err != nil {
+		return last, n, err
+	}
+	s.fed.forget(seq)
+	s.latest.Rewind(seq, id)
+	s.listeners.Rewind(seq, id)
+	return prev, number, nil
+}
+
+// vanishedTTL is how long the ids of events a failover lost stay unknown
+// cursors: far longer than a client takes to resume.
+const vanishedTTL = 24 * time.Hour
+
+// bury records ids as those of events that vanished (see verify).
+func (s *Store) bury(ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	_, err := call(s, s.ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+		return s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.SAdd(ctx, s.vanished, members...)
+			p.Expire(ctx, s.vanished, vanishedTTL)
+			return nil
+		})
+	})
+	return err
+}
+
+// fedCap is how many of the entries it passed on the feed remembers: the
+// ids of as many lost in a failover are unknown cursors afterwards (see
+// verify). A replica lags a thousand entries behind only when it is about
+// to be dropped.
+const fedCap = 1024
+
+// fedRing holds the last fedCap entries the feed passed on: their Seq
+// and update id.
+type fedRing struct {
+	seqs [fedCap]uint64
+	ids  [fedCap]string
+	next int // where the next goes
+	n    int // how many it holds
+}
+
+func (r *fedRing) add(entry, id string) {
+	seq, err := parseID(entry)
+	if err != nil {
+		return
+	}
+	r.seqs[r.next], r.ids[r.next] = seq, id
+	r.next = (r.next + 1) % fedCap
+	r.n = min(r.n+1, fedCap)
+}
+
+// after returns the update ids of the entries it holds after Seq seq.
+func (r *fedRing) after(seq uint64) []string {
+	var ids []string
+	for k := 1; k <= r.n; k++ {
+		i := (r.next - k + fedCap) % fedCap
+		if r.seqs[i] <= seq {
+			break // entries are in Seq order
+		}
+		ids = append(ids, r.ids[i])
+	}
+	return ids
+}
+
+// forget drops the entries after Seq seq.
+func (r *fedRing) forget(seq uint64) {
+	for r.n > 0 {
+		i := (r.next - 1 + fedCap) % fedCap
+		if r.seqs[i] <= seq {
+			return
+		}
+		r.ids[i] = ""
+		r.next, r.n = i, r.n-1
+	}
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// before tells whether stream id a comes before stream id b; a malformed
+// id comes before none.
+func before(a, b string) bool {
+	sa, err1 := parseID(a)
+	sb, err2 := parseID(b)
+	return err1 == nil && err2 == nil && sa < sb
 }
 
 // parseID maps a stream entry id "ms-n" to ms<<20 | n.

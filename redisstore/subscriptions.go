@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,7 +39,14 @@ func WithSubscriptionTTL(d time.Duration) Option {
 // Layout of the shared subscriptions: the set stream+":hubs" names the
 // stores that share some; the hash stream+":subs:"+name of each maps a
 // subscription id to its JSON document and expires unless its store
-// refreshes it. Listing skips (and forgets) the stores whose hash is gone.
+// refreshes it. Its field genField holds the number of the store's last
+// write: a hash whose number is behind it lost writes (a failover to a
+// replica that had not received them), and the store rewrites it.
+// Listing skips (and forgets) the stores whose hash is gone.
+
+// genField is the field of a store's hash that numbers its writes; no
+// subscription id is an empty string.
+const genField = ""
 
 // listLua returns the ids and documents of every store's hash but
 // ARGV[2]'s, flattened (id, document, id, document…), and removes from the
@@ -53,7 +61,12 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     if #pairs == 0 then
       redis.call('SREM', KEYS[1], name)
     else
-      for _, v in ipairs(pairs) do out[#out + 1] = v end
+      for i = 1, #pairs - 1, 2 do
+        if pairs[i] ~= '' then -- the number of the writes (genField)
+          out[#out + 1] = pairs[i]
+          out[#out + 1] = pairs[i + 1]
+        end
+      end
     end
   end
 end
@@ -80,6 +93,7 @@ type presence struct {
 	written uint64 // the gen whose changes Redis has
 	failed  uint64 // the gen whose write failed last, with failErr
 	failErr error
+	writes  uint64        // the number of this store's last write, in its hash
 	flushed chan struct{} // closed, and replaced, after each write
 }
 
@@ -245,12 +259,14 @@ func (p *presence) write() error {
 
 	s := p.s
 	ttl := s.cfg.subTTL
-	var existed *redis.BoolCmd
+	// Only the writer writes: p.writes needs no lock.
+	prev, next := p.writes, p.writes+1
+	var held *redis.SliceCmd
 	_, err := call(s, s.ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			// First: whether the hash was still there, before the
-			// changes recreate it.
-			existed = pipe.PExpire(ctx, p.hash, ttl)
+			// First: the number of the last write the hash holds, before
+			// the changes recreate it or this write numbers it.
+			held = pipe.HMGet(ctx, p.hash, genField) // nil, not an error, when missing
 			if resync {
 				pipe.Del(ctx, p.hash)
 				for id, b := range all {
@@ -264,11 +280,15 @@ func (p *presence) write() error {
 					pipe.HDel(ctx, p.hash, del...)
 				}
 			}
+			pipe.HSet(ctx, p.hash, genField, next)
 			pipe.PExpire(ctx, p.hash, ttl)
 			pipe.SAdd(ctx, p.set, p.name)
 			return nil
 		})
 	})
+	if err == nil {
+		p.writes = next
+	}
 	if err != nil {
 		p.mu.Lock()
 		// Keep the changes for the next attempt, under newer ones.
@@ -288,9 +308,16 @@ func (p *presence) write() error {
 	p.written = max(p.written, gen)
 	close(p.flushed)
 	p.flushed = make(chan struct{})
-	if !resync && !existed.Val() && others {
+	var n uint64
+	if v := held.Val(); len(v) == 1 {
+		n, _ = strconv.ParseUint(str(v[0]), 10, 64)
+	}
+	if !resync && n != prev && (others || len(del) > 0 || n != 0) {
 		// The hash was gone (expired, or Redis lost it) while this store
-		// had subscriptions besides those just written: rewrite it now.
+		// had subscriptions besides those just written, or it lacks the
+		// last writes (a failover to a replica that had not received
+		// them): what they removed may be listed, and what they added
+		// missing. Rewrite it now.
 		p.resync = true
 		select {
 		case p.wake <- struct{}{}:

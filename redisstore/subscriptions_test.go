@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -374,4 +376,56 @@ func TestSubscribeRightAfterRecovery(t *testing.T) {
 		}
 		return stream && len(ids) == 3 && slices.Contains(ids, "X") && slices.Contains(ids, "Y")
 	})
+}
+
+// TestSharedSubscriptionsRewrittenAfterFailover: a failover to a replica
+// that had not received a store's last write of its subscriptions leaves
+// its hash behind (a removed one still listed, an added one missing).
+// The store finds its write count behind in the hash at its next write
+// (the refresh, with no change) and rewrites it.
+func TestSharedSubscriptionsRewrittenAfterFailover(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(redistest.Options(redistest.Addr(t)))
+	t.Cleanup(func() { rdb.Close() })
+	key := "stale-subs-" + uuidish(t)
+	a := open(t, rdb, key, redisstore.WithSubscriptionTTL(600*time.Millisecond))
+	b := open(t, rdb, key)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx := context.Background()
+	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("x", true), active("y", true)}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := rdb.SMembers(ctx, key+":hubs").Result()
+	if err != nil || len(names) != 1 {
+		t.Fatalf("stores sharing subscriptions: %q (%v), want A's", names, err)
+	}
+	hash := key + ":subs:" + names[0]
+	replica, err := rdb.HGetAll(ctx, hash).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.UpdateSubscriptions(ctx, []store.Subscription{active("x", false), active("z", true)}); err != nil {
+		t.Fatal(err)
+	}
+	// The failover: the hash as the replica had it.
+	pipe := rdb.TxPipeline()
+	pipe.Del(ctx, hash)
+	pipe.HSet(ctx, hash, replica)
+	pipe.PExpire(ctx, hash, time.Minute)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, "B to list A's subscriptions as they are", func() bool {
+		subs, err := b.Subscriptions(ctx)
+		var ids []string
+		for _, s := range subs {
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		return err == nil && slices.Equal(ids, []string{"y", "z"})
+	})
+}
+
+func uuidish(t *testing.T) string {
+	return strings.ReplaceAll(t.Name(), "/", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 }

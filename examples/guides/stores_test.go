@@ -154,3 +154,34 @@ func Example_postgresOwnMigrations() {
 	}
 	defer store.Close()
 }
+
+// Example_redisSentinel is docs/stores.md's store behind Sentinel: the
+// failover client follows the primary the sentinels name.
+func Example_redisSentinel() {
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            "mercure",
+		SentinelAddrs:         []string{"sentinel-1:26379", "sentinel-2:26379", "sentinel-3:26379"},
+		ContextTimeoutEnabled: true,
+	})
+	// Acknowledged once a replica has it: a failover loses nothing
+	// acknowledged.
+	store, err := redisstore.New(rdb, "mercure", redisstore.WithReplicas(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+}
+
+// Example_redisCluster is docs/stores.md's store on a Redis Cluster.
+func Example_redisCluster() {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"},
+		ContextTimeoutEnabled: true,
+	})
+	// The hash tag keeps every key of the store in one slot.
+	store, err := redisstore.New(rdb, "{mercure}", redisstore.WithReplicas(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+}

@@ -37,9 +37,14 @@ type Result struct {
 	// Redelivered the events received again after them (the client,
 	// told of the gap, reconciles).
 	Gaps, LostWithGap, Redelivered int
+	// Vanished counts the events received, and positions given, that
+	// the store's order no longer holds (a failover to a replica that
+	// lacked them), each on a connection whose next resume the hub
+	// answered with a gap: the subscriber was told.
+	Vanished int
 	// LostSilently counts the events skipped with no gap reported,
 	// Duplicates those received twice with no gap reported, Unknown the
-	// ids not in the store's order; each must be 0.
+	// ids not in the store's order, and not vanished; each must be 0.
 	LostSilently, Duplicates, Unknown int
 	// Missing counts the events up to the one the subscriber had to
 	// reach that it never received (after its last one).
@@ -60,6 +65,7 @@ func (r *Result) Add(o Result) {
 	r.Gaps += o.Gaps
 	r.LostWithGap += o.LostWithGap
 	r.Redelivered += o.Redelivered
+	r.Vanished += o.Vanished
 	r.LostSilently += o.LostSilently
 	r.Duplicates += o.Duplicates
 	r.Unknown += o.Unknown
@@ -124,14 +130,30 @@ func Check(o Order, conns []Conn, until string) Result {
 	last := -1 // the latest event received or skipped, by index
 	seen := map[int]bool{}
 	for n, c := range conns {
+		// told: the next connection resumed with a gap reported, so that
+		// what this one got may have vanished from the store.
+		told := n+1 < len(conns) && conns[n+1].Requested != "" && conns[n+1].Cursor != conns[n+1].Requested
 		start, ok := o.after(c.Cursor)
-		if !ok {
+		gap := c.Requested != "" && c.Cursor != c.Requested
+		fresh := c.Requested == "" && n > 0
+		switch {
+		case ok:
+		case told:
+			// Its position vanished: it promises nothing before its
+			// first event still in the store.
+			r.Vanished++
+			start, fresh, gap = len(o.rel), n > 0, false
+			for _, id := range c.IDs {
+				if i, ok := o.index[id]; ok {
+					start = i
+					break
+				}
+			}
+		default:
 			r.Unknown++
 			r.errorf("connection %d: cursor %q is not in the store", n, c.Cursor)
 			continue
 		}
-		gap := c.Requested != "" && c.Cursor != c.Requested
-		fresh := c.Requested == "" && n > 0
 		switch {
 		case n == 0:
 			last = start - 1 // it promises nothing about what came before it
@@ -153,6 +175,9 @@ func Check(o Order, conns []Conn, until string) Result {
 		for _, id := range c.IDs {
 			i, ok := o.index[id]
 			switch {
+			case !ok && told:
+				r.Vanished++
+				continue
 			case !ok || !o.rel[i]:
 				r.Unknown++
 				r.errorf("connection %d: event %q is not in the store, or not for this subscriber", n, id)

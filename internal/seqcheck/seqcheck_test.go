@@ -59,6 +59,11 @@ func TestCheck(t *testing.T) {
 		{"opened at the end", conns("- g"), "g", Result{}},
 		{"opened late, missing", conns("- d e"), "g", Result{Delivered: 1, Missing: 2}},
 		{"new stream later", conns("- a b", "- d e f g"), "g", Result{Delivered: 4}},
+		// A failover lost xx and yy: told by the next resume, or not.
+		{"vanished, told", conns("- a b xx", "xx earliest a b c d e f g"), "g", Result{Delivered: 7, Gaps: 1, Redelivered: 1, Vanished: 1}},
+		{"vanished, not told", conns("- a b xx", "xx xx c d e f g"), "g", Result{Delivered: 1, Unknown: 2, Missing: 5}},
+		{"vanished position, told", conns("- yy c d", "d earliest a b c d e f g"), "g", Result{Delivered: 7, Gaps: 1, Redelivered: 2, Vanished: 1}},
+		{"vanished at the end", conns("- a b xx"), "b", Result{Delivered: 1, Unknown: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Check(o, tc.conns, tc.until)

@@ -74,10 +74,12 @@ func (s *Server) linkDown() bool {
 //
 // The replica answers INFO and PING meanwhile, so that a failover may
 // still promote it, but not the PUBLISH of a sentinel's hello messages,
-// nor what the sentinel sends after one on that link: a sentinel may
-// take a replica stalled for more than a second for down until released.
-// Release it soon after the primary's death: a sentinel picks the
-// replica it promotes a second or more later. (See [Sentinel.Prefer] for
+// nor what the sentinel sends after one on that link: a sentinel takes a
+// replica stalled for two seconds for down (s_down) until it is released
+// and answers again. Release it soon after the primary's death: a
+// sentinel picks the replica it promotes a second or more later, among
+// those that answer. A cluster's replica decides its own promotion on
+// the cluster bus, which the stall does not hold. (See [Sentinel.Prefer] for
 // which one it picks.) A paused process (SIGSTOP, [Server.Pause]) or
 // DEBUG SLEEP ([Server.Busy]) would lose nothing: the writes wait in the
 // kernel's socket buffer, and the replica applies them once it runs again,

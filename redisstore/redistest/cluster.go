@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os/exec"
@@ -76,7 +77,10 @@ func StartCluster(t *testing.T) *Cluster {
 	for _, n := range c.nodes {
 		n.Start()
 	}
-	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, c.Addrs...),
+	// redis-cli waits for the nodes to agree, for ever if they do not.
+	ctx, cancel := context.WithTimeout(context.Background(), storetest.Deadline)
+	defer cancel()
+	create := exec.CommandContext(ctx, "redis-cli", append(append([]string{"--cluster", "create"}, c.Addrs...),
 		"--cluster-replicas", "1", "--cluster-yes")...)
 	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)

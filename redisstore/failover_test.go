@@ -235,3 +235,95 @@ func TestClusterClientNeedsAHashTag(t *testing.T) {
 		}
 	}
 }
+
+// failoverTimeout bounds each call of the failover suite's stores: a
+// store waiting for a replica that lags (WithReplicas) fails its
+// appends within three quarters of it, and the publisher sends them
+// again.
+const failoverTimeout = 2 * time.Second
+
+// TestFailoverSentinel runs storetest.RunFailover behind Sentinel.
+// Without WithReplicas, the only replica lags when the primary dies:
+// the updates it lacked are lost, and every stream that got one is told.
+// With WithReplicas(1), both replicas lag: nothing is acknowledged until
+// one of them has taken over (and the other follows it), and nothing
+// acknowledged is lost.
+func TestFailoverSentinel(t *testing.T) {
+	t.Parallel()
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Async", true: "WithReplicas"}[durable], func(t *testing.T) {
+			t.Parallel()
+			replicas := map[bool]int{false: 1, true: 2}[durable]
+			s := redistest.StartSentinel(t, replicas)
+			opts := []redisstore.Option{redisstore.WithTimeout(failoverTimeout)}
+			if durable {
+				opts = append(opts, redisstore.WithReplicas(1))
+			}
+			// Lag stalls the replicas one after the other: the last one
+			// may have acknowledged what the others lack. Sentinel
+			// promotes the replica furthest ahead by the offsets it last
+			// heard, which a stalled replica stops reporting: the last
+			// one is preferred, as Sentinel would pick it.
+			rs := s.Replicas()
+			s.Prefer(rs[len(rs)-1])
+			var release []func()
+			storetest.RunFailover(t, &storetest.Failover{
+				Open: func(t *testing.T) store.Store {
+					return open(t, s.Client(), "{failover}", opts...)
+				},
+				Lag: func(t *testing.T) {
+					for _, r := range rs {
+						release = append(release, r.Stall())
+					}
+				},
+				KillPrimary: func(t *testing.T) {
+					s.KillPrimary()
+					for _, f := range release {
+						f()
+					}
+				},
+				Durable: durable,
+			})
+		})
+	}
+}
+
+// TestFailoverCluster runs storetest.RunFailover on a Redis Cluster,
+// with go-redis's default ClusterStateReloadInterval (a minute): the
+// store has the client read the cluster's layout again when a call
+// fails. With WithReplicas(1), the promoted replica has none of its own
+// until the old primary comes back as one, as an operator restarts it.
+func TestFailoverCluster(t *testing.T) {
+	t.Parallel()
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Async", true: "WithReplicas"}[durable], func(t *testing.T) {
+			t.Parallel()
+			c := redistest.StartCluster(t)
+			const key = "{failover}"
+			opts := []redisstore.Option{redisstore.WithTimeout(failoverTimeout)}
+			if durable {
+				opts = append(opts, redisstore.WithReplicas(1))
+			}
+			var release func()
+			storetest.RunFailover(t, &storetest.Failover{
+				Open: func(t *testing.T) store.Store {
+					o := c.Options()
+					o.ClusterStateReloadInterval = 0 // go-redis's default
+					rdb := redis.NewClusterClient(o)
+					t.Cleanup(func() { rdb.Close() })
+					return open(t, rdb, key, opts...)
+				},
+				Lag: func(t *testing.T) { release = c.ReplicasFor(key)[0].Stall() },
+				KillPrimary: func(t *testing.T) {
+					old := c.KillPrimaryFor(key)
+					release()
+					if durable {
+						c.WaitFailover(key, old)
+						old.Start()
+					}
+				},
+				Durable: durable,
+			})
+		})
+	}
+}

@@ -618,6 +618,7 @@ func (s *Store) Append(ctx context.Context, e *store.Event) error {
 	defer cancel()
 	id, err := s.runAppend(ctx, v, e.ID, s.cfg.maxLen, s.slack(), maxOcc,
 		hex.EncodeToString(digest[:]), e.Time.UnixMilli(), s.cfg.window.Milliseconds())
+	s.failed(err)
 	if err != nil {
 		return fmt.Errorf("redisstore: append: %w", err)
 	}
@@ -864,7 +865,24 @@ func (s *Store) slack() int64 { return min(max(s.cfg.maxLen/64, 1), 100) }
 func call[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	return f(ctx)
+	v, err := f(ctx)
+	s.failed(err)
+	return v, err
+}
+
+// failed has a cluster client that a call failed on read the cluster's
+// layout again: go-redis does so when a node redirects it (MOVED), not
+// when a dead primary refuses its connections, and otherwise only every
+// ClusterStateReloadInterval (a minute by default), sending every call
+// to the dead primary until then. The reload runs in the background,
+// once for many failures.
+func (s *Store) failed(err error) {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return
+	}
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		c.ReloadState(context.Background())
+	}
 }
 
 // Listen implements [store.Store]. l's functions are called from the
@@ -947,11 +965,13 @@ func (s *Store) read(last string, count int64) ([]redis.XStream, error) {
 	// otherwise).
 	ctx, cancel := context.WithTimeout(s.ctx, block+s.cfg.timeout)
 	defer cancel()
-	return s.rdb.XRead(ctx, &redis.XReadArgs{
+	res, err := s.rdb.XRead(ctx, &redis.XReadArgs{
 		Streams: []string{s.stream, last},
 		Count:   count,
 		Block:   block,
 	}).Result()
+	s.failed(err)
+	return res, err
 }
 
 // deliver passes the entries of res to the listeners, after last

@@ -77,6 +77,8 @@ type clusterHub struct {
 	hub   *mercure.Hub
 	store store.Store
 	srv   *httptest.Server
+	// refused counts the publishes that failed, to be sent again.
+	refused atomic.Int64
 }
 
 func newClusterHub(t *testing.T, name string, s store.Store, opts ...mercure.Option) *clusterHub {
@@ -113,6 +115,9 @@ func (c *clusterHub) publish(t *testing.T, topic string, u mercure.Update) {
 		id, err = c.hub.Publish(ctx, u)
 		if err == nil && id != u.ID {
 			t.Errorf("Publish(%q) returned id %q", u.ID, id)
+		}
+		if err != nil {
+			c.refused.Add(1)
 		}
 		// Stop at success, and at an error that is not the store's.
 		return err == nil || !errors.Is(err, mercure.ErrStore) && !errors.Is(err, context.DeadlineExceeded)

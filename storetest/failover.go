@@ -28,8 +28,8 @@ type Failover struct {
 	// over stop receiving the primary's writes, so that the failover
 	// loses them, unless the stores wait for that replica (Durable):
 	// then appends fail until it has taken over. RunFailover calls it a
-	// sixth of the way through, and KillPrimary once every hub has sent
-	// an update since (and, unless Durable, at a third).
+	// sixth of the way through, and KillPrimary at a third or, when
+	// Durable, once an append failed on each hub.
 	Lag func(t *testing.T)
 	// Durable tells whether the stores acknowledge an update only once
 	// the replica that takes over has it (redisstore.WithReplicas,
@@ -46,8 +46,9 @@ type FailoverResult struct {
 	// than the one asked for (the streams told of a gap), Vanished the
 	// events and positions the streams received that the failover lost.
 	Gaps, Vanished int
-	// Recovery is the time from the primary's death to the first update
-	// acknowledged after it.
+	// Recovery is the time from KillPrimary's return (the primary's
+	// death, or the promote that KillPrimary waits for) to the first
+	// update sent after it that a hub acknowledged.
 	Recovery time.Duration
 }
 
@@ -91,7 +92,7 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 	}
 	const perHub = 60
 	var acked sync.Map // update id → true
-	var begun, published atomic.Int64
+	var published atomic.Int64
 	var killed atomic.Pointer[time.Time]
 	var recovered atomic.Pointer[time.Time]
 	var wg sync.WaitGroup
@@ -100,10 +101,9 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 			for i := range perHub {
 				id := fmt.Sprintf("%s/%s%d", topic, h.name, i)
 				began := time.Now()
-				begun.Add(1)
 				h.publish(t, topic, mercure.Update{ID: id, Data: "x"})
 				// Recovered once an update sent after the kill is
-				// acknowledged, not one the old primary took just before.
+				// acknowledged, not one the old primary took before.
 				if k := killed.Load(); k != nil && began.After(*k) {
 					now := time.Now()
 					recovered.CompareAndSwap(nil, &now)
@@ -116,17 +116,30 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 	}
 	if f.Lag != nil {
 		testwait.For(t, "a sixth of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/6) })
+		// (Quickly: the traffic goes on meanwhile.)
 		f.Lag(t)
-		mark := begun.Load()
-		testwait.For(t, "updates sent to the primary whose replica lags", func() bool { return begun.Load() >= mark+int64(len(hubs)) })
 	}
-	if !f.Durable || f.Lag == nil {
-		// (Durable stores acknowledge nothing while the replica lags.)
-		testwait.For(t, "a third of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/3) })
+	total := int64(len(hubs) * perHub)
+	if f.Durable && f.Lag != nil {
+		// A durable store acknowledges nothing while the replica lags:
+		// the appends reach the primary, and fail.
+		testwait.For(t, "appends to fail on each hub", func() bool {
+			for _, h := range hubs {
+				if h.refused.Load() == 0 && published.Load() < total {
+					return false
+				}
+			}
+			return true
+		})
+	} else {
+		testwait.For(t, "a third of the updates", func() bool { return published.Load() >= total/3 })
 	}
+	if published.Load() == total {
+		t.Fatal("every update was acknowledged before the primary's death: Lag must return at once")
+	}
+	f.KillPrimary(t)
 	start := time.Now()
 	killed.Store(&start)
-	f.KillPrimary(t)
 	wg.Wait()
 	var r FailoverResult
 	if p := recovered.Load(); p != nil {

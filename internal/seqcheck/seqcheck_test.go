@@ -64,6 +64,10 @@ func TestCheck(t *testing.T) {
 		{"vanished, not told", conns("- a b xx", "xx xx c d e f g"), "g", Result{Delivered: 1, Unknown: 2, Missing: 5}},
 		{"vanished position, told", conns("- yy c d", "d earliest a b c d e f g"), "g", Result{Delivered: 7, Gaps: 1, Redelivered: 2, Vanished: 1}},
 		{"vanished at the end", conns("- a b xx"), "b", Result{Delivered: 1, Unknown: 1}},
+		// d and c vanished, and their retries recorded them as c, d:
+		// the hub took d for an unknown cursor.
+		{"vanished, recorded again", conns("- a b d c", "c earliest a b c d e f g"), "g", Result{Delivered: 7, Gaps: 1, Redelivered: 2, Vanished: 1}},
+		{"out of order, not told", conns("- a b d c", "c c d e f g"), "g", Result{Delivered: 5, LostSilently: 1, Duplicates: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Check(o, tc.conns, tc.until)

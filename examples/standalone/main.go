@@ -477,15 +477,6 @@ func redactRedis(scheme, userinfo, hosts, path string, q url.Values) string {
 	return shown
 }
 
-// clusterReload is how often a cluster client of -store asks the
-// cluster which node serves which slot. go-redis v9.22.0 asks again when
-// a node redirects it (MOVED), but not when a node refuses its
-// connections: after a failover, it would send the dead primary's slots
-// to it until its periodic reload, every 60 s by default
-// (redis/go-redis#3979). Each reload is one CLUSTER SLOTS, while the
-// client is in use.
-const clusterReload = time.Second
-
 // openRedis opens a store on the Redis stream of a Redis URL of -store,
 // keeping about maxLen events: one server, a primary behind sentinels,
 // or a cluster (see the package documentation). The returned func closes
@@ -524,8 +515,10 @@ func openRedis(spec string, maxLen int64) (*redisstore.Store, func() error, erro
 		if err != nil {
 			return fail(err)
 		}
+		// (redisstore has the client read the cluster's layout again
+		// when a call fails: after a failover, that is how it learns of
+		// the new primary.)
 		opts.ContextTimeoutEnabled = true
-		opts.ClusterStateReloadInterval = clusterReload
 		client = redis.NewClusterClient(opts)
 	default:
 		opts, err := redis.ParseURL(r.goRedis)

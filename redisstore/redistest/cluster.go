@@ -104,7 +104,9 @@ func (c *Cluster) Options() *redis.ClusterOptions {
 // a node redirects it (MOVED), not when a node refuses its connections:
 // after a failover, a client of the default options sends the dead
 // primary's slots to it until its periodic reload, every 60 s (issue
-// redis/go-redis#3979). Each reload is one CLUSTER SLOTS.
+// redis/go-redis#3979). Each reload is one CLUSTER SLOTS. (A
+// redisstore.Store has its client reload when a call fails; the
+// harness's own probes need this.)
 const ClusterReload = time.Second
 
 // Client returns a cluster client with [Cluster.Options], closed when

@@ -5,11 +5,15 @@
 //
 //   - redis, postgres (an outage): one server, killed as a crash would
 //     and restarted;
-//   - postgres-standby (a primary and a streaming standby) (a
-//     failover): the standby is killed and restarted, then the primary
-//     is killed for good and the standby promoted a second later, as
-//     failover tooling would. -durable makes the primary's commits wait
-//     for the standby (synchronous replication).
+//   - redis-sentinel (a primary, two replicas, three sentinels),
+//     redis-cluster (three primaries with a replica each) and
+//     postgres-standby (a primary and a streaming standby) (a failover):
+//     a replica is killed and restarted, then the primary is killed for
+//     good and a replica takes over, promoted by the sentinels, the
+//     cluster, or (PostgreSQL) by the run a second later, as failover
+//     tooling would. -durable makes the hubs' appends wait for a replica
+//     (Redis: replicas=1 in the store's URL) or the primary's commits
+//     for the standby (PostgreSQL's synchronous replication).
 //
 // At the end it replays the store's history through a hub and checks
 // every subscriber's events against it (see internal/seqcheck): nothing
@@ -65,8 +69,8 @@ type config struct {
 // parseFlags parses the command line.
 func parseFlags() config {
 	var c config
-	flag.StringVar(&c.kind, "store", kindRedis, "redis or postgres: a server of the run's own, killed and restarted; postgres-standby: a primary and a standby, the standby killed and restarted, then the primary killed and the standby promoted")
-	flag.BoolVar(&c.durable, "durable", false, "postgres-standby: acknowledge an update once the standby has it (synchronous replication)")
+	flag.StringVar(&c.kind, "store", kindRedis, "redis or postgres: a server of the run's own, killed and restarted; redis-sentinel, redis-cluster or postgres-standby: a primary and replicas, a replica killed and restarted, then the primary killed and a replica promoted")
+	flag.BoolVar(&c.durable, "durable", false, "failover kinds: acknowledge an update once a replica has it (Redis: replicas=1 in the hubs' store URL; PostgreSQL: synchronous replication to the standby)")
 	flag.StringVar(&c.standalone, "standalone", "", "examples/standalone binary (default: built from ./examples/standalone)")
 	flag.IntVar(&c.subs, "subs", 1000, "subscribers, split between the hubs")
 	flag.IntVar(&c.rate, "rate", 200, "updates per second, split between the hubs")

@@ -18,12 +18,14 @@ import (
 const (
 	kindRedis           = "redis"
 	kindPostgres        = "postgres"
+	kindRedisSentinel   = "redis-sentinel"
+	kindRedisCluster    = "redis-cluster"
 	kindPostgresStandby = "postgres-standby"
 )
 
 // failoverKind reports whether kind is a failover kind.
 func failoverKind(kind string) bool {
-	return kind == kindPostgresStandby
+	return kind == kindRedisSentinel || kind == kindRedisCluster || kind == kindPostgresStandby
 }
 
 // storeSet is the run's store: its servers, the URL the hubs reach them
@@ -38,7 +40,8 @@ type storeSet struct {
 	// replica is the one the failover schedule kills and restarts; nil
 	// for the outage kinds.
 	replica *server
-	// promote makes a replica the primary once the primary was killed.
+	// promote makes a replica the primary once the primary was killed;
+	// nil where the store's own watchers do it (Sentinel, Cluster).
 	promote func()
 	// synced reports whether every replica follows the primary: the
 	// failover schedule waits for it before the primary's kill, so that
@@ -51,7 +54,7 @@ type storeSet struct {
 // a replica (Redis).
 func startStore(kind, dir string, durable bool) *storeSet {
 	if durable && !failoverKind(kind) {
-		fatalf("-durable needs a store with replicas: %s", kindPostgresStandby)
+		fatalf("-durable needs a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
 	}
 	switch kind {
 	case kindRedis:
@@ -65,8 +68,12 @@ func startStore(kind, dir string, durable bool) *storeSet {
 		return &storeSet{kind: kind, url: postgresURL(s), all: []*server{s}, primary: s}
 	case kindPostgresStandby:
 		return startStandby(dir, durable)
+	case kindRedisSentinel:
+		return startSentinel(dir, durable)
+	case kindRedisCluster:
+		return startCluster(dir, durable)
 	}
-	fatalf("-store %q: want %s, %s or %s", kind, kindRedis, kindPostgres, kindPostgresStandby)
+	fatalf("-store %q: want %s, %s, %s, %s or %s", kind, kindRedis, kindPostgres, kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
 	return nil
 }
 
@@ -143,8 +150,9 @@ func (s *server) kill() {
 	s.cmd = nil
 }
 
-// serverDir makes a directory of its own for a Redis server under dir,
-// where it writes its log and its append-only file.
+// serverDir makes a directory of its own for a Redis server under dir:
+// a server writes its log there, a cluster node its view of the cluster
+// and a sentinel its configuration.
 func serverDir(dir, name string) string {
 	d := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 	check(os.Mkdir(d, 0o755))

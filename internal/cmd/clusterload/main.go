@@ -8,12 +8,14 @@
 //   - redis-sentinel (a primary, two replicas, three sentinels),
 //     redis-cluster (three primaries with a replica each) and
 //     postgres-standby (a primary and a streaming standby) (a failover):
-//     a replica is killed and restarted, then the primary is killed for
-//     good and a replica takes over, promoted by the sentinels, the
-//     cluster, or (PostgreSQL) by the run a second later, as failover
-//     tooling would. -durable makes the hubs' appends wait for a replica
-//     (Redis: replicas=1 in the store's URL) or the primary's commits
-//     for the standby (PostgreSQL's synchronous replication).
+//     a replica is killed and restarted, then the primary is killed and
+//     a replica takes over, promoted by the sentinels, the cluster, or
+//     (PostgreSQL) by the run a second later, as failover tooling would;
+//     a Redis primary is started again a few seconds later, as a replica
+//     of the new one, a PostgreSQL one stays down. -durable makes the
+//     hubs' appends wait for a replica (Redis: replicas=1 in the store's
+//     URL) or the primary's commits for the standby (PostgreSQL's
+//     synchronous replication).
 //
 // At the end it replays the store's history through a hub and checks
 // every subscriber's events against it (see internal/seqcheck): nothing
@@ -58,12 +60,12 @@ const end = "end"
 
 // config is the run's flags.
 type config struct {
-	kind, standalone                                             string
-	durable                                                      bool
-	subs, rate                                                   int
-	warm, pause, between, down, replicaDown, promoteAfter, after time.Duration
-	maxQueued, slack                                             int64
-	maxPending                                                   int
+	kind, standalone                                                          string
+	durable                                                                   bool
+	subs, rate                                                                int
+	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after time.Duration
+	maxQueued, slack                                                          int64
+	maxPending                                                                int
 }
 
 // parseFlags parses the command line.
@@ -80,6 +82,7 @@ func parseFlags() config {
 	flag.DurationVar(&c.down, "down", 3*time.Second, "outage kinds: how long the store stays down")
 	flag.DurationVar(&c.replicaDown, "replica-down", 5*time.Second, "failover kinds: how long the killed replica stays down")
 	flag.DurationVar(&c.promoteAfter, "promote-after", time.Second, "postgres-standby: time from the primary's kill to the standby's promotion")
+	flag.DurationVar(&c.primaryDown, "primary-down", 5*time.Second, "redis-sentinel, redis-cluster: time from the primary's kill to its restart as a replica of the one that took over (0: it stays down); PostgreSQL's stays down")
 	flag.DurationVar(&c.after, "after", 15*time.Second, "traffic after the store's restart, or the primary's kill")
 	flag.Int64Var(&c.maxQueued, "max-queued-bytes", 16<<20, "the hubs' -max-queued-bytes")
 	flag.IntVar(&c.maxPending, "max-pending-updates", 256, "the hubs' -max-pending-updates")

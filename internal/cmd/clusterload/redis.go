@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -75,6 +76,18 @@ func startSentinel(dir string, durable bool) *storeSet {
 	}
 	st.all = append(st.all, watchers...)
 	waitAll("the sentinels to see the replicas and each other", 30*time.Second, func() bool { return sentinelsSettled(watchers) })
+	st.rejoin = func() {
+		var addr string
+		waitAll("the sentinels to promote a replica", 60*time.Second, func() bool {
+			addr = sentinelsPrimary(watchers)
+			return addr != "" && addr != primary.addr()
+		})
+		// Started as the empty primary it was, it would be one until
+		// the sentinels noticed.
+		host, port, _ := net.SplitHostPort(addr)
+		primary.argv = slices.Concat(primary.argv, []string{"--replicaof", host, port})
+		primary.start()
+	}
 	st.url = "redis-sentinel://" + strings.Join(addrs, ",") + "/0?" + replicasQuery(url.Values{"master": {sentinelMaster}}, durable)
 	return st
 }
@@ -115,6 +128,21 @@ func sentinelsSettled(watchers []*server) bool {
 	return true
 }
 
+// sentinelsPrimary returns the address of the primary that every
+// sentinel reports, "" until they agree.
+func sentinelsPrimary(watchers []*server) string {
+	agreed := ""
+	for _, w := range watchers {
+		out, err := redisCLI(w.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinelMaster)
+		hp := strings.Fields(out)
+		if err != nil || len(hp) != 2 || (agreed != "" && agreed != net.JoinHostPort(hp[0], hp[1])) {
+			return ""
+		}
+		agreed = net.JoinHostPort(hp[0], hp[1])
+	}
+	return agreed
+}
+
 // startCluster starts a Redis Cluster of six nodes, three primaries with
 // a replica each (a node takes another for failing after a second of
 // silence), and waits until every node agrees on who serves the store's
@@ -146,6 +174,12 @@ func startCluster(dir string, durable bool) *storeSet {
 		return ok
 	})
 	st.synced = func() bool { return onlineReplicas(st.primary) == 1 }
+	st.rejoin = func() {
+		// Its view of the cluster (nodes.conf) makes it a replica of
+		// the node that took its slots.
+		waitAll("the replica to take over the store's slot", 60*time.Second, func() bool { return role(st.replica) == "master" })
+		st.primary.start()
+	}
 	waitAll("the store's primary's replica to sync", 30*time.Second, st.synced)
 	st.url = "redis-cluster://" + strings.Join(addrs, ",") + "?" + replicasQuery(url.Values{"stream": {clusterKey}}, durable)
 	return st
@@ -272,6 +306,16 @@ func countOnline(fields map[string]string) int {
 		}
 	}
 	return n
+}
+
+// role returns the role that s reports: master or slave ("" if it does
+// not answer).
+func role(s *server) string {
+	out, err := redisCLI(s.port, "INFO", "replication")
+	if err != nil {
+		return ""
+	}
+	return infoFields(out)["role"]
 }
 
 // redisCLI runs a command on the Redis server on port with redis-cli,

@@ -55,21 +55,35 @@ func (s *schedule) restart(name string, srv *server, down time.Duration) {
 	log.Printf("%s restarted", srv.name)
 }
 
-// failover kills the primary as a crash would, for good, and promotes
-// its replica -promote-after later where the store does not do it
-// itself (PostgreSQL: failover tooling, as Patroni, would).
+// failover kills the primary as a crash would, and promotes its replica
+// -promote-after later where the store does not do it itself
+// (PostgreSQL: failover tooling, as Patroni, would). Where the store
+// lets it (Redis), it starts the old primary again -primary-down later,
+// as a replica: with -durable, a Cluster's shard has no other replica to
+// acknowledge appends.
 func (s *schedule) failover() {
 	log.Printf("killing the %s", s.st.primary.name)
 	s.st.primary.kill()
-	s.add(event{name: "primary-kill", store: true})
+	e := event{name: "primary-kill", store: true}
+	rejoin := s.st.rejoin != nil && s.cfg.primaryDown > 0
+	if rejoin {
+		e.span = s.cfg.primaryDown
+	}
+	e = s.add(e)
 	if s.st.promote != nil {
 		time.Sleep(s.cfg.promoteAfter)
 		s.st.promote()
 	}
+	if rejoin {
+		time.Sleep(time.Until(e.at.Add(s.cfg.primaryDown)))
+		s.st.rejoin()
+		log.Printf("the old %s restarted as a replica", s.st.primary.name)
+	}
 }
 
-// add records e as done now.
-func (s *schedule) add(e event) {
+// add records e as done now, and returns it.
+func (s *schedule) add(e event) event {
 	e.at = time.Now()
 	s.events = append(s.events, e)
+	return e
 }

@@ -43,6 +43,11 @@ type storeSet struct {
 	// promote makes a replica the primary once the primary was killed;
 	// nil where the store's own watchers do it (Sentinel, Cluster).
 	promote func()
+	// rejoin starts the killed primary again, once a replica took
+	// over, as a replica of that one, as a supervisor restarts a
+	// crashed server; nil where it stays down (PostgreSQL: its timeline
+	// left the promoted standby's, and would need pg_rewind).
+	rejoin func()
 	// synced reports whether every replica follows the primary: the
 	// failover schedule waits for it before the primary's kill, so that
 	// the restarted replica is back.

@@ -28,7 +28,8 @@ type Failover struct {
 	// over stop receiving the primary's writes, so that the failover
 	// loses them, unless the stores wait for that replica (Durable):
 	// then appends fail until it has taken over. RunFailover calls it a
-	// sixth of the way through, KillPrimary at a third.
+	// sixth of the way through, and KillPrimary once every hub has sent
+	// an update since (and, unless Durable, at a third).
 	Lag func(t *testing.T)
 	// Durable tells whether the stores acknowledge an update only once
 	// the replica that takes over has it (redisstore.WithReplicas,
@@ -90,7 +91,7 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 	}
 	const perHub = 60
 	var acked sync.Map // update id → true
-	var published atomic.Int64
+	var begun, published atomic.Int64
 	var killed atomic.Pointer[time.Time]
 	var recovered atomic.Pointer[time.Time]
 	var wg sync.WaitGroup
@@ -99,6 +100,7 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 			for i := range perHub {
 				id := fmt.Sprintf("%s/%s%d", topic, h.name, i)
 				began := time.Now()
+				begun.Add(1)
 				h.publish(t, topic, mercure.Update{ID: id, Data: "x"})
 				// Recovered once an update sent after the kill is
 				// acknowledged, not one the old primary took just before.
@@ -115,8 +117,13 @@ func RunFailover(t *testing.T, f *Failover) FailoverResult {
 	if f.Lag != nil {
 		testwait.For(t, "a sixth of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/6) })
 		f.Lag(t)
+		mark := begun.Load()
+		testwait.For(t, "updates sent to the primary whose replica lags", func() bool { return begun.Load() >= mark+int64(len(hubs)) })
 	}
-	testwait.For(t, "a third of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/3) })
+	if !f.Durable || f.Lag == nil {
+		// (Durable stores acknowledge nothing while the replica lags.)
+		testwait.For(t, "a third of the updates", func() bool { return published.Load() >= int64(len(hubs)*perHub/3) })
+	}
 	start := time.Now()
 	killed.Store(&start)
 	f.KillPrimary(t)

@@ -10,10 +10,27 @@
 //	curl -d topic=https://example.com/books/1 -d data=hello http://localhost:3000/.well-known/mercure
 //
 // The -store flag picks where the history lives: memory (the default),
-// bolt:PATH (a durable file) or redis://[USER:PASS@]HOST:PORT/DB (rediss://
-// for TLS), a Redis stream that every hub started with the same URL shares,
-// so that they act as one hub. The query parameter stream names the stream
-// key (default mercure); the other query parameters are go-redis options.
+// bolt:PATH (a durable file), or a Redis stream that every hub started
+// with the same URL shares, so that they act as one hub:
+//
+//   - redis://[USER:PASS@]HOST:PORT/DB, one Redis server;
+//   - redis-sentinel://[USER:PASS@]HOST:PORT[,HOST:PORT...]/DB?master=NAME,
+//     the primary that the sentinels at those addresses know as NAME,
+//     followed through a failover; USER:PASS authenticate to the
+//     sentinels, the query parameters username and password to the
+//     primary and its replicas (as go-redis's ParseFailoverURL has it);
+//   - redis-cluster://[USER:PASS@]HOST:PORT[,HOST:PORT...], a Redis
+//     Cluster that those nodes belong to.
+//
+// rediss://, rediss-sentinel:// and rediss-cluster:// connect with TLS,
+// checking every server's certificate against the first host's name, as
+// go-redis's parsers do (skip_verify=true skips the check, except in a
+// cluster). The query parameter stream names the stream key: mercure by
+// default, {mercure} in a cluster, where the key needs a hash tag so
+// that every key of the store lies in one slot. replicas=N acknowledges
+// an update only once N replicas have it, so that a failover loses no
+// acknowledged update (redisstore.WithReplicas). The other query
+// parameters are go-redis options (dial_timeout=3s, say).
 // postgres://USER[:PASS]@HOST:PORT/DB (or postgresql://) keeps the history
 // in PostgreSQL tables that every hub started with the same URL shares;
 // the query parameter prefix names the tables (default mercure), the
@@ -35,12 +52,14 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -102,7 +121,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history          = fs.Int("history", memstore.DefaultMaxEvents, "number of past updates kept for reconnecting subscribers")
-		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, redis://HOST:PORT/DB[?stream=KEY] (rediss:// for TLS) or postgres://USER@HOST:PORT/DB[?prefix=NAME] shared by hubs")
+		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), or postgres://USER@HOST:PORT/DB[?prefix=NAME]")
 		insecurePublish  = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile       = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay       = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
@@ -239,7 +258,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		opts = append(opts, mercure.WithStore(st))
 		closeStore = st.Close
-	case strings.HasPrefix(*storeSpec, "redis://") || strings.HasPrefix(*storeSpec, "rediss://"):
+	case isRedisURL(*storeSpec):
 		st, closeFn, err := openRedis(*storeSpec, int64(max(*history, 1)))
 		if err != nil {
 			return nil, err
@@ -254,7 +273,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		opts = append(opts, mercure.WithStore(st))
 		closeStore = closeFn
 	default:
-		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH, redis://HOST:PORT/DB or postgres://USER@HOST:PORT/DB", *storeSpec)
+		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH, redis://HOST:PORT/DB, redis-sentinel://HOST:PORT/DB?master=NAME, redis-cluster://HOST:PORT or postgres://USER@HOST:PORT/DB", *storeSpec)
 	}
 	var closeTraces func(context.Context) error
 	if *traces != "" {
@@ -321,40 +340,215 @@ func setLogLevel(name string) error {
 	return nil
 }
 
-// openRedis opens a store on the Redis stream of a redis:// or rediss://
-// URL, keeping about maxLen events. Its query parameter stream names the
-// stream key (default mercure); the others go to redis.ParseURL. The
-// returned func closes the store, then the client.
-func openRedis(spec string, maxLen int64) (*redisstore.Store, func() error, error) {
-	u, err := url.Parse(spec)
+// redisSchemes maps the schemes of the Redis URLs of -store to the kind
+// of client, and tells which connect with TLS.
+var redisSchemes = map[string]struct {
+	kind string // "", "sentinel" or "cluster"
+	tls  bool
+}{
+	"redis": {"", false}, "rediss": {"", true},
+	"redis-sentinel": {"sentinel", false}, "rediss-sentinel": {"sentinel", true},
+	"redis-cluster": {"cluster", false}, "rediss-cluster": {"cluster", true},
+}
+
+// isRedisURL reports whether spec is one of the Redis URLs of -store.
+func isRedisURL(spec string) bool {
+	scheme, _, ok := strings.Cut(spec, "://")
+	_, known := redisSchemes[scheme]
+	return ok && known
+}
+
+// redisURL is a Redis URL of -store, taken apart.
+type redisURL struct {
+	kind     string // "", "sentinel" or "cluster"
+	stream   string // the stream key
+	replicas int    // redisstore.WithReplicas
+	// goRedis is the URL for go-redis's parser of the kind: its scheme
+	// redis or rediss, the first address, the others in addr
+	// parameters, the master's name in master_name.
+	goRedis string
+	// shown is the URL for error messages, passwords hidden.
+	shown string
+}
+
+// parseRedisURL takes a Redis URL of -store apart (see the package
+// documentation). It parses the list of addresses itself: net/url takes
+// a host list for one host, and refuses one of IPv6 addresses.
+func parseRedisURL(spec string) (redisURL, error) {
+	scheme, rest, _ := strings.Cut(spec, "://")
+	sc := redisSchemes[scheme]
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	userinfo, hosts := "", authority
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		userinfo, hosts = authority[:i+1], authority[i+1:]
+	}
+	u, err := url.Parse("redis://host" + tail)
 	if err != nil {
-		return nil, nil, errors.New("-store: invalid redis URL")
+		return redisURL{}, fmt.Errorf("-store: invalid %s URL", scheme)
 	}
 	q := u.Query()
-	stream := q.Get("stream")
-	if stream == "" {
-		stream = "mercure"
+	r := redisURL{kind: sc.kind, shown: redactRedis(scheme, userinfo, hosts, u.Path, q)}
+	bad := func(format string, a ...any) (redisURL, error) {
+		return redisURL{}, fmt.Errorf("-store %s: %s", r.shown, fmt.Sprintf(format, a...))
 	}
+
+	addrs := strings.Split(hosts, ",")
+	switch {
+	case hosts == "":
+		return bad("no address: want %s://HOST:PORT", scheme)
+	case sc.kind == "" && len(addrs) > 1:
+		return bad("%s:// takes one address; several are for %s-sentinel:// or %s-cluster://", scheme, scheme, scheme)
+	}
+	for _, a := range addrs {
+		if host, port, err := net.SplitHostPort(a); sc.kind != "" && (err != nil || host == "" || port == "") {
+			return bad("address %q: want HOST:PORT", a)
+		}
+	}
+
+	r.stream = q.Get("stream")
 	q.Del("stream")
-	u.RawQuery = q.Encode()
-	ropts, err := redis.ParseURL(u.String())
-	if err != nil {
-		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+	if r.stream == "" {
+		r.stream = "mercure"
+		if sc.kind == "cluster" {
+			r.stream = "{mercure}" // a hash tag: every key of the store in one slot
+		}
 	}
-	// Deadlines on reads and writes, so that a Redis that stops answering
-	// fails calls within the store's timeout (see package redisstore).
-	ropts.ContextTimeoutEnabled = true
-	client := redis.NewClient(ropts)
+	if q.Has("replicas") {
+		n, err := strconv.Atoi(q.Get("replicas"))
+		if err != nil || n < 0 {
+			return bad("replicas=%q: want the number of replicas that must have an update before it is acknowledged, 0 or more", q.Get("replicas"))
+		}
+		r.replicas = n
+		q.Del("replicas")
+	}
+	switch sc.kind {
+	case "sentinel":
+		// master, as the contract of -store says; go-redis's own
+		// master_name too.
+		master, alias := q.Get("master"), q.Get("master_name")
+		if master != "" && alias != "" && master != alias {
+			return bad("master=%s and master_name=%s: want one name", master, alias)
+		}
+		if master == "" {
+			master = alias
+		}
+		if master == "" {
+			return bad("no master: add ?master=NAME, the name the sentinels know the primary by")
+		}
+		q.Del("master")
+		q.Set("master_name", master)
+	case "cluster":
+		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+			return bad("database %s: a Redis Cluster has only database 0", p)
+		}
+		u.Path = ""
+	}
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	goScheme := "redis"
+	if sc.tls {
+		goScheme = "rediss"
+	}
+	r.goRedis = goScheme + "://" + userinfo + addrs[0] + u.EscapedPath()
+	if len(q) > 0 {
+		r.goRedis += "?" + q.Encode()
+	}
+	return r, nil
+}
+
+// redactRedis returns a Redis URL of -store with its passwords hidden:
+// that of the user information and the query parameter password.
+func redactRedis(scheme, userinfo, hosts, path string, q url.Values) string {
+	if user, _, ok := strings.Cut(strings.TrimSuffix(userinfo, "@"), ":"); ok {
+		userinfo = user + ":xxxxx@"
+	}
+	if q.Has("password") {
+		q = maps.Clone(q)
+		q.Set("password", "xxxxx")
+	}
+	shown := scheme + "://" + userinfo + hosts + path
+	if len(q) > 0 {
+		shown += "?" + q.Encode()
+	}
+	return shown
+}
+
+// clusterReload is how often a cluster client of -store asks the
+// cluster which node serves which slot. go-redis v9.22.0 asks again when
+// a node redirects it (MOVED), but not when a node refuses its
+// connections: after a failover, it would send the dead primary's slots
+// to it until its periodic reload, every 60 s by default
+// (redis/go-redis#3979). Each reload is one CLUSTER SLOTS, while the
+// client is in use.
+const clusterReload = time.Second
+
+// openRedis opens a store on the Redis stream of a Redis URL of -store,
+// keeping about maxLen events: one server, a primary behind sentinels,
+// or a cluster (see the package documentation). The returned func closes
+// the store, then the client.
+func openRedis(spec string, maxLen int64) (*redisstore.Store, func() error, error) {
+	r, err := parseRedisURL(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*redisstore.Store, func() error, error) {
+		// net/url's errors quote the URL, which go-redis gets with its
+		// passwords.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, nil, fmt.Errorf("-store %s: %w", r.shown, err)
+	}
+	// Each client with deadlines on reads and writes, so that a Redis
+	// that stops answering fails calls within the store's timeout (see
+	// package redisstore).
+	var client redis.UniversalClient
+	switch r.kind {
+	case "sentinel":
+		opts, err := redis.ParseFailoverURL(r.goRedis)
+		if err != nil {
+			return fail(err)
+		}
+		if opts.ReplicaOnly || opts.RouteByLatency || opts.RouteRandomly {
+			// The store writes, and its feed must read what it wrote.
+			return fail(errors.New("the store needs the primary: no replica_only, route_by_latency or route_randomly"))
+		}
+		opts.ContextTimeoutEnabled = true
+		client = redis.NewFailoverClient(opts)
+	case "cluster":
+		opts, err := redis.ParseClusterURL(r.goRedis)
+		if err != nil {
+			return fail(err)
+		}
+		opts.ContextTimeoutEnabled = true
+		opts.ClusterStateReloadInterval = clusterReload
+		client = redis.NewClusterClient(opts)
+	default:
+		opts, err := redis.ParseURL(r.goRedis)
+		if err != nil {
+			return fail(err)
+		}
+		opts.ContextTimeoutEnabled = true
+		client = redis.NewClient(opts)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, nil, fmt.Errorf("-store %s: %w", u.Redacted(), err)
+		return fail(err)
 	}
-	st, err := redisstore.New(client, stream, redisstore.WithMaxLen(maxLen))
+	opts := []redisstore.Option{redisstore.WithMaxLen(maxLen)}
+	if r.replicas > 0 {
+		opts = append(opts, redisstore.WithReplicas(r.replicas))
+	}
+	st, err := redisstore.New(client, r.stream, opts...)
 	if err != nil {
 		_ = client.Close()
-		return nil, nil, err
+		return fail(err)
 	}
 	return st, func() error { return errors.Join(st.Close(), client.Close()) }, nil
 }

@@ -1,7 +1,10 @@
 // Package redistest runs redis-server processes for the tests of
 // redisstore and of programs that use it: a test may kill and restart its
 // own server without disturbing the shared one named by MERCURE_TEST_REDIS.
-// It needs redis-server on a unix system.
+// It also runs the topologies where a replica takes over from a primary
+// that fails: a primary and replicas watched by sentinels
+// ([StartSentinel]), and a Redis Cluster ([StartCluster]). It needs
+// redis-server on a unix system (and redis-cli for a cluster).
 package redistest
 
 import (
@@ -45,6 +48,18 @@ type Server struct {
 	dir     string
 	persist bool
 	cmd     *exec.Cmd
+	// conf, when set, is the configuration file of a sentinel, which
+	// runs in sentinel mode (see [StartSentinel]).
+	conf string
+	// args, when set, returns more arguments at each start: a replica's
+	// primary, which a failover changes, or the cluster's settings.
+	args func() []string
+	// paused is set between Pause and Resume: the waits that ask every
+	// server of a topology skip it, which would not answer.
+	paused bool
+	// poller is the harness's own client of the server, for its polls;
+	// made at the first (see [Server.poll]).
+	poller *redis.Client
 }
 
 // Start starts a redis-server on a free loopback port. With persist,
@@ -57,16 +72,23 @@ type Server struct {
 // redis-server binary is missing.
 func Start(t *testing.T, persist bool) *Server {
 	t.Helper()
-	Addr(t) // like every Redis test, this one needs MERCURE_TEST_REDIS
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		storetest.Skip(t, storetest.Want{What: "redis-server", How: "install it (Debian package redis-server)"})
-	}
+	needServer(t) // like every Redis test, this one needs MERCURE_TEST_REDIS
 	// A port the kernel would not give an outgoing connection: free
 	// again for the restart after a kill.
 	s := &Server{t: t, Addr: storetest.Addr(t), dir: storetest.TempDir(t), persist: persist}
+	t.Cleanup(s.Kill) // first: a start that fails its wait kills it too
 	s.Start()
-	t.Cleanup(s.Kill)
 	return s
+}
+
+// needServer skips t as [Start] does: without MERCURE_TEST_REDIS, or
+// without the redis-server binary.
+func needServer(t *testing.T) {
+	t.Helper()
+	Addr(t)
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		storetest.Skip(t, storetest.Want{What: "redis-server", How: "install it (Debian package redis-server)"})
+	}
 }
 
 // Start starts the killed server again, on the same port and directory,
@@ -74,8 +96,12 @@ func Start(t *testing.T, persist bool) *Server {
 func (s *Server) Start() {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.dir, "--save", "", "--daemonize", "no",
-		"--logfile", filepath.Join(s.dir, "redis.log")}
+	var args []string
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel"}
+	}
+	args = append(args, "--port", port, "--bind", "127.0.0.1", "--dir", s.dir, "--save", "", "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"))
 	if s.persist {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -83,6 +109,9 @@ func (s *Server) Start() {
 	}
 	if debugOff() {
 		args = append(args, "--enable-debug-command", "local") // for Busy
+	}
+	if s.args != nil {
+		args = append(args, s.args()...)
 	}
 	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
@@ -128,11 +157,15 @@ func (s *Server) Busy(d time.Duration) {
 // debugOff reports whether redis-server disables the DEBUG command by
 // default, so that Start must enable it for Busy: Redis 7 does, and does
 // not know the option that enables it before.
-var debugOff = sync.OnceValue(func() bool {
+func debugOff() bool { return redis7() }
+
+// redis7 reports whether redis-server is Redis 7 or later (or says no
+// version it can read: one of today, then).
+var redis7 = sync.OnceValue(func() bool {
 	out, err := exec.Command("redis-server", "--version").Output()
 	m := regexp.MustCompile(`v=(\d+)\.`).FindSubmatch(out)
 	if err != nil || m == nil {
-		return true // a version of today
+		return true
 	}
 	major, _ := strconv.Atoi(string(m[1]))
 	return major >= 7

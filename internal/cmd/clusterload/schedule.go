@@ -62,7 +62,7 @@ func (s *schedule) restart(name string, srv *server, down time.Duration) {
 // as a replica: with -durable, a Cluster's shard has no other replica to
 // acknowledge appends.
 func (s *schedule) failover() {
-	log.Printf("killing the %s", s.st.primary.name)
+	log.Printf("killing the primary (%s)", s.st.primary.name)
 	s.st.primary.kill()
 	e := event{name: "primary-kill", store: true}
 	rejoin := s.st.rejoin != nil && s.cfg.primaryDown > 0
@@ -77,7 +77,7 @@ func (s *schedule) failover() {
 	if rejoin {
 		time.Sleep(time.Until(e.at.Add(s.cfg.primaryDown)))
 		s.st.rejoin()
-		log.Printf("the old %s restarted as a replica", s.st.primary.name)
+		log.Printf("the old primary (%s) restarted as a replica", s.st.primary.name)
 	}
 }
 

@@ -127,16 +127,7 @@ func run(cfg config) int {
 	sched.run(started)
 	elapsed := time.Since(started)
 	stopPublishing()
-	waitGroup("the publishers' last updates to be acknowledged", 60*time.Second, &pubs)
-	waitAll("a hub to acknowledge the last update", 60*time.Second, func() bool { return led.publish(a, end) })
-	waitAll("every subscriber to get the last update", 60*time.Second, func() bool {
-		for _, f := range followers {
-			if f.lastID() != end {
-				return false
-			}
-		}
-		return true
-	})
+	finish(&pubs, led, a, followers)
 	cancel()
 	rep := evaluate(cfg, led, sched, followers, storeOrder(a.base, end))
 	rep.elapsed = elapsed
@@ -146,6 +137,22 @@ func run(cfg config) int {
 		return 1
 	}
 	return 0
+}
+
+// finish ends the traffic: it waits until the publishers' last updates
+// are acknowledged, then publishes the last one, end, to a, and waits
+// until every subscriber got it.
+func finish(pubs *sync.WaitGroup, led *ledger, a *hub, followers []*follower) {
+	waitGroup("the publishers' last updates to be acknowledged", 60*time.Second, pubs)
+	waitAll("a hub to acknowledge the last update", 60*time.Second, func() bool { return led.publish(a, end) })
+	waitAll("every subscriber to get the last update", 60*time.Second, func() bool {
+		for _, f := range followers {
+			if f.lastID() != end {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // standaloneBinary returns bin, or, if empty, a standalone built in dir.

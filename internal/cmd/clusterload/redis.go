@@ -61,8 +61,21 @@ func startSentinel(dir string, durable bool) *storeSet {
 	st.replica = st.all[1]
 	st.synced = func() bool { return onlineReplicas(primary) == 2 }
 	waitAll("the replicas to sync", 30*time.Second, st.synced)
-	var watchers []*server
+	watchers := startSentinels(dir, primary)
+	st.all = append(st.all, watchers...)
+	st.rejoin = func() { rejoinSentinels(primary, watchers) }
 	var addrs []string
+	for _, w := range watchers {
+		addrs = append(addrs, w.addr())
+	}
+	st.url = "redis-sentinel://" + strings.Join(addrs, ",") + "/0?" + replicasQuery(url.Values{"master": {sentinelMaster}}, durable)
+	return st
+}
+
+// startSentinels starts three sentinels that watch primary, and waits
+// until they see its two replicas and each other.
+func startSentinels(dir string, primary *server) []*server {
+	var watchers []*server
 	for i := 1; i <= 3; i++ {
 		w := sentinelServer(fmt.Sprintf("sentinel %d", i), dir, primary)
 		w.start()
@@ -72,24 +85,23 @@ func startSentinel(dir string, durable bool) *storeSet {
 		// of the other sentinels.
 		redisCLI(w.port, "SENTINEL", "DEBUG", "info-period", "1000", "publish-period", "500")
 		watchers = append(watchers, w)
-		addrs = append(addrs, w.addr())
 	}
-	st.all = append(st.all, watchers...)
 	waitAll("the sentinels to see the replicas and each other", 30*time.Second, func() bool { return sentinelsSettled(watchers) })
-	st.rejoin = func() {
-		var addr string
-		waitAll("the sentinels to promote a replica", 60*time.Second, func() bool {
-			addr = sentinelsPrimary(watchers)
-			return addr != "" && addr != primary.addr()
-		})
-		// Started as the empty primary it was, it would be one until
-		// the sentinels noticed.
-		host, port, _ := net.SplitHostPort(addr)
-		primary.argv = slices.Concat(primary.argv, []string{"--replicaof", host, port})
-		primary.start()
-	}
-	st.url = "redis-sentinel://" + strings.Join(addrs, ",") + "/0?" + replicasQuery(url.Values{"master": {sentinelMaster}}, durable)
-	return st
+	return watchers
+}
+
+// rejoinSentinels starts the killed primary again as a replica of the
+// one the sentinels promoted, once they did: started as the empty
+// primary it was, it would be one until they noticed.
+func rejoinSentinels(primary *server, watchers []*server) {
+	var addr string
+	waitAll("the sentinels to promote a replica", 60*time.Second, func() bool {
+		addr = sentinelsPrimary(watchers)
+		return addr != "" && addr != primary.addr()
+	})
+	host, port, _ := net.SplitHostPort(addr)
+	primary.argv = slices.Concat(primary.argv, []string{"--replicaof", host, port})
+	primary.start()
 }
 
 // sentinelServer returns a sentinel, not started, that watches primary:
@@ -159,15 +171,7 @@ func startCluster(dir string, durable bool) *storeSet {
 		st.all = append(st.all, n)
 		addrs = append(addrs, n.addr())
 	}
-	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...)
-	if out, err := create.CombinedOutput(); err != nil {
-		fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	out, err := redisCLI(st.all[0].port, "CLUSTER", "KEYSLOT", clusterKey)
-	slot, err2 := strconv.Atoi(out)
-	if err != nil || err2 != nil {
-		fatalf("CLUSTER KEYSLOT %s: %q %v", clusterKey, out, err)
-	}
+	slot := createCluster(addrs, st.all[0].port)
 	waitAll("the cluster to agree on the store's slot", 60*time.Second, func() bool {
 		var ok bool
 		st.primary, st.replica, ok = clusterSettled(st.all, slot)
@@ -183,6 +187,22 @@ func startCluster(dir string, durable bool) *storeSet {
 	waitAll("the store's primary's replica to sync", 30*time.Second, st.synced)
 	st.url = "redis-cluster://" + strings.Join(addrs, ",") + "?" + replicasQuery(url.Values{"stream": {clusterKey}}, durable)
 	return st
+}
+
+// createCluster joins the nodes at addrs into a cluster, three primaries
+// and a replica of each, and returns the slot of the store's key as the
+// node on port computes it.
+func createCluster(addrs []string, port int) int {
+	create := exec.Command("redis-cli", slices.Concat([]string{"--cluster", "create"}, addrs, []string{"--cluster-replicas", "1", "--cluster-yes"})...)
+	if out, err := create.CombinedOutput(); err != nil {
+		fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	out, err := redisCLI(port, "CLUSTER", "KEYSLOT", clusterKey)
+	slot, err2 := strconv.Atoi(out)
+	if err != nil || err2 != nil {
+		fatalf("CLUSTER KEYSLOT %s: %q %v", clusterKey, out, err)
+	}
+	return slot
 }
 
 // clusterSettled returns the node that serves slot and its replica, once

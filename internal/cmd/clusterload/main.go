@@ -1,37 +1,51 @@
-// Command clusterload runs two examples/standalone hubs on one store
-// (Redis or PostgreSQL, a server of its own), subscribers split between
-// them and publishers on both; it SIGSTOPs hub B for a while and
-// continues it, then kills the store and restarts it. At the end it
-// checks every subscriber's events against the store's order (see
-// internal/seqcheck): nothing lost without a reported gap, nothing
-// twice; and hub B's peak RSS against its limits.
+// Command clusterload runs two examples/standalone hubs on one store of
+// its own, subscribers split between them and publishers on both, and
+// does to them what a production cluster lives through: it SIGSTOPs hub
+// B for a while and continues it, then, by the store's kind:
+//
+//   - redis, postgres (an outage): one server, killed as a crash would
+//     and restarted;
+//   - redis-sentinel (a primary, two replicas, three sentinels),
+//     redis-cluster (three primaries with a replica each) and
+//     postgres-standby (a primary and a streaming standby) (a failover):
+//     a replica is killed and restarted, then the primary is killed and
+//     a replica takes over, promoted by the sentinels, the cluster, or
+//     (PostgreSQL) by the run a second later, as failover tooling would;
+//     a Redis primary is started again a few seconds later, as a replica
+//     of the new one, a PostgreSQL one stays down. -durable makes the
+//     hubs' appends wait for a replica (Redis: replicas=1 in the store's
+//     URL) or the primary's commits for the standby (PostgreSQL's
+//     synchronous replication).
+//
+// At the end it replays the store's history through a hub and checks
+// every subscriber's events against it (see internal/seqcheck): nothing
+// lost without a reported gap, nothing twice; it counts the updates
+// acknowledged but missing from the history (lost) and those in it twice;
+// it measures, for each event, how long publishing took to come back (to
+// hub B, for its stop) and how many publishes were refused meanwhile;
+// and it checks hub B's peak RSS against its bound. It ends with one
+// "result" line of key=value fields.
 //
 //	go run ./internal/cmd/clusterload -store redis
-//	go run ./internal/cmd/clusterload -store postgres
+//	go run ./internal/cmd/clusterload -store postgres-standby -durable -subs 200 -rate 100
 //
-// It exits 1 if an update was lost silently or received twice, or if hub
-// B's RSS went past its bound. It is a command, not a test: a run takes
-// about a minute and two processor cores.
+// It exits 1 if an update was lost silently or received twice, if the
+// store holds one twice, if it lost an acknowledged update where it must
+// not (the outage kinds, and -durable), if publishing did not come back
+// after an event, or if hub B's RSS went past its bound. It is a
+// command, not a test: a run takes about a minute and two processor
+// cores.
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mercurekit/mercure/internal/loopback"
@@ -40,50 +54,133 @@ import (
 
 const topic = "https://example.com/load"
 
-func main() {
-	var (
-		storeKind  = flag.String("store", "redis", "redis or postgres: a server of the run's own, killed and restarted")
-		standalone = flag.String("standalone", "", "examples/standalone binary (default: built from ./examples/standalone)")
-		subs       = flag.Int("subs", 1000, "subscribers, split between the hubs")
-		rate       = flag.Int("rate", 200, "updates per second, split between the hubs")
-		warm       = flag.Duration("warm", 10*time.Second, "traffic before hub B is stopped")
-		pause      = flag.Duration("pause", 10*time.Second, "how long hub B stays SIGSTOPped")
-		between    = flag.Duration("between", 10*time.Second, "traffic between SIGCONT and the store's kill")
-		down       = flag.Duration("down", 3*time.Second, "how long the store stays down")
-		after      = flag.Duration("after", 15*time.Second, "traffic after the store's restart")
-		maxQueued  = flag.Int64("max-queued-bytes", 16<<20, "the hubs' -max-queued-bytes")
-		maxPending = flag.Int("max-pending-updates", 256, "the hubs' -max-pending-updates")
-		slack      = flag.Int64("rss-slack", 48<<20, "RSS hub B may take above its RSS before the pause and twice -max-queued-bytes (the streams' queues and the feed's backlog): the runtime's own")
-	)
+// end is the id of the last update, published once the traffic ended:
+// every subscriber must reach it.
+const end = "end"
+
+// config is the run's flags.
+type config struct {
+	kind, standalone                                                          string
+	durable                                                                   bool
+	subs, rate                                                                int
+	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after time.Duration
+	maxQueued, slack                                                          int64
+	maxPending                                                                int
+}
+
+// parseFlags parses the command line.
+func parseFlags() config {
+	var c config
+	flag.StringVar(&c.kind, "store", kindRedis, "redis or postgres: a server of the run's own, killed and restarted; redis-sentinel, redis-cluster or postgres-standby: a primary and replicas, a replica killed and restarted, then the primary killed and a replica promoted")
+	flag.BoolVar(&c.durable, "durable", false, "failover kinds: acknowledge an update once a replica has it (Redis: replicas=1 in the hubs' store URL; PostgreSQL: synchronous replication to the standby)")
+	flag.StringVar(&c.standalone, "standalone", "", "examples/standalone binary (default: built from ./examples/standalone)")
+	flag.IntVar(&c.subs, "subs", 1000, "subscribers, split between the hubs")
+	flag.IntVar(&c.rate, "rate", 200, "updates per second, split between the hubs")
+	flag.DurationVar(&c.warm, "warm", 10*time.Second, "traffic before hub B is stopped")
+	flag.DurationVar(&c.pause, "pause", 10*time.Second, "how long hub B stays SIGSTOPped")
+	flag.DurationVar(&c.between, "between", 10*time.Second, "traffic between SIGCONT and the store's (or the replica's) kill, and between the replica's restart and the primary's kill")
+	flag.DurationVar(&c.down, "down", 3*time.Second, "outage kinds: how long the store stays down")
+	flag.DurationVar(&c.replicaDown, "replica-down", 5*time.Second, "failover kinds: how long the killed replica stays down")
+	flag.DurationVar(&c.promoteAfter, "promote-after", time.Second, "postgres-standby: time from the primary's kill to the standby's promotion")
+	flag.DurationVar(&c.primaryDown, "primary-down", 5*time.Second, "redis-sentinel, redis-cluster: time from the primary's kill to its restart as a replica of the one that took over (0: it stays down); PostgreSQL's stays down")
+	flag.DurationVar(&c.after, "after", 15*time.Second, "traffic after the store's restart, or the primary's kill")
+	flag.Int64Var(&c.maxQueued, "max-queued-bytes", 16<<20, "the hubs' -max-queued-bytes")
+	flag.IntVar(&c.maxPending, "max-pending-updates", 256, "the hubs' -max-pending-updates")
+	flag.Int64Var(&c.slack, "rss-slack", 48<<20, "RSS hub B may take above its RSS before the pause and twice -max-queued-bytes (the streams' queues and the feed's backlog): the runtime's own")
 	flag.Parse()
+	return c
+}
+
+func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	os.Exit(run(parseFlags()))
+}
+
+// run does the run, and returns the exit status: 1 if it failed.
+func run(cfg config) int {
 	if errNoPause != nil {
 		log.Fatal(errNoPause)
 	}
 	dir, err := os.MkdirTemp("", "clusterload-")
 	check(err)
 	defer os.RemoveAll(dir)
-	if *standalone == "" {
-		*standalone = filepath.Join(dir, "standalone")
-		out, err := exec.Command("go", "build", "-o", *standalone, "./examples/standalone").CombinedOutput()
-		if err != nil {
-			fatalf("building examples/standalone (run from the repository's root): %v\n%s", err, out)
-		}
-	}
-	st := startStore(*storeKind, dir)
-	defer st.kill()
-	hubArgs := []string{"-anonymous", "-insecure-publish", "-store", st.url, "-log-level", "error",
-		"-max-queued-bytes", fmt.Sprint(*maxQueued), "-max-pending-updates", fmt.Sprint(*maxPending),
-		"-max-connections", fmt.Sprint(*subs + 100), "-history", "1000000"}
-	a := startHub(*standalone, "A", hubArgs)
+	atExit(func() { os.RemoveAll(dir) })
+	st := startStore(cfg.kind, dir, cfg.durable)
+	defer st.close()
+	a, b := startHubs(standaloneBinary(cfg.standalone, dir), st.url, cfg)
 	defer a.stop()
-	b := startHub(*standalone, "B", hubArgs)
 	defer b.stop()
-
-	var followers []*follower
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for i := range *subs {
+	followers := startFollowers(ctx, cfg.subs, a, b)
+
+	pctx, stopPublishing := context.WithCancel(ctx)
+	var pubs sync.WaitGroup
+	led := &ledger{}
+	for _, h := range []*hub{a, b} {
+		pubs.Go(func() { publishLoop(pctx, led, h, cfg.rate/2) })
+	}
+	started := time.Now()
+	rss := &sampler{pid: b.cmd.Process.Pid}
+	go rss.run(ctx)
+	sched := &schedule{cfg: cfg, st: st, b: b, rss: rss}
+	sched.run(started)
+	elapsed := time.Since(started)
+	stopPublishing()
+	finish(&pubs, led, a, followers)
+	cancel()
+	rep := evaluate(cfg, led, sched, followers, storeOrder(a.base, end))
+	rep.elapsed = elapsed
+	rep.rssPeak = rss.peak.Load()
+	rep.print(os.Stdout)
+	if len(rep.failures()) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// finish ends the traffic: it waits until the publishers' last updates
+// are acknowledged, then publishes the last one, end, to a, and waits
+// until every subscriber got it.
+func finish(pubs *sync.WaitGroup, led *ledger, a *hub, followers []*follower) {
+	waitGroup("the publishers' last updates to be acknowledged", 60*time.Second, pubs)
+	waitAll("a hub to acknowledge the last update", 60*time.Second, func() bool { return led.publish(a, end) })
+	waitAll("every subscriber to get the last update", 60*time.Second, func() bool {
+		for _, f := range followers {
+			if f.lastID() != end {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// standaloneBinary returns bin, or, if empty, a standalone built in dir.
+func standaloneBinary(bin, dir string) string {
+	if bin != "" {
+		return bin
+	}
+	bin = filepath.Join(dir, "standalone")
+	out, err := exec.Command("go", "build", "-o", bin, "./examples/standalone").CombinedOutput()
+	if err != nil {
+		fatalf("building examples/standalone (run from the repository's root): %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startHubs starts hubs A and B on the store at storeURL.
+func startHubs(bin, storeURL string, cfg config) (a, b *hub) {
+	args := []string{"-anonymous", "-insecure-publish", "-store", storeURL, "-log-level", "error",
+		"-max-queued-bytes", fmt.Sprint(cfg.maxQueued), "-max-pending-updates", fmt.Sprint(cfg.maxPending),
+		"-max-connections", fmt.Sprint(cfg.subs + 100), "-history", "1000000"}
+	return startHub(bin, "A", args), startHub(bin, "B", args)
+}
+
+// startFollowers starts n subscribers, split between a and b, and waits
+// until each has opened its stream.
+func startFollowers(ctx context.Context, n int, a, b *hub) []*follower {
+	var followers []*follower
+	for i := range n {
 		h := a
 		if i%2 == 1 {
 			h = b
@@ -100,75 +197,38 @@ func main() {
 		}
 		return true
 	})
-	log.Printf("%d subscribers open", *subs)
+	log.Printf("%d subscribers open", n)
+	return followers
+}
 
-	pctx, stopPublishing := context.WithCancel(ctx)
-	var pubs sync.WaitGroup
-	var acked, refused atomic.Int64
-	for _, h := range []*hub{a, b} {
-		pubs.Go(func() { publishLoop(pctx, h, *rate/2, &acked, &refused) })
-	}
-	started := time.Now()
-	rss := &sampler{pid: b.cmd.Process.Pid}
-	go rss.run(ctx)
-
-	time.Sleep(*warm)
-	base := rss.now()
-	log.Printf("SIGSTOP hub B (RSS %d MiB) for %v", base>>20, *pause)
-	check(stopProcess(b.cmd.Process))
-	time.Sleep(*pause)
-	check(continueProcess(b.cmd.Process))
-	log.Printf("SIGCONT hub B")
-	time.Sleep(*between)
-	log.Printf("killing the store for %v", *down)
-	st.kill()
-	time.Sleep(*down)
-	st.start()
-	log.Printf("store restarted")
-	time.Sleep(*after)
-	elapsed := time.Since(started)
-	stopPublishing()
-	pubs.Wait()
-	end := "end"
-	for !publish(a, end) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	acked.Add(1)
-	waitAll("every subscriber to get the last update", 60*time.Second, func() bool {
-		for _, f := range followers {
-			if f.lastID() != end {
-				return false
-			}
-		}
-		return true
-	})
-	cancel()
-	order := storeOrder(a.base, end)
-	o := seqcheck.NewOrder(order, nil)
-	var sum seqcheck.Result
-	ends := 0
+// evaluate checks the run's records against the store's history, order.
+func evaluate(cfg config, led *ledger, sched *schedule, followers []*follower, order []string) *report {
+	attempts, acked := led.snapshot()
+	var gaps []time.Time
+	r := &report{kind: cfg.kind, durable: cfg.durable, subs: cfg.subs, rate: cfg.rate, stored: len(order),
+		rssBase: sched.base, rssBound: sched.base + 2*cfg.maxQueued + cfg.slack}
+	r.acked, r.refused = led.counts()
 	for _, f := range followers {
-		r := f.check(o, end)
-		sum.Add(r)
-		ends += int(f.ends.Load())
+		gaps = append(gaps, f.gaps()...)
+		r.ends += int(f.ends.Load())
 	}
-	bound := base + 2**maxQueued + *slack
-	peak := rss.peak.Load()
-	fmt.Printf("store %s: %d subscribers, %d updates acknowledged in %v (%.0f/s; %d publishes refused, sent again), %d in the store\n",
-		*storeKind, *subs, acked.Load(), elapsed.Round(time.Second), float64(acked.Load())/elapsed.Seconds(), refused.Load(), len(order))
-	fmt.Printf("delivered %d, streams ended by a hub %d, resumes answered with another cursor %d (updates skipped at them %d, received again %d)\n",
-		sum.Delivered, ends, sum.Gaps, sum.LostWithGap, sum.Redelivered)
-	fmt.Printf("lost silently %d, duplicates %d, unknown %d, missing %d\n", sum.LostSilently, sum.Duplicates, sum.Unknown, sum.Missing)
-	fmt.Printf("hub B RSS: %d MiB before the pause, peak %d MiB, bound %d MiB\n", base>>20, peak>>20, bound>>20)
-	for _, e := range sum.Errors {
-		fmt.Println("  ", e)
+	r.stats, r.lost, r.duplicated = analyze(sched.events, attempts, acked, order, gaps)
+	seen := map[string]bool{}
+	var unique []string
+	for _, id := range order {
+		if _, ok := acked[id]; !ok {
+			r.extra++
+		}
+		if !seen[id] {
+			seen[id] = true
+			unique = append(unique, id)
+		}
 	}
-	if !sum.OK() || int64(len(order)) != acked.Load() || peak > bound {
-		a.stop()
-		b.stop()
-		st.kill()
-		os.Exit(1)
+	o := seqcheck.NewOrder(unique, nil)
+	for _, f := range followers {
+		r.sum.Add(f.check(o, end))
 	}
+	return r
 }
 
 func check(err error) {
@@ -182,6 +242,8 @@ var exits []func()
 // atExit runs f when the run fails: no server outlives it.
 func atExit(f func()) { exits = append(exits, f) }
 
+// fatalf kills every process the run started, removes its directory, and
+// exits 1 with the message.
 func fatalf(format string, args ...any) {
 	for _, f := range exits {
 		f()
@@ -189,6 +251,8 @@ func fatalf(format string, args ...any) {
 	log.Fatalf(format, args...)
 }
 
+// waitAll waits until cond holds, checking every 50 ms, and fails the
+// run after limit.
 func waitAll(what string, limit time.Duration, cond func() bool) {
 	deadline := time.Now().Add(limit)
 	for !cond() {
@@ -199,315 +263,23 @@ func waitAll(what string, limit time.Duration, cond func() bool) {
 	}
 }
 
+// waitGroup waits for wg, and fails the run after limit: publishers
+// retry until acknowledged, which never happens if the store does not
+// come back.
+func waitGroup(what string, limit time.Duration, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		fatalf("timed out waiting for %s", what)
+	}
+}
+
 // freePort returns a loopback port that no outgoing connection can take
 // while the store is down (see package loopback).
 func freePort() int {
 	p, err := loopback.Free()
 	check(err)
 	return p
-}
-
-// hub is a standalone process.
-type hub struct {
-	name string
-	base string
-	cmd  *exec.Cmd
-}
-
-func startHub(bin, name string, args []string) *hub {
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort())
-	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
-	logf, err := os.Create(filepath.Join(os.TempDir(), "clusterload-hub-"+name+".log"))
-	check(err)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	check(cmd.Start())
-	logf.Close()
-	atExit(func() { continueProcess(cmd.Process); cmd.Process.Kill() })
-	waitAll("hub "+name+" to listen", 20*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return &hub{name: name, base: "http://" + addr + "/.well-known/mercure", cmd: cmd}
-}
-
-func (h *hub) stop() {
-	continueProcess(h.cmd.Process)
-	h.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { h.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		h.cmd.Process.Kill()
-	}
-}
-
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-
-// publish sends one update; true once the hub acknowledged it.
-func publish(h *hub, id string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	form := url.Values{"topic": {topic}, "id": {id}, "data": {"update " + id}}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.base, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
-}
-
-// publishLoop publishes perSecond updates a second to h until ctx ends,
-// up to 16 at once, each sent again (same id, same data: recorded once)
-// until acknowledged, even after ctx ended: every update it began is
-// acknowledged.
-func publishLoop(ctx context.Context, h *hub, perSecond int, acked, refused *atomic.Int64) {
-	tick := time.NewTicker(time.Second / time.Duration(perSecond))
-	defer tick.Stop()
-	slots := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for n := 0; ; n++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		id := fmt.Sprintf("%s%d", h.name, n)
-		wg.Go(func() {
-			defer func() { <-slots }()
-			for !publish(h, id) {
-				refused.Add(1)
-				time.Sleep(100 * time.Millisecond)
-			}
-			acked.Add(1)
-		})
-	}
-}
-
-// sampler records a process's peak RSS.
-type sampler struct {
-	pid  int
-	peak atomic.Int64
-}
-
-func (s *sampler) now() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func (s *sampler) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if v := s.now(); v > s.peak.Load() {
-			s.peak.Store(v)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// follower is a subscriber that behaves as an EventSource: it resumes
-// with the last id it saw (its position block included), on its hub.
-type follower struct {
-	base   string
-	rec    seqcheck.Recorder
-	opened atomic.Int32
-	ends   atomic.Int32 // streams the hub ended
-}
-
-func (f *follower) lastID() string { return f.rec.Last() }
-
-func (f *follower) check(o seqcheck.Order, until string) seqcheck.Result {
-	return f.rec.Check(o, until)
-}
-
-var streamClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
-
-func (f *follower) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if !f.connect(ctx) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond): // refused: try again
-			}
-		}
-	}
-}
-
-func (f *follower) connect(ctx context.Context) bool {
-	last := f.lastID()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"?match="+url.QueryEscape(topic), nil)
-	if last != "" {
-		req.Header.Set("Last-Event-ID", last)
-	}
-	resp, err := streamClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, resp.Body)
-		return false
-	}
-	f.opened.Add(1)
-	f.rec.Read(resp, last)
-	if ctx.Err() == nil {
-		f.ends.Add(1)
-	}
-	return true
-}
-
-// readStream calls event for each block with an id, as an EventSource
-// reads them: data tells whether it fires an event.
-func readStream(r io.Reader, event func(id string, data bool)) {
-	sc := bufio.NewScanner(r)
-	var id string
-	var data bool
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if id != "" {
-				event(id, data)
-			}
-			id, data = "", false
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data:"):
-			data = true
-		}
-	}
-}
-
-// storeOrder replays the history through a hub, up to the event until.
-func storeOrder(base, until string) []string {
-	req, _ := http.NewRequest(http.MethodGet, base+"?match="+url.QueryEscape(topic), nil)
-	req.Header.Set("Last-Event-ID", seqcheck.Earliest)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	resp, err := streamClient.Do(req.WithContext(ctx))
-	check(err)
-	defer resp.Body.Close()
-	var ids []string
-	done := false
-	readStream(resp.Body, func(id string, data bool) {
-		if data && !done {
-			ids = append(ids, id)
-			if id == until {
-				done = true
-				cancel()
-			}
-		}
-	})
-	if !done {
-		fatalf("the replay of the history ended before %q", until)
-	}
-	return ids
-}
-
-// store is the run's own store server.
-type store struct {
-	kind, dir, url string
-	port           int
-	sys            *syscall.SysProcAttr // nil, or to run as postgres
-	cmd            *exec.Cmd
-}
-
-func startStore(kind, dir string) *store {
-	s := &store{kind: kind, dir: dir, port: freePort()}
-	switch kind {
-	case "redis":
-		s.url = fmt.Sprintf("redis://127.0.0.1:%d/0", s.port)
-	case "postgres":
-		s.sys = asPostgres(dir)
-		out, err := s.command(pgBin("initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput()
-		if err != nil {
-			fatalf("initdb: %v\n%s", err, out)
-		}
-		s.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", s.port)
-	default:
-		fatalf("-store %q: want redis or postgres", kind)
-	}
-	s.start()
-	return s
-}
-
-func (s *store) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = s.dir
-	cmd.SysProcAttr = s.sys
-	return cmd
-}
-
-// start starts the server on its port and data, and waits until it
-// accepts connections.
-func (s *store) start() {
-	port := strconv.Itoa(s.port)
-	if s.kind == "redis" {
-		s.cmd = s.command("redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", s.dir, "--save", "",
-			"--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
-	} else {
-		s.cmd = s.command(pgBin("postgres"), "-D", filepath.Join(s.dir, "data"), "-p", port,
-			"-c", "listen_addresses=127.0.0.1", "-k", s.dir, "-c", "max_connections=200")
-	}
-	check(s.cmd.Start())
-	cmd := s.cmd
-	atExit(func() { cmd.Process.Kill() })
-	waitAll("the store to listen", 30*time.Second, func() bool {
-		c, err := net.Dial("tcp", "127.0.0.1:"+port)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	if s.kind == "postgres" {
-		time.Sleep(500 * time.Millisecond) // past the recovery that follows the listen
-	}
-}
-
-// kill stops the server as a crash would: SIGKILL for Redis, an
-// immediate shutdown (SIGQUIT, no checkpoint) for PostgreSQL.
-func (s *store) kill() {
-	if s.cmd == nil {
-		return
-	}
-	if s.kind == "redis" {
-		s.cmd.Process.Kill()
-	} else {
-		s.cmd.Process.Signal(syscall.SIGQUIT)
-	}
-	s.cmd.Wait()
-	s.cmd = nil
-}
-
-// pgBin returns the path of a PostgreSQL server program: from PATH, or
-// from Debian's /usr/lib/postgresql/*/bin.
-func pgBin(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
-	if len(m) == 0 {
-		fatalf("%s not found: install PostgreSQL's server programs", name)
-	}
-	return m[len(m)-1]
 }

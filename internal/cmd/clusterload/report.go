@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/mercurekit/mercure/internal/seqcheck"
+)
+
+// report is what a run measured.
+type report struct {
+	kind       string
+	durable    bool
+	subs, rate int
+	elapsed    time.Duration
+	// acked counts the updates acknowledged, refused the attempts
+	// refused or timed out (each sent again), stored the events in the
+	// store's history, extra those of them never acknowledged.
+	acked, refused, stored, extra int
+	// lost are the updates acknowledged but not in the store's history,
+	// duplicated those in it twice.
+	lost, duplicated []string
+	stats            []eventStats
+	sum              seqcheck.Result
+	ends             int // streams a hub ended
+	// rssBase is hub B's RSS before its pause, rssPeak its peak and
+	// rssBound what the peak may reach.
+	rssBase, rssPeak, rssBound int64
+}
+
+// failures returns why the run failed: none if it passed. Without
+// -durable, a failover may lose acknowledged updates (the replica
+// promoted lacked them): they are counted, not failed on.
+func (r *report) failures() []string {
+	var f []string
+	if !r.sum.OK() {
+		f = append(f, fmt.Sprintf("subscribers: %d lost silently, %d duplicates, %d unknown, %d missing",
+			r.sum.LostSilently, r.sum.Duplicates, r.sum.Unknown, r.sum.Missing))
+	}
+	if len(r.lost) > 0 && (r.durable || !failoverKind(r.kind)) {
+		f = append(f, fmt.Sprintf("%d acknowledged updates lost (%s)", len(r.lost), sample(r.lost)))
+	}
+	if len(r.duplicated) > 0 {
+		f = append(f, fmt.Sprintf("%d updates in the store twice (%s)", len(r.duplicated), sample(r.duplicated)))
+	}
+	if r.extra > 0 {
+		f = append(f, fmt.Sprintf("%d updates in the store never acknowledged", r.extra))
+	}
+	for _, s := range r.stats[1:] {
+		if s.recovered < 0 {
+			f = append(f, s.name+": no publish sent after it was acknowledged")
+		}
+	}
+	if r.rssPeak > r.rssBound {
+		f = append(f, fmt.Sprintf("hub B's RSS peaked at %d MiB, past its bound of %d MiB", r.rssPeak>>20, r.rssBound>>20))
+	}
+	return f
+}
+
+// sample returns the first few of ids, for a message.
+func sample(ids []string) string {
+	if len(ids) > 5 {
+		return strings.Join(ids[:5], " ") + " …"
+	}
+	return strings.Join(ids, " ")
+}
+
+// print writes the report for a reader, then the result line.
+func (r *report) print(w io.Writer) {
+	mode := ""
+	if r.durable {
+		mode = " -durable"
+	}
+	fmt.Fprintf(w, "store %s%s: %d subscribers, %d updates acknowledged in %v (%.0f/s; %d publishes refused, sent again), %d in the store\n",
+		r.kind, mode, r.subs, r.acked, r.elapsed.Round(time.Second), float64(r.acked)/r.elapsed.Seconds(), r.refused, r.stored)
+	fmt.Fprintf(w, "acknowledged but not in the store (lost) %d, in the store twice %d, in the store but never acknowledged %d\n",
+		len(r.lost), len(r.duplicated), r.extra)
+	fmt.Fprintf(w, "delivered %d, streams ended by a hub %d, resumes answered with another cursor %d (updates skipped at them %d, received again %d), events received that the store lost %d\n",
+		r.sum.Delivered, r.ends, r.sum.Gaps, r.sum.LostWithGap, r.sum.Redelivered, r.sum.Vanished)
+	fmt.Fprintf(w, "lost silently %d, duplicates %d, unknown %d, missing %d\n", r.sum.LostSilently, r.sum.Duplicates, r.sum.Unknown, r.sum.Missing)
+	fmt.Fprintf(w, "hub B RSS: %d MiB before the pause, peak %d MiB, bound %d MiB\n", r.rssBase>>20, r.rssPeak>>20, r.rssBound>>20)
+	for _, e := range r.sum.Errors {
+		fmt.Fprintln(w, "  ", e)
+	}
+	for _, s := range r.stats {
+		fmt.Fprintln(w, s.describe(r.stats[0].at))
+	}
+	for _, f := range r.failures() {
+		fmt.Fprintln(w, "FAIL:", f)
+	}
+	fmt.Fprintln(w, r.line())
+}
+
+// describe says what the event cost, its time counted from start.
+func (s eventStats) describe(start time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-12s at %5.1fs", s.name, s.at.Sub(start).Seconds())
+	if s.span > 0 {
+		fmt.Fprintf(&b, " for %v", s.span)
+	}
+	if s.name != "warm-up" {
+		who := "publishing"
+		if s.hub != "" {
+			who = "hub " + s.hub + "'s publishing"
+		}
+		fmt.Fprintf(&b, ": %s back after %s", who, seconds(s.recovered))
+		if s.span > 0 && s.recovered >= s.span {
+			fmt.Fprintf(&b, " (%s after %s)", seconds(s.recovered-s.span), map[bool]string{true: "SIGCONT", false: "the restart"}[s.hub != ""])
+		}
+		fmt.Fprintf(&b, ", %d attempts refused meanwhile", s.refused)
+	}
+	fmt.Fprintf(&b, "; until the next: %d acknowledged, %d lost, %d duplicated, %d gaps reported", s.acked, s.lost, s.duplicated, s.gaps)
+	return b.String()
+}
+
+// seconds formats d in seconds, "never" for a negative d.
+func seconds(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// line returns the run's result on one line of key=value fields, from
+// which a table is built: the totals, then each event's, prefixed with
+// its name.
+func (r *report) line() string {
+	f := []string{"result", "store=" + r.kind, fmt.Sprintf("durable=%v", r.durable),
+		fmt.Sprintf("subs=%d", r.subs), fmt.Sprintf("rate=%d", r.rate), fmt.Sprintf("seconds=%.0f", r.elapsed.Seconds()),
+		fmt.Sprintf("acked=%d", r.acked), fmt.Sprintf("refused=%d", r.refused), fmt.Sprintf("stored=%d", r.stored),
+		fmt.Sprintf("lost=%d", len(r.lost)), fmt.Sprintf("duplicated=%d", len(r.duplicated)),
+		fmt.Sprintf("gaps=%d", r.sum.Gaps), fmt.Sprintf("vanished=%d", r.sum.Vanished),
+		fmt.Sprintf("lost-silently=%d", r.sum.LostSilently), fmt.Sprintf("duplicates=%d", r.sum.Duplicates),
+		fmt.Sprintf("unknown=%d", r.sum.Unknown), fmt.Sprintf("missing=%d", r.sum.Missing)}
+	for _, s := range r.stats {
+		p := s.name + "."
+		if s.name != "warm-up" {
+			f = append(f, p+"recover="+strings.TrimSuffix(seconds(s.recovered), "s"), fmt.Sprintf("%srefused=%d", p, s.refused))
+		}
+		f = append(f, fmt.Sprintf("%sacked=%d", p, s.acked), fmt.Sprintf("%slost=%d", p, s.lost),
+			fmt.Sprintf("%sduplicated=%d", p, s.duplicated), fmt.Sprintf("%sgaps=%d", p, s.gaps))
+	}
+	f = append(f, fmt.Sprintf("rss-peak-mib=%d", r.rssPeak>>20), fmt.Sprintf("ok=%v", len(r.failures()) == 0))
+	return strings.Join(f, " ")
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"log"
+	"time"
+)
+
+// schedule does to the run what its flags say, and records it.
+type schedule struct {
+	cfg    config
+	st     *storeSet
+	b      *hub
+	rss    *sampler
+	base   int64   // hub B's RSS before its pause
+	events []event // what was done, in order, the warm-up first
+}
+
+// run runs the outage schedule or the failover one, by the store's kind,
+// from the traffic's start.
+func (s *schedule) run(started time.Time) {
+	s.events = []event{{name: "warm-up", at: started}}
+	time.Sleep(s.cfg.warm)
+	s.stopHub()
+	time.Sleep(s.cfg.between)
+	if s.st.replica == nil {
+		s.restart("store-kill", s.st.primary, s.cfg.down)
+	} else {
+		s.restart("replica-kill", s.st.replica, s.cfg.replicaDown)
+		time.Sleep(s.cfg.between)
+		waitAll("the replicas to follow the primary", 60*time.Second, s.st.synced)
+		s.failover()
+	}
+	time.Sleep(s.cfg.after)
+}
+
+// stopHub stops hub B (SIGSTOP) for -pause and continues it; the other
+// hub keeps publishing, so that B's own publishes measure its stall.
+func (s *schedule) stopHub() {
+	s.base = s.rss.now()
+	log.Printf("SIGSTOP hub B (RSS %d MiB) for %v", s.base>>20, s.cfg.pause)
+	check(stopProcess(s.b.cmd.Process))
+	s.add(event{name: "hub-stop", span: s.cfg.pause, hub: s.b.name})
+	time.Sleep(s.cfg.pause)
+	check(continueProcess(s.b.cmd.Process))
+	log.Printf("SIGCONT hub B")
+}
+
+// restart kills srv as a crash would, and starts it again after down.
+func (s *schedule) restart(name string, srv *server, down time.Duration) {
+	log.Printf("killing %s for %v", srv.name, down)
+	srv.kill()
+	s.add(event{name: name, span: down, store: true})
+	time.Sleep(down)
+	srv.start()
+	log.Printf("%s restarted", srv.name)
+}
+
+// failover kills the primary as a crash would, and promotes its replica
+// -promote-after later where the store does not do it itself
+// (PostgreSQL: failover tooling, as Patroni, would). Where the store
+// lets it (Redis), it starts the old primary again -primary-down later,
+// as a replica: with -durable, a Cluster's shard has no other replica to
+// acknowledge appends.
+func (s *schedule) failover() {
+	log.Printf("killing the primary (%s)", s.st.primary.name)
+	s.st.primary.kill()
+	e := event{name: "primary-kill", store: true}
+	rejoin := s.st.rejoin != nil && s.cfg.primaryDown > 0
+	if rejoin {
+		e.span = s.cfg.primaryDown
+	}
+	e = s.add(e)
+	if s.st.promote != nil {
+		time.Sleep(s.cfg.promoteAfter)
+		s.st.promote()
+	}
+	if rejoin {
+		time.Sleep(time.Until(e.at.Add(s.cfg.primaryDown)))
+		s.st.rejoin()
+		log.Printf("the old primary (%s) restarted as a replica", s.st.primary.name)
+	}
+}
+
+// add records e as done now, and returns it.
+func (s *schedule) add(e event) event {
+	e.at = time.Now()
+	s.events = append(s.events, e)
+	return e
+}

@@ -1,0 +1,300 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mercurekit/mercure/pgstore"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
+	"github.com/mercurekit/mercure/store"
+	"github.com/mercurekit/mercure/storetest"
+)
+
+// The failover tests stage a primary and a standby of their own (see
+// package pgtest), stores on the DSN of both (target_session_attrs=
+// read-write), the primary killed and the standby promoted.
+
+// failoverOpts are the options of the failover tests' stores: a short
+// timeout and poll, so that the stores notice the primary gone soon.
+var failoverOpts = []pgstore.Option{pgstore.WithTimeout(time.Second), pgstore.WithPollInterval(100 * time.Millisecond)}
+
+// journal records, in order, what a store's feed passes to a listener:
+// "id/seq" for an event, "GAP", and "REWOUND head/id".
+type journal struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func record(t testing.TB, s store.Store) *journal {
+	j := &journal{}
+	t.Cleanup(s.Listen(store.Listener{
+		Event:   func(e *store.Event) { j.add(fmt.Sprintf("%s/%d", e.ID, e.Seq)) },
+		Gap:     func() { j.add("GAP") },
+		Rewound: func(head uint64, id string) { j.add(fmt.Sprintf("REWOUND %d/%s", head, id)) },
+	}))
+	return j
+}
+
+func (j *journal) add(s string) {
+	j.mu.Lock()
+	j.log = append(j.log, s)
+	j.mu.Unlock()
+}
+
+func (j *journal) entries() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.log)
+}
+
+// waitFor waits until the journal holds an entry that starts with
+// prefix, and returns the entries up to it.
+func (j *journal) waitFor(t testing.TB, prefix string) []string {
+	t.Helper()
+	var log []string
+	if !storetest.Within(storetest.Deadline, func() bool {
+		log = j.entries()
+		return slices.ContainsFunc(log, func(s string) bool { return strings.HasPrefix(s, prefix) })
+	}) {
+		t.Fatalf("the feed passed %q, and no %q", log, prefix)
+	}
+	i := slices.IndexFunc(log, func(s string) bool { return strings.HasPrefix(s, prefix) })
+	return log[:i+1]
+}
+
+// settle appends a marker to s and checks that the journal holds want,
+// then the marker.
+func (j *journal) settle(t testing.TB, s store.Store, want ...string) {
+	t.Helper()
+	e := storetest.NewEvent(fmt.Sprint(markerPrefix, markerN.Add(1)))
+	storetest.MustAppend(t, s, e)
+	got := j.waitFor(t, e.ID+"/")
+	if want = append(want, fmt.Sprintf("%s/%d", e.ID, e.Seq)); !slices.Equal(got, want) {
+		t.Fatalf("the feed passed %q, want %q", got, want)
+	}
+}
+
+// promote promotes sb, logs how long it took, and returns when it
+// accepted writes.
+func promote(t testing.TB, sb *pgtest.Server) time.Time {
+	t.Helper()
+	start := time.Now()
+	sb.Promote()
+	now := time.Now()
+	t.Logf("promoted in %v", now.Sub(start).Round(time.Millisecond))
+	return now
+}
+
+// rows counts the events that srv holds, -1 if it cannot tell.
+func rows(srv *pgtest.Server) int {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, srv.DSN)
+	if err != nil {
+		return -1
+	}
+	defer c.Close(ctx)
+	var n int
+	if c.QueryRow(ctx, `SELECT count(*) FROM mercure_events`).Scan(&n) != nil {
+		return -1
+	}
+	return n
+}
+
+// replayFrom replays s from cursor, retrying as a subscriber would
+// reconnect, and returns the backlog's cursor and its events as "id/seq".
+func replayFrom(t testing.TB, s store.Store, cursor string) (string, []string) {
+	t.Helper()
+	var got []string
+	var b store.Backlog
+	var err error
+	try := func() bool {
+		got = nil
+		if b, err = s.Replay(context.Background(), cursor); err != nil {
+			return false
+		}
+		for e, err2 := range b.Events {
+			if err = err2; err != nil {
+				return false
+			}
+			if !isMarker(e.ID) {
+				got = append(got, fmt.Sprintf("%s/%d", e.ID, e.Seq))
+			}
+		}
+		return true
+	}
+	if !storetest.Within(storetest.Deadline, try) {
+		t.Fatalf("Replay(%q): %v", cursor, err)
+	}
+	return b.Cursor, got
+}
+
+// TestFailoverLosingEvents: the standby promoted lacks the last events
+// the feed passed on (it was down while the primary recorded them). The
+// listener is told where the new primary's history ends, before any
+// event of it; the events appended next take Seqs the feed passed
+// before, and every one reaches the listener, none skipped; LatestID
+// follows, and a cursor on a lost event is unknown.
+func TestFailoverLosingEvents(t *testing.T) {
+	t.Parallel()
+	p := pgtest.Start(t)
+	sb := p.StartStandby(t, false)
+	s := open(t, newPool(t, pgtest.MultiHostDSN(p, sb)), "mercure", failoverOpts...)
+	j := record(t, s)
+	for _, id := range []string{"a1", "a2"} {
+		mustAppend(t, s, id)
+	}
+	storetest.WaitFor(t, "the standby to hold a1 and a2", func() bool { return rows(sb) == 2 })
+	sb.Stop()
+	for _, id := range []string{"b1", "b2", "b3"} {
+		mustAppend(t, s, id)
+	}
+	before := []string{"a1/1", "a2/2", "b1/3", "b2/4", "b3/5"}
+	if got := j.waitFor(t, "b3/"); !slices.Equal(got, before) {
+		t.Fatalf("before the failover, the feed passed %q, want %q", got, before)
+	}
+	p.Kill()
+	sb.Start()
+	promoted := promote(t, sb)
+
+	// c0 goes as soon as the new primary takes it: before the feed is
+	// back, and it is then the head that the rewind names, or after.
+	c0 := storetest.NewEvent("c0")
+	storetest.MustAppend(t, s, c0)
+	t.Logf("first append acknowledged %v after the promote", time.Since(promoted).Round(time.Millisecond))
+	if c0.Seq != 3 {
+		t.Fatalf("c0 has Seq %d, want 3, after a2's", c0.Seq)
+	}
+	got := j.waitFor(t, "REWOUND")
+	want := append(slices.Clone(before), "REWOUND 2/a2")
+	if got[len(got)-1] == "REWOUND 3/c0" {
+		want[len(want)-1] = "REWOUND 3/c0"
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the feed passed %q, want %q", got, want)
+	}
+	t.Logf("%s %v after the promote", got[len(got)-1], time.Since(promoted).Round(time.Millisecond))
+	// b3, at Seq 5, is gone: c0 at Seq 3 is the latest.
+	storetest.WaitFor(t, "LatestID to be c0", func() bool { return s.LatestID() == "c0" })
+	for _, id := range []string{"c1", "c2", "c3"} {
+		mustAppend(t, s, id)
+	}
+	if got[len(got)-1] == "REWOUND 2/a2" {
+		want = append(want, "c0/3")
+	}
+	want = append(want, "c1/4", "c2/5", "c3/6")
+	j.settle(t, s, want...)
+	mustAppend(t, s, "c4")
+	storetest.WaitFor(t, "LatestID to be c4", func() bool { return s.LatestID() == "c4" })
+
+	for _, lost := range []string{"b1", "b3"} {
+		cursor, evs := replayFrom(t, s, lost)
+		if cursor != store.Earliest || !slices.Equal(evs, []string{"a1/1", "a2/2", "c0/3", "c1/4", "c2/5", "c3/6", "c4/8"}) {
+			t.Fatalf("Replay(%q): cursor %q, events %q; want every event from earliest", lost, cursor, evs)
+		}
+	}
+}
+
+// TestFailoverTwoHubs: two stores with pools of their own follow the
+// promotion on their own: each appends again, and each feed passes both
+// stores' events.
+func TestFailoverTwoHubs(t *testing.T) {
+	t.Parallel()
+	p := pgtest.Start(t)
+	sb := p.StartStandby(t, false)
+	dsn := pgtest.MultiHostDSN(p, sb)
+	a, b := open(t, newPool(t, dsn), "mercure", failoverOpts...), open(t, newPool(t, dsn), "mercure", failoverOpts...)
+	ja, jb := record(t, a), record(t, b)
+	mustAppend(t, a, "from-a")
+	mustAppend(t, b, "from-b")
+	storetest.WaitFor(t, "the standby to hold both events", func() bool { return rows(sb) == 2 })
+	p.Kill()
+	promoted := promote(t, sb)
+	ea, eb := storetest.NewEvent("a-after"), storetest.NewEvent("b-after")
+	storetest.MustAppend(t, a, ea)
+	t.Logf("A appended %v after the promote", time.Since(promoted).Round(time.Millisecond))
+	storetest.MustAppend(t, b, eb)
+	t.Logf("B appended %v after the promote", time.Since(promoted).Round(time.Millisecond))
+	want := []string{"from-a/1", "from-b/2", fmt.Sprintf("a-after/%d", ea.Seq), fmt.Sprintf("b-after/%d", eb.Seq)}
+	if ea.Seq > eb.Seq {
+		want[2], want[3] = want[3], want[2]
+	}
+	ja.settle(t, a, want...)
+	markerA := ja.entries()[4]
+	jb.settle(t, b, append(slices.Clone(want), markerA)...)
+}
+
+// restore rewinds the history of prefix in place to its first event,
+// as a database restored from a backup would be.
+func restore(t testing.TB, pool *pgxpool.Pool, prefix string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(),
+		`DELETE FROM `+prefix+`_events WHERE seq > 1; UPDATE `+prefix+`_meta SET last_seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRewoundUnderTheFeed: the history goes back while a feed stays
+// connected (a database restored in place). The next notification of
+// the sequencer announces a counter below the one before: the feed
+// checks the history, and reports the rewind before the events that
+// follow, which take Seqs it passed before.
+func TestRewoundUnderTheFeed(t *testing.T) {
+	t.Parallel()
+	pool, prefix := db(t)
+	a, b := open(t, pool, prefix), open(t, pool, prefix)
+	j := record(t, a)
+	// The feed compares a notification with the one before on its
+	// connection: a2 and a3 go once it has read a1, so once it listens.
+	mustAppend(t, a, "a1")
+	j.waitFor(t, "a1/")
+	for _, id := range []string{"a2", "a3"} {
+		mustAppend(t, a, id)
+	}
+	j.waitFor(t, "a3/")
+	restore(t, pool, prefix)
+	mustAppend(t, b, "x")
+	got := j.waitFor(t, "REWOUND")
+	if want := []string{"a1/1", "a2/2", "a3/3", "REWOUND 2/x"}; !slices.Equal(got, want) {
+		t.Fatalf("the feed passed %q, want %q", got, want)
+	}
+	mustAppend(t, b, "y")
+	j.settle(t, a, "a1/1", "a2/2", "a3/3", "REWOUND 2/x", "y/3")
+}
+
+// TestRewoundWhileCutOff: the history goes back and moves on past the
+// last event a feed passed while the feed was cut off. Connected again,
+// the feed finds that event's Seq holding another one, reports the
+// rewind, and passes what follows.
+func TestRewoundWhileCutOff(t *testing.T) {
+	t.Parallel()
+	pool, prefix := db(t)
+	c := pool.Config().ConnConfig
+	proxy := storetest.StartProxy(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
+	through := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.User, proxy.Addr(), c.Database)
+	a, b := open(t, newPool(t, through), prefix, failoverOpts...), open(t, pool, prefix)
+	j := record(t, a)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		mustAppend(t, a, id)
+	}
+	j.waitFor(t, "a3/")
+	proxy.Cut()
+	restore(t, pool, prefix)
+	for _, id := range []string{"x", "y", "z"} {
+		mustAppend(t, b, id)
+	}
+	proxy.Mend(t)
+	got := j.waitFor(t, "REWOUND")
+	if want := []string{"a1/1", "a2/2", "a3/3", "REWOUND 4/z"}; !slices.Equal(got, want) {
+		t.Fatalf("the feed passed %q, want %q", got, want)
+	}
+	mustAppend(t, b, "w")
+	j.settle(t, a, "a1/1", "a2/2", "a3/3", "REWOUND 4/z", "w/5")
+}

@@ -231,6 +231,53 @@ func TestFailoverTwoHubs(t *testing.T) {
 	jb.settle(t, b, append(slices.Clone(want), markerA)...)
 }
 
+// TestFailoverSubscriptions: the standby promoted lacks a subscription
+// that a store shared while it was down; the store shares it again once
+// its feed is back, though its row in the hubs table survived.
+func TestFailoverSubscriptions(t *testing.T) {
+	t.Parallel()
+	p := pgtest.Start(t)
+	sb := p.StartStandby(t, false)
+	dsn := pgtest.MultiHostDSN(p, sb)
+	a := open(t, newPool(t, dsn), "mercure", failoverOpts...)
+	ctx := context.Background()
+	sub := func(id string) []store.Subscription {
+		return []store.Subscription{{ID: id, Active: true, JSON: []byte(`{"id":"` + id + `"}`)}}
+	}
+	if err := a.UpdateSubscriptions(ctx, sub("x")); err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, "the standby to hold x", func() bool {
+		c, err := pgx.Connect(ctx, sb.DSN)
+		if err != nil {
+			return false
+		}
+		defer c.Close(ctx)
+		var n int
+		return c.QueryRow(ctx, `SELECT count(*) FROM mercure_subs`).Scan(&n) == nil && n == 1
+	})
+	sb.Stop()
+	if err := a.UpdateSubscriptions(ctx, sub("y")); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	sb.Start()
+	sb.Promote()
+	b := open(t, newPool(t, dsn), "mercure", failoverOpts...)
+	storetest.WaitFor(t, "another store to list x and y", func() bool {
+		subs, err := b.Subscriptions(ctx)
+		if err != nil {
+			return false
+		}
+		var ids []string
+		for _, s := range subs {
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		return slices.Equal(ids, []string{"x", "y"})
+	})
+}
+
 // restore rewinds the history of prefix in place to its first event,
 // as a database restored from a backup would be.
 func restore(t testing.TB, pool *pgxpool.Pool, prefix string) {

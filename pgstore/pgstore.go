@@ -127,7 +127,9 @@
 // LatestID goes back. A Last-Event-ID naming a lost event is unknown, and
 // replays the whole history. A database restored from a backup is found
 // the same way, also while the feed stays connected: the sequencer's
-// notification then announces a counter below the one before.
+// notification then announces a counter below the one before. Each store
+// writes its shared subscriptions again once its feed is back, since the
+// new primary may lack the latest.
 package pgstore
 
 import (
@@ -653,6 +655,7 @@ func (s *Store) feed(st *feedState) {
 		}
 	}()
 	backoff := minBackoff
+	connected := false // the feed has been connected before
 	for !s.closed() {
 		var err error
 		if conn == nil {
@@ -660,6 +663,10 @@ func (s *Store) feed(st *feedState) {
 				// Notifications were missed, and the server may be
 				// another: a standby promoted, or one restored.
 				st.sequence, st.check = true, true
+				if connected {
+					s.presence.reconnected()
+				}
+				connected = true
 			}
 		}
 		if err == nil && st.check {

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -202,6 +203,101 @@ func TestFailoverLosingEvents(t *testing.T) {
 	}
 }
 
+// TestFailoverSynchronous: with a synchronous standby and
+// WithSynchronousReplication, the primary is killed while a publisher
+// appends, each update sent again until acknowledged: once the standby
+// is promoted, every acknowledged update is in the history exactly once,
+// the listener got each event once, in order, with no gap and no
+// rewind, and appends go on.
+func TestFailoverSynchronous(t *testing.T) {
+	t.Parallel()
+	p := pgtest.Start(t)
+	sb := p.StartStandby(t, true)
+	opts := append([]pgstore.Option{pgstore.WithSynchronousReplication()}, failoverOpts...)
+	s := open(t, newPool(t, pgtest.MultiHostDSN(p, sb)), "mercure", opts...)
+	j := record(t, s)
+
+	type ack struct {
+		id string
+		at time.Time
+	}
+	var mu sync.Mutex
+	var acks []ack
+	acked := func() []ack {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(acks)
+	}
+	stop := make(chan struct{})
+	failed := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			e := storetest.NewEvent(fmt.Sprint("e", i))
+			var err error
+			stopped := false
+			if !storetest.Within(storetest.Deadline, func() bool {
+				select {
+				case <-stop:
+					stopped = true
+					return true
+				default:
+				}
+				err = s.Append(context.Background(), e)
+				return err == nil
+			}) {
+				failed <- fmt.Errorf("Append(%s): %w", e.ID, err)
+				return
+			}
+			if stopped {
+				return
+			}
+			mu.Lock()
+			acks = append(acks, ack{e.ID, time.Now()})
+			mu.Unlock()
+		}
+	})
+	storetest.WaitFor(t, "20 appends", func() bool { return len(acked()) >= 20 })
+	p.Kill()
+	n := len(acked())
+	promoted := promote(t, sb)
+	storetest.WaitFor(t, "20 appends after the failover", func() bool { return len(acked()) >= n+20 })
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-failed:
+		t.Fatal(err)
+	default:
+	}
+	all := acked()
+	for _, a := range all {
+		if a.at.After(promoted) {
+			t.Logf("first append acknowledged %v after the promote (%d before the kill or in flight)",
+				a.at.Sub(promoted).Round(time.Millisecond), n)
+			break
+		}
+	}
+
+	_, replayed := replayFrom(t, s, store.Earliest)
+	seen := make(map[string]int)
+	for _, e := range replayed {
+		id, _, _ := strings.Cut(e, "/")
+		seen[id]++
+	}
+	for _, a := range all {
+		if seen[a.id] != 1 {
+			t.Errorf("acknowledged %s is %d times in the history", a.id, seen[a.id])
+		}
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("%s is %d times in the history", id, c)
+		}
+	}
+	// What the feed passed is the history, in order: no gap, no rewind.
+	j.settle(t, s, replayed...)
+}
+
 // TestFailoverTwoHubs: two stores with pools of their own follow the
 // promotion on their own: each appends again, and each feed passes both
 // stores' events.
@@ -229,6 +325,98 @@ func TestFailoverTwoHubs(t *testing.T) {
 	ja.settle(t, a, want...)
 	markerA := ja.entries()[4]
 	jb.settle(t, b, append(slices.Clone(want), markerA)...)
+}
+
+// TestSynchronousReplicationOption: the option is refused by a server
+// without synchronous standbys; given one, the store's appends wait for
+// it even when the role's default is synchronous_commit=off, which lets
+// a store without the option be acknowledged while the standby is down;
+// without the option, a store leaves the default as it is. An append that
+// timed out waiting is committed all the same, and delivered; sent again
+// once the standby is back, it is taken for a retry.
+func TestSynchronousReplicationOption(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		pool, prefix := db(t)
+		var names string
+		if err := pool.QueryRow(ctx, `SHOW synchronous_standby_names`).Scan(&names); err != nil || names != "" {
+			t.Skipf("the shared server names synchronous standbys (%q, %v)", names, err)
+		}
+		_, err := pgstore.New(ctx, pool, pgstore.WithPrefix(prefix), pgstore.WithSynchronousReplication())
+		if !errors.Is(err, pgstore.ErrNoSynchronousStandby) {
+			t.Fatalf("New: %v, want ErrNoSynchronousStandby", err)
+		}
+	})
+	t.Run("waits", func(t *testing.T) {
+		t.Parallel()
+		p := pgtest.Start(t)
+		sb := p.StartStandby(t, true)
+		c, err := pgx.Connect(ctx, p.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		// postgres's sessions default to off; app's to on, the
+		// server's default.
+		for _, q := range []string{`ALTER ROLE postgres SET synchronous_commit = off`, `CREATE ROLE app LOGIN SUPERUSER`} {
+			if _, err := c.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pool := func(user string) *pgxpool.Pool {
+			return newPool(t, strings.Replace(p.DSN, "postgres@", user+"@", 1))
+		}
+		off := pool("postgres")
+		var level string
+		if err := off.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&level); err != nil || level != "off" {
+			t.Fatalf("the role's default synchronous_commit: %q (%v), want off", level, err)
+		}
+		// Appends that must time out have a short timeout; durable's
+		// feed, the long one of open, waits for the standby's return.
+		short := pgstore.WithTimeout(time.Second)
+		durably := pgstore.WithSynchronousReplication()
+		plain := open(t, off, "plain", short)
+		quick := open(t, off, "durable", short, durably)
+		durable := open(t, off, "durable", durably)
+		inherit := open(t, pool("app"), "inherit", short)
+		jd := record(t, durable)
+		sb.Kill()
+
+		if err := plain.Append(ctx, storetest.NewEvent("p1")); err != nil {
+			t.Fatalf("without the option, with synchronous_commit=off, an append failed: %v", err)
+		}
+		d1 := storetest.NewEvent("d1")
+		if err := quick.Append(ctx, d1); err == nil {
+			t.Error("with the option, an append was acknowledged while the synchronous standby was down")
+		}
+		if err := inherit.Append(ctx, storetest.NewEvent("i1")); err == nil {
+			t.Error("without the option, the default on, an append was acknowledged while the synchronous standby was down")
+		}
+		// The wait was cancelled, not the commit: d1 is recorded, and
+		// delivered, though the standby lacks it.
+		jd.waitFor(t, "d1/1")
+		quick.Close() // durable's feed alone numbers what follows
+		// The application's transaction commits with its own setting,
+		// off; the feed's round that numbers its update waits.
+		if err := pgx.BeginFunc(ctx, off, func(tx pgx.Tx) error { return publishTx(durable, tx, upd("t1")) }); err != nil {
+			t.Fatal(err)
+		}
+		storetest.WaitFor(t, "the feed's round to wait for the standby", func() bool {
+			var n int
+			return c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE wait_event = 'SyncRep' AND query LIKE '%durable_sequence%'`).Scan(&n) == nil && n > 0
+		})
+		sb.Start()
+		// Sent again, d1 is taken for a retry, acknowledged once the
+		// standby has it.
+		storetest.MustAppend(t, durable, d1)
+		mustAppend(t, durable, "d2")
+		if got, want := jd.waitFor(t, "d2/"), []string{"d1/1", "t1/2", "d2/3"}; !slices.Equal(got, want) {
+			t.Fatalf("the feed passed %q, want %q", got, want)
+		}
+	})
 }
 
 // TestFailoverSubscriptions: the standby promoted lacks a subscription

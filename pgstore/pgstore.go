@@ -130,6 +130,34 @@
 // notification then announces a counter below the one before. Each store
 // writes its shared subscriptions again once its feed is back, since the
 // new primary may lack the latest.
+//
+// With [WithSynchronousReplication] and a synchronous standby
+// (synchronous_standby_names), an append is acknowledged, and visible to
+// the feeds, only once the standby has it (PostgreSQL shows a commit to
+// other sessions once its synchronous wait ends): a failover to that
+// standby loses no acknowledged event, and the feed goes on without a
+// rewind. The option raises synchronous_commit to on for the store's
+// transactions that record or number events, over a database's or
+// role's default of off, local or remote_write; without it, the store
+// leaves synchronous_commit as the server sets it (with synchronous
+// standbys named and the default, on, appends wait for them already).
+// Caveats:
+//
+//   - An Append that times out waiting for the standby has committed
+//     locally already: pgx cancels the statement, and PostgreSQL cancels
+//     the wait, not the commit, which other sessions then see. The event
+//     is delivered, though the standby may lack it: a failover then loses
+//     it, and the feed reports a rewind. The same update sent again is
+//     taken for a retry, acknowledged once the standby has it.
+//   - While no synchronous standby answers, every append waits for the
+//     timeout and fails, its event recorded all the same (see above).
+//     Name several standbys (ANY 1 (s1, s2)) to survive the loss of one.
+//   - New checks synchronous_standby_names once: a promoted standby must
+//     name synchronous standbys of its own, or appends are acknowledged
+//     without.
+//   - [Store.PublishTx] records in the application's transaction, which
+//     commits with the application's synchronous_commit: it must be on
+//     (or remote_apply) for those updates to survive a failover.
 package pgstore
 
 import (
@@ -157,6 +185,11 @@ var (
 	// ErrSchema is returned by New when the tables were written by a
 	// later version of this package.
 	ErrSchema = errors.New("pgstore: unknown schema version")
+	// ErrNoSynchronousStandby is returned by New, with
+	// [WithSynchronousReplication], when the server names no synchronous
+	// standby (its synchronous_standby_names is empty): the option would
+	// promise what the server does not do.
+	ErrNoSynchronousStandby = errors.New("pgstore: the server has no synchronous standby")
 )
 
 const (
@@ -200,6 +233,7 @@ type config struct {
 	window    time.Duration
 	validate  func(mercure.Update) error // nil: the attached hub's
 	noMigrate bool
+	syncRep   bool
 }
 
 func invalid(format string, args ...any) error {
@@ -316,6 +350,23 @@ func WithoutMigrations() Option {
 	}
 }
 
+// WithSynchronousReplication acknowledges an update only once a
+// synchronous standby of the server has it, so that a failover to that
+// standby loses no update that Append accepted (see the package
+// documentation). The store's transactions that record or number events
+// commit with synchronous_commit on, whatever the database's or role's
+// default (an operator's remote_apply stays). New fails with
+// [ErrNoSynchronousStandby] unless the server names synchronous standbys
+// (synchronous_standby_names). While none answers, appends wait, and
+// fail at the timeout (see [WithTimeout]), their events recorded all the
+// same: PostgreSQL cancels the wait, not the commit.
+func WithSynchronousReplication() Option {
+	return func(c *config) error {
+		c.syncRep = true
+		return nil
+	}
+}
+
 // The store's interfaces, checked by the compiler: the hub finds the
 // optional ones by a type assertion, which would otherwise fail silently.
 var (
@@ -357,8 +408,10 @@ type Store struct {
 //
 // New fails when the database cannot be reached within the timeout, with
 // [ErrSchema] for tables of a later version (or, with
-// [WithoutMigrations], of another version or missing), and with an error
-// wrapping [mercure.ErrInvalidOption] for a bad option.
+// [WithoutMigrations], of another version or missing), with
+// [ErrNoSynchronousStandby] for [WithSynchronousReplication] on a server
+// without synchronous standbys, and with an error wrapping
+// [mercure.ErrInvalidOption] for a bad option.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	cfg := config{
 		prefix: DefaultPrefix, maxEvents: DefaultMaxEvents, timeout: DefaultTimeout,
@@ -389,15 +442,20 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	var last int64
 	var id string
 	var at *time.Time
+	var standbys bool
 	err := s.query(tctx, s.n.latest, nil, func(rows pgx.Rows) error {
 		if !rows.Next() {
 			return pgx.ErrNoRows
 		}
-		return rows.Scan(&last, &id, &at)
+		return rows.Scan(&last, &id, &at, &standbys)
 	})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if cfg.syncRep && !standbys {
+		s.cancel()
+		return nil, fmt.Errorf("%w: its synchronous_standby_names is empty", ErrNoSynchronousStandby)
 	}
 	st := &feedState{last: uint64(last), id: id}
 	if at != nil {
@@ -708,7 +766,11 @@ func (s *Store) listenConn() (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pc.Exec(ctx, setReadCommitted+`; LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
+	set := setReadCommitted
+	if s.cfg.syncRep {
+		set += `; ` + syncCommitSession
+	}
+	if _, err := pc.Exec(ctx, set+`; LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
 		pc.Release()
 		return nil, err
 	}

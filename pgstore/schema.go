@@ -80,8 +80,11 @@ func newNames(prefix string) *names {
 	n.subsSweep = r.Replace(`WITH gone AS (
 		DELETE FROM HUBS WHERE hub IN (SELECT hub FROM HUBS WHERE expires < now() ORDER BY expires LIMIT $1) RETURNING hub
 	) DELETE FROM SUBS WHERE hub IN (SELECT hub FROM gone)`)
-	// The latest event: its seq, and its id and time if it is retained.
-	n.latest = r.Replace(`SELECT m.last_seq, coalesce(h.update_id, ''), h.at FROM META m LEFT JOIN EV h ON h.seq = m.last_seq`)
+	// The latest event: its seq, and its id and time if it is retained;
+	// and whether the server names synchronous standbys (see
+	// WithSynchronousReplication).
+	n.latest = r.Replace(`SELECT m.last_seq, coalesce(h.update_id, ''), h.at, current_setting('synchronous_standby_names') <> ''
+		FROM META m LEFT JOIN EV h ON h.seq = m.last_seq`)
 	// What a feed checks once connected (see Store.resync): the latest
 	// event as n.latest, and whether the row at seq $1 holds the event
 	// with id $2 and, unless $3 is null, time $3 (null: no row there).

@@ -32,9 +32,13 @@ import (
 // "standby_<port>". It is killed and removed when t ends. With sync,
 // s waits at every commit for it alone (s's synchronous_standby_names
 // names it); without, s does not wait. StartStandby returns once s
-// streams to it, and with sync once s counts it as synchronous.
+// streams to it, and with sync once s counts it as synchronous. It skips
+// t when pg_basebackup is not installed.
 func (s *Server) StartStandby(t testing.TB, sync bool) *Server {
 	t.Helper()
+	if Bin("pg_basebackup") == "" {
+		storetest.Skip(t, storetest.Want{What: "pg_basebackup", How: "install PostgreSQL's server programs (Debian package postgresql)"})
+	}
 	dir, err := mkdirOwned(storetest.ScratchDir(), "pgtest-", s.cred)
 	if err != nil {
 		t.Fatal(err)

@@ -533,3 +533,27 @@ func TestRewoundWhileCutOff(t *testing.T) {
 	mustAppend(t, b, "w")
 	j.settle(t, a, "a1/1", "a2/2", "a3/3", "REWOUND 4/z", "w/5")
 }
+
+// TestResyncTakesRoundedTimes: an event whose time a driver sent as text
+// (PublishSQLTx with a driver other than pgx), which PostgreSQL rounds to
+// the microsecond where pgx truncates, is still the event the feed passed
+// on when it connects again: no rewind.
+func TestResyncTakesRoundedTimes(t *testing.T) {
+	t.Parallel()
+	pool, prefix := db(t)
+	c := pool.Config().ConnConfig
+	proxy := storetest.StartProxy(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
+	through := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.User, proxy.Addr(), c.Database)
+	s := open(t, newPool(t, through), prefix, failoverOpts...)
+	j := record(t, s)
+	at := time.Now().Truncate(time.Microsecond).Add(999 * time.Nanosecond) // rounds up
+	body := fmt.Sprintf(`{"t":["x"],"i":"r","ts":%d}`, at.UnixNano())
+	if _, err := pool.Exec(context.Background(), `INSERT INTO `+prefix+`_events (update_id, body, at) VALUES ('r', $1::json, $2::text::timestamptz)`,
+		body, at.Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
+	j.waitFor(t, "r/1")
+	proxy.Cut()
+	proxy.Mend(t)
+	j.settle(t, s, "r/1")
+}

@@ -88,8 +88,13 @@ func newNames(prefix string) *names {
 	// What a feed checks once connected (see Store.resync): the latest
 	// event as n.latest, and whether the row at seq $1 holds the event
 	// with id $2 and, unless $3 is null, time $3 (null: no row there).
+	// The time is the event's, from its body, in nanoseconds; the column
+	// has microseconds, which pgx truncates to and a driver sending text
+	// (PublishSQLTx) may round to: they may differ by one.
 	n.resync = r.Replace(`SELECT m.last_seq, coalesce(h.update_id, ''), h.at,
-		(SELECT (e.update_id = $2 AND ($3::timestamptz IS NULL OR e.at = $3)) IS TRUE FROM EV e WHERE e.seq = $1)
+		(SELECT (e.update_id = $2 AND ($3::timestamptz IS NULL OR
+			e.at BETWEEN $3::timestamptz - interval '1 microsecond' AND $3::timestamptz + interval '1 microsecond')) IS TRUE
+			FROM EV e WHERE e.seq = $1)
 		FROM META m LEFT JOIN EV h ON h.seq = m.last_seq`)
 	// Retention by age deletes a prefix of the sequence, at most $2
 	// events at a time, so that the retained history has no hole.

@@ -1,9 +1,12 @@
 package pgstore_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/pgstore"
 	"github.com/mercurekit/mercure/pgstore/pgtest"
 	"github.com/mercurekit/mercure/store"
@@ -556,4 +560,118 @@ func TestResyncTakesRoundedTimes(t *testing.T) {
 	proxy.Cut()
 	proxy.Mend(t)
 	j.settle(t, s, "r/1")
+}
+
+// stream is a subscriber's stream read to its end: the ids of its
+// events, and ended closed once the hub has ended it.
+type stream struct {
+	ids   chan string
+	ended chan struct{}
+}
+
+// openStream subscribes to topic on in, resuming after lastEventID when
+// it is not empty; the stream is closed when t ends.
+func openStream(t *testing.T, in *instance, lastEventID string) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.srv.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := in.srv.Client().Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("subscribe: %v %v", resp, err)
+	}
+	s := &stream{ids: make(chan string, 100), ended: make(chan struct{})}
+	go func() {
+		defer close(s.ended)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var id string
+		var data bool
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case line == "":
+				if data && id != "" {
+					s.ids <- id
+				}
+				id, data = "", false
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data:"):
+				data = true
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-s.ended })
+	return s
+}
+
+// read returns the ids the stream has read so far.
+func (s *stream) read() []string {
+	var ids []string
+	for {
+		select {
+		case id := <-s.ids:
+			ids = append(ids, id)
+		default:
+			return ids
+		}
+	}
+}
+
+// TestFailoverHub: a hub on the store, a subscriber connected through a
+// failover that loses events. The hub ends the stream (the store reported
+// the rewind); the subscriber, resuming after a lost event, gets the new
+// primary's history from the start, then what is published next.
+func TestFailoverHub(t *testing.T) {
+	t.Parallel()
+	p := pgtest.Start(t)
+	sb := p.StartStandby(t, false)
+	in := newInstance(t, pgtest.MultiHostDSN(p, sb), "mercure", failoverOpts...)
+	ctx := context.Background()
+	publish := func(id string) {
+		t.Helper()
+		storetest.WaitFor(t, "the hub to publish "+id, func() bool {
+			_, err := in.hub.Publish(ctx, mercure.Update{ID: id, Topics: []string{topic}, Data: id})
+			return err == nil
+		})
+	}
+	s1 := openStream(t, in, "")
+	publish("a1")
+	publish("a2")
+	// The hub records subscription events too: the standby holds
+	// what the primary does.
+	storetest.WaitFor(t, "the standby to hold a1 and a2", func() bool { n := rows(p); return n > 0 && rows(sb) == n })
+	sb.Stop()
+	publish("b1")
+	publish("b2")
+	var got []string
+	storetest.WaitFor(t, "the stream to get a1 to b2", func() bool { got = append(got, s1.read()...); return len(got) >= 4 })
+	if want := []string{"a1", "a2", "b1", "b2"}; !slices.Equal(got, want) {
+		t.Fatalf("the stream got %q, want %q", got, want)
+	}
+	p.Kill()
+	sb.Start()
+	promote(t, sb)
+	select {
+	case <-s1.ended:
+	case <-time.After(storetest.Deadline):
+		t.Fatal("the stream did not end after the rewind")
+	}
+	if extra := s1.read(); len(extra) > 0 {
+		t.Fatalf("the stream got %q after b2", extra)
+	}
+	s2 := openStream(t, in, "b2")
+	publish("c1")
+	got = nil
+	storetest.WaitFor(t, "the resumed stream to get c1", func() bool { got = append(got, s2.read()...); return slices.Contains(got, "c1") })
+	if want := []string{"a1", "a2", "c1"}; !slices.Equal(got, want) {
+		t.Fatalf("the resumed stream got %q, want %q", got, want)
+	}
 }

@@ -28,26 +28,62 @@ import (
 // setReadCommitted makes READ COMMITTED the default of conn's session.
 const setReadCommitted = `SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED`
 
+// With WithSynchronousReplication, the transactions that record or
+// number events (the sequencer's appends, and the feed's rounds) commit
+// with synchronous_commit on, whatever the database or the role sets by
+// default: off, local or remote_write would acknowledge an update that a
+// failover can lose (remote_write: once the standby's kernel has it).
+// remote_apply, stronger, is left as it is. The feed's connection
+// is set so once; an append's transaction says so, sent with it in the
+// same round trip. Without the option, the store leaves
+// synchronous_commit alone.
+
+// syncCommitSession and syncCommitLocal raise synchronous_commit to on,
+// for the session or the transaction.
+const (
+	syncCommitSession = `SELECT set_config('synchronous_commit', 'on', false) WHERE current_setting('synchronous_commit') <> 'remote_apply'`
+	syncCommitLocal   = `SELECT set_config('synchronous_commit', 'on', true) WHERE current_setting('synchronous_commit') <> 'remote_apply'`
+)
+
 // query runs sql on the pool in a READ COMMITTED transaction, in one round
 // trip, and passes its rows to scan, which must read them all. A failure
 // leaves the connection in a failed transaction, which the pool closes
 // rather than reuse.
 func (s *Store) query(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
+	return s.send(ctx, false, sql, args, scan)
+}
+
+// record is query for a statement that records events: with
+// WithSynchronousReplication, its transaction commits with
+// synchronous_commit on.
+func (s *Store) record(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
+	return s.send(ctx, s.cfg.syncRep, sql, args, scan)
+}
+
+func (s *Store) send(ctx context.Context, sync bool, sql string, args []any, scan func(pgx.Rows) error) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	if sync {
+		b.Queue(syncCommitLocal)
+	}
 	b.Queue(sql, args...)
 	b.Queue(`COMMIT`)
 	br := s.pool.SendBatch(ctx, b)
-	if err := s.queryBatch(br, scan); err != nil {
+	if err := s.queryBatch(br, sync, scan); err != nil {
 		br.Close()
 		return err
 	}
 	return br.Close()
 }
 
-func (s *Store) queryBatch(br pgx.BatchResults, scan func(pgx.Rows) error) error {
+func (s *Store) queryBatch(br pgx.BatchResults, sync bool, scan func(pgx.Rows) error) error {
 	if _, err := br.Exec(); err != nil {
 		return err
+	}
+	if sync {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

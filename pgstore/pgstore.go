@@ -105,6 +105,59 @@
 // later, once, and the same update sent again is taken for a retry. The
 // feed reports an outage to its listeners and resumes after the last
 // event it delivered.
+//
+// # Failover
+//
+// With a primary and standbys (streaming replication), give the pool a
+// DSN that names them all and connects to the one that accepts writes:
+// postgres://user@primary,standby/db?target_session_attrs=read-write.
+// When the primary fails and a standby is promoted, the store's calls
+// fail until then (the hub answers 503; publishers retry), and the feed
+// reports the outage and connects to the new primary on its own.
+//
+// Asynchronous replication, PostgreSQL's default, may promote a standby
+// that lacks the last events: acknowledged by Append, maybe passed on by
+// the feed, they are lost, and their seqs go to the next events. Once
+// connected, before it reads, the feed checks with one statement that the
+// history still holds the last event it passed on, at its seq, with its
+// id and time. When it does not (the counter is behind, or the seq holds
+// another event), the feed calls Listener.Rewound with the new primary's
+// last event, before any event of the new history, and goes on after it:
+// the hubs end their streams, whose clients resume from history, and
+// LatestID goes back. A Last-Event-ID naming a lost event is unknown, and
+// replays the whole history. A database restored from a backup is found
+// the same way, also while the feed stays connected: the sequencer's
+// notification then announces a counter below the one before. Each store
+// writes its shared subscriptions again once its feed is back, since the
+// new primary may lack the latest.
+//
+// With [WithSynchronousReplication] and a synchronous standby
+// (synchronous_standby_names), an append is acknowledged, and visible to
+// the feeds, only once the standby has it (PostgreSQL shows a commit to
+// other sessions once its synchronous wait ends): a failover to that
+// standby loses no acknowledged event, and the feed goes on without a
+// rewind. The option raises synchronous_commit to on for the store's
+// transactions that record or number events, over a database's or
+// role's default of off, local or remote_write; without it, the store
+// leaves synchronous_commit as the server sets it (with synchronous
+// standbys named and the default, on, appends wait for them already).
+// Caveats:
+//
+//   - An Append that times out waiting for the standby has committed
+//     locally already: pgx cancels the statement, and PostgreSQL cancels
+//     the wait, not the commit, which other sessions then see. The event
+//     is delivered, though the standby may lack it: a failover then loses
+//     it, and the feed reports a rewind. The same update sent again is
+//     taken for a retry, acknowledged once the standby has it.
+//   - While no synchronous standby answers, every append waits for the
+//     timeout and fails, its event recorded all the same (see above).
+//     Name several standbys (ANY 1 (s1, s2)) to survive the loss of one.
+//   - New checks synchronous_standby_names once: a promoted standby must
+//     name synchronous standbys of its own, or appends are acknowledged
+//     without.
+//   - [Store.PublishTx] records in the application's transaction, which
+//     commits with the application's synchronous_commit: it must be on
+//     (or remote_apply) for those updates to survive a failover.
 package pgstore
 
 import (
@@ -113,12 +166,14 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/mercurekit/mercure/store"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mercurekit/mercure"
@@ -130,6 +185,11 @@ var (
 	// ErrSchema is returned by New when the tables were written by a
 	// later version of this package.
 	ErrSchema = errors.New("pgstore: unknown schema version")
+	// ErrNoSynchronousStandby is returned by New, with
+	// [WithSynchronousReplication], when the server names no synchronous
+	// standby (its synchronous_standby_names is empty): the option would
+	// promise what the server does not do.
+	ErrNoSynchronousStandby = errors.New("pgstore: the server has no synchronous standby")
 )
 
 const (
@@ -173,6 +233,7 @@ type config struct {
 	window    time.Duration
 	validate  func(mercure.Update) error // nil: the attached hub's
 	noMigrate bool
+	syncRep   bool
 }
 
 func invalid(format string, args ...any) error {
@@ -289,6 +350,23 @@ func WithoutMigrations() Option {
 	}
 }
 
+// WithSynchronousReplication acknowledges an update only once a
+// synchronous standby of the server has it, so that a failover to that
+// standby loses no update that Append accepted (see the package
+// documentation). The store's transactions that record or number events
+// commit with synchronous_commit on, whatever the database's or role's
+// default (an operator's remote_apply stays). New fails with
+// [ErrNoSynchronousStandby] unless the server names synchronous standbys
+// (synchronous_standby_names). While none answers, appends wait, and
+// fail at the timeout (see [WithTimeout]), their events recorded all the
+// same: PostgreSQL cancels the wait, not the commit.
+func WithSynchronousReplication() Option {
+	return func(c *config) error {
+		c.syncRep = true
+		return nil
+	}
+}
+
 // The store's interfaces, checked by the compiler: the hub finds the
 // optional ones by a type assertion, which would otherwise fail silently.
 var (
@@ -330,8 +408,10 @@ type Store struct {
 //
 // New fails when the database cannot be reached within the timeout, with
 // [ErrSchema] for tables of a later version (or, with
-// [WithoutMigrations], of another version or missing), and with an error
-// wrapping [mercure.ErrInvalidOption] for a bad option.
+// [WithoutMigrations], of another version or missing), with
+// [ErrNoSynchronousStandby] for [WithSynchronousReplication] on a server
+// without synchronous standbys, and with an error wrapping
+// [mercure.ErrInvalidOption] for a bad option.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	cfg := config{
 		prefix: DefaultPrefix, maxEvents: DefaultMaxEvents, timeout: DefaultTimeout,
@@ -361,21 +441,29 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	}
 	var last int64
 	var id string
+	var at *time.Time
+	var standbys bool
 	err := s.query(tctx, s.n.latest, nil, func(rows pgx.Rows) error {
 		if !rows.Next() {
 			return pgx.ErrNoRows
 		}
-		return rows.Scan(&last, &id)
+		return rows.Scan(&last, &id, &at, &standbys)
 	})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	if last > 0 && id != "" {
+	if cfg.syncRep && !standbys {
+		s.cancel()
+		return nil, fmt.Errorf("%w: its synchronous_standby_names is empty", ErrNoSynchronousStandby)
+	}
+	st := &feedState{last: uint64(last), id: id}
+	if at != nil {
+		st.at = *at
 		s.latest.Seen(uint64(last), id)
 	}
 	s.wg.Add(2)
-	go s.feed(uint64(last))
+	go s.feed(st)
 	go s.seq.run()
 	return s, nil
 }
@@ -579,18 +667,44 @@ func (s *Store) read(ctx context.Context, q querier, after, head uint64) (evs []
 
 // Listen implements [store.Store]. l's functions are called from the
 // store's feed goroutine: l.Event one event at a time in Seq order,
-// l.Status when the feed loses the database and when it is back. Events
-// this Store appended before Listen was called are not passed to
-// l.Event. A listener added during an outage is told at once.
+// l.Status when the feed loses the database and when it is back,
+// l.Rewound when the history lost events the feed passed on (see the
+// package documentation, Failover). Events this Store appended before
+// Listen was called are not passed to l.Event. A listener added during
+// an outage is told at once.
 func (s *Store) Listen(ml store.Listener) (cancel func()) {
 	return s.listeners.Add(ml)
 }
 
-// feed passes to the listeners the events after seq last, woken by the
+// feedState is what the feed keeps across its steps and connections.
+type feedState struct {
+	// last is the seq of the last event passed on (at first, of the
+	// latest event when the store started); id and at are that event's
+	// (at is zero when the history did not hold it, or held no time for
+	// it): once connected, the feed checks that the history still holds
+	// it (see resync).
+	last uint64
+	id   string
+	at   time.Time
+	// notified is the counter the sequencer's latest notification on
+	// this connection announced (see notice).
+	notified    uint64
+	aged, swept time.Time // when the feed last pruned by age, swept expired subscriptions
+	sequence    bool      // run a sequencer round before the next read
+	check       bool      // check the history (see resync) before the next read
+}
+
+// passed records the event seq with id and time at as the last passed.
+func (st *feedState) passed(seq uint64, id string, at time.Time) {
+	st.last, st.id, st.at = seq, id, at
+}
+
+// feed passes to the listeners the events after st.last, woken by the
 // sequencer's NOTIFY, and runs the sequencer itself when PublishTx's
-// NOTIFY arrives and on every poll. On errors it reconnects with backoff
-// and resumes after the last event it delivered.
-func (s *Store) feed(last uint64) {
+// NOTIFY arrives and on every poll. On errors it reconnects with backoff;
+// once connected, it checks that the history still holds the last event
+// it passed on (see resync), and resumes after it.
+func (s *Store) feed(st *feedState) {
 	defer s.wg.Done()
 	var conn *pgx.Conn
 	defer func() {
@@ -599,16 +713,25 @@ func (s *Store) feed(last uint64) {
 		}
 	}()
 	backoff := minBackoff
-	var aged, swept time.Time // when the feed last pruned by age, swept expired subscriptions
-	sequence := true          // run a sequencer round before the next read
+	connected := false // the feed has been connected before
 	for !s.closed() {
 		var err error
 		if conn == nil {
-			conn, err = s.listenConn()
-			sequence = true // notifications were missed
+			if conn, err = s.listenConn(); err == nil {
+				// Notifications were missed, and the server may be
+				// another: a standby promoted, or one restored.
+				st.sequence, st.check = true, true
+				if connected {
+					s.presence.reconnected()
+				}
+				connected = true
+			}
+		}
+		if err == nil && st.check {
+			err = s.resync(conn, st)
 		}
 		if err == nil {
-			err = s.step(conn, &last, &aged, &swept, &sequence)
+			err = s.step(conn, st)
 		}
 		if err == nil {
 			backoff = minBackoff
@@ -643,41 +766,56 @@ func (s *Store) listenConn() (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pc.Exec(ctx, setReadCommitted+`; LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
+	set := setReadCommitted
+	if s.cfg.syncRep {
+		set += `; ` + syncCommitSession
+	}
+	if _, err := pc.Exec(ctx, set+`; LISTEN `+s.n.channel+`; LISTEN `+s.n.txChannel); err != nil {
 		pc.Release()
 		return nil, err
 	}
 	return pc.Hijack(), nil
 }
 
-// step sequences what is pending, delivers what follows last, prunes and
-// sweeps if due, and waits for a notification or the poll interval.
-func (s *Store) step(conn *pgx.Conn, last *uint64, aged, swept *time.Time, sequence *bool) error {
-	if *sequence {
+// step sequences what is pending, delivers what follows st.last, prunes
+// and sweeps if due, and waits for a notification or the poll interval.
+func (s *Store) step(conn *pgx.Conn, st *feedState) error {
+	if st.sequence {
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 		_, err := conn.Exec(ctx, s.n.sequence, seqBatch, s.cfg.maxEvents)
 		cancel()
 		if err != nil {
 			return err
 		}
-		*sequence = false
+		st.sequence = false
 	}
+	woken := false // notifications arrived with the pages
 	for {
-		evs, full, err := s.read(s.ctx, connQuery(conn), *last, math.MaxInt64)
+		evs, full, err := s.read(s.ctx, connQuery(conn), st.last, math.MaxInt64)
 		if err != nil {
 			return err
 		}
+		// A notification that came with the page and shows the counter
+		// gone back makes the page suspect: the feed checks the history
+		// before it passes anything.
+		woken = s.notifications(conn, st) || woken
+		if st.check {
+			return nil
+		}
 		s.listeners.Status(nil)
-		s.deliver(evs, last)
+		s.deliver(evs, st)
 		if !full {
 			break
 		}
 	}
-	if err := s.prune(conn, aged); err != nil {
+	if err := s.prune(conn, &st.aged); err != nil {
 		return err
 	}
-	if err := s.sweep(conn, swept); err != nil {
+	if err := s.sweep(conn, &st.swept); err != nil {
 		return err
+	}
+	if woken {
+		return nil // those notifications may be of events after the pages
 	}
 	// Wait for a notification, then take those already received too.
 	// The sequencer's own notifications call for a read only; those of
@@ -690,34 +828,109 @@ func (s *Store) step(conn *pgx.Conn, last *uint64, aged, swept *time.Time, seque
 	case s.closed():
 		return nil
 	case wctx.Err() != nil:
-		*sequence = true // the poll interval passed
+		st.sequence = true // the poll interval passed
 		return nil
 	default:
 		return err
 	}
-	done, cancel := context.WithCancel(context.Background())
+	s.notice(nf, st)
+	s.notifications(conn, st)
+	return nil
+}
+
+// alreadyDone is a context already done: WaitForNotification, given
+// it, returns the notifications its connection has received, then the
+// context's error, without waiting.
+var alreadyDone = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for ; nf != nil; nf, _ = conn.WaitForNotification(done) {
-		// With a context already done, WaitForNotification returns the
-		// notifications it has buffered, then the context's error.
-		if nf.Channel == s.n.txChannel {
-			*sequence = true
-		}
+	return ctx
+}()
+
+// notifications takes the notifications conn has received, without
+// waiting, and reports whether there were any.
+func (s *Store) notifications(conn *pgx.Conn, st *feedState) bool {
+	some := false
+	for nf, _ := conn.WaitForNotification(alreadyDone); nf != nil; nf, _ = conn.WaitForNotification(alreadyDone) {
+		s.notice(nf, st)
+		some = true
 	}
+	return some
+}
+
+// notice takes a notification. PublishTx's call for a sequencer round.
+// The sequencer's carry its counter, which never goes back unless the
+// history did (a database restored under the feed): its rounds commit
+// one at a time, under its lock, and notifications arrive in commit
+// order. One that does sets off a check of the history. (A check resets
+// the comparison: notifications of commits before it may still arrive.)
+func (s *Store) notice(nf *pgconn.Notification, st *feedState) {
+	switch nf.Channel {
+	case s.n.txChannel:
+		st.sequence = true
+	case s.n.channel:
+		n, err := strconv.ParseUint(nf.Payload, 10, 64)
+		if err != nil {
+			return
+		}
+		if n < st.notified {
+			st.check = true
+		}
+		st.notified = n
+	}
+}
+
+// resync checks, with one statement, that the history still holds the
+// last event the feed passed on: at the same seq, with the same id and
+// time. The feed runs it once connected, before it reads, and when a
+// notification shows the counter gone back. If the event is there, or
+// gone with the counter at or past it (retention deleted it, and the
+// next read reports the gap), the feed goes on. Otherwise the history
+// was rewound: the counter is behind the event, or its seq holds
+// another one (a standby promoted without the latest events, which then
+// numbered new ones from where it stood; a database restored). The feed
+// then tells the listeners where the history ends now (see
+// [store.Listener].Rewound), before any event of it, and goes on after
+// that.
+func (s *Store) resync(conn *pgx.Conn, st *feedState) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	defer cancel()
+	var when any // null: compare the id alone
+	if !st.at.IsZero() {
+		when = st.at
+	}
+	var head int64
+	var id string
+	var at *time.Time
+	var same *bool // null: no row at st.last
+	if err := conn.QueryRow(ctx, s.n.resync, int64(st.last), st.id, when).Scan(&head, &id, &at, &same); err != nil {
+		return err
+	}
+	st.check, st.notified = false, 0
+	if uint64(head) >= st.last && (same == nil || *same) {
+		return nil
+	}
+	var t time.Time
+	latest := id
+	if at != nil {
+		t = *at
+	} else {
+		latest = store.Earliest // empty, or its latest event not retained
+	}
+	s.latest.Rewind(uint64(head), latest)
+	s.listeners.Rewind(uint64(head), latest)
+	st.passed(uint64(head), id, t)
 	return nil
 }
 
 // deliver passes evs to the listeners, telling them first of a gap
 // before any event that does not follow the previous one.
-func (s *Store) deliver(evs []*store.Event, last *uint64) {
-	if len(evs) == 0 {
-		return
-	}
+func (s *Store) deliver(evs []*store.Event, st *feedState) {
 	for _, e := range evs {
-		if e.Seq != *last+1 {
+		if e.Seq != st.last+1 {
 			s.listeners.Gap()
 		}
-		*last = e.Seq
+		st.passed(e.Seq, e.ID, e.Time)
 		s.latest.Seen(e.Seq, e.ID)
 		s.listeners.Deliver(e)
 	}

@@ -32,8 +32,8 @@ type names struct {
 	channel, txChannel   string // NOTIFY channels: sequenced, committed
 	seqLock, migrateLock int64  // advisory lock keys
 
-	appendBatch, insertNotify, sequence, page, replayStart, latest, prune, pruneAge string
-	subsList, subsSweep                                                             string
+	appendBatch, insertNotify, sequence, page, replayStart, latest, resync, prune, pruneAge string
+	subsList, subsSweep                                                                     string
 }
 
 func newNames(prefix string) *names {
@@ -80,7 +80,22 @@ func newNames(prefix string) *names {
 	n.subsSweep = r.Replace(`WITH gone AS (
 		DELETE FROM HUBS WHERE hub IN (SELECT hub FROM HUBS WHERE expires < now() ORDER BY expires LIMIT $1) RETURNING hub
 	) DELETE FROM SUBS WHERE hub IN (SELECT hub FROM gone)`)
-	n.latest = r.Replace(`SELECT m.last_seq, coalesce((SELECT update_id FROM EV WHERE seq = m.last_seq), '') FROM META m`)
+	// The latest event: its seq, and its id and time if it is retained;
+	// and whether the server names synchronous standbys (see
+	// WithSynchronousReplication).
+	n.latest = r.Replace(`SELECT m.last_seq, coalesce(h.update_id, ''), h.at, current_setting('synchronous_standby_names') <> ''
+		FROM META m LEFT JOIN EV h ON h.seq = m.last_seq`)
+	// What a feed checks once connected (see Store.resync): the latest
+	// event as n.latest, and whether the row at seq $1 holds the event
+	// with id $2 and, unless $3 is null, time $3 (null: no row there).
+	// The time is the event's, from its body, in nanoseconds; the column
+	// has microseconds, which pgx truncates to and a driver sending text
+	// (PublishSQLTx) may round to: they may differ by one.
+	n.resync = r.Replace(`SELECT m.last_seq, coalesce(h.update_id, ''), h.at,
+		(SELECT (e.update_id = $2 AND ($3::timestamptz IS NULL OR
+			e.at BETWEEN $3::timestamptz - interval '1 microsecond' AND $3::timestamptz + interval '1 microsecond')) IS TRUE
+			FROM EV e WHERE e.seq = $1)
+		FROM META m LEFT JOIN EV h ON h.seq = m.last_seq`)
 	// Retention by age deletes a prefix of the sequence, at most $2
 	// events at a time, so that the retained history has no hole.
 	n.prune = r.Replace(`DELETE FROM EV WHERE seq IS NOT NULL AND seq <= least($1::bigint, (SELECT min(seq) FROM EV WHERE seq IS NOT NULL) + $2::bigint)`)

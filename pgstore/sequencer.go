@@ -171,7 +171,7 @@ func (q *sequencer) batch(batch []*appendReq) {
 		of[i] = j
 	}
 	seqs := make([]uint64, 0, len(ids))
-	err := s.query(ctx, s.n.appendBatch, []any{seqBatch, ids, bodies, ats, sizes, digests, s.cfg.maxEvents, s.cfg.window.Seconds()},
+	err := s.record(ctx, s.n.appendBatch, []any{seqBatch, ids, bodies, ats, sizes, digests, s.cfg.maxEvents, s.cfg.window.Seconds()},
 		func(rows pgx.Rows) error {
 			for rows.Next() {
 				var seq int64

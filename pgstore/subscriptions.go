@@ -50,12 +50,29 @@ type presence struct {
 	local   map[string][]byte // id → JSON of this store's active subscriptions
 	resync  bool              // rewrite the whole set at the next write
 	started bool              // the refresher runs
+	wake    chan struct{}     // the refresher writes at once
 }
 
 func (p *presence) init(s *Store) {
 	p.s = s
 	p.name = uuid.New()
 	p.local = make(map[string][]byte)
+	p.wake = make(chan struct{}, 1)
+}
+
+// reconnected has the refresher rewrite the store's whole set at once,
+// if it shares one: the feed connected again, maybe to another server, a
+// standby promoted that lacks the latest writes. The refresher alone
+// rewrites the set when the store's row is gone, and the row may have
+// reached the standby before the writes it lacks.
+func (p *presence) reconnected() {
+	p.mu.Lock()
+	p.resync = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // UpdateSubscriptions records changes of the subscriptions of the hub
@@ -186,8 +203,9 @@ func (s *Store) Subscriptions(ctx context.Context) ([]store.Subscription, error)
 	return subs, nil
 }
 
-// refresher refreshes the store's row every third of the TTL, rewriting
-// the set after a failure, until the store closes.
+// refresher refreshes the store's row every third of the TTL, and when
+// the feed connected again, rewriting the set after a failure or a
+// reconnection, until the store closes.
 func (p *presence) refresher() {
 	defer p.s.wg.Done()
 	ttl := p.s.cfg.subTTL
@@ -196,6 +214,7 @@ func (p *presence) refresher() {
 	for {
 		select {
 		case <-t.C:
+		case <-p.wake:
 		case <-p.s.ctx.Done():
 			return
 		}

@@ -1,8 +1,9 @@
 // Package pgtest runs throwaway PostgreSQL clusters for the tests of
 // pgstore and of programs that use it: a test may kill and restart its own
-// server without disturbing the shared one named by MERCURE_TEST_POSTGRES.
-// It needs PostgreSQL's server programs (initdb, postgres) on a unix
-// system.
+// server without disturbing the shared one named by MERCURE_TEST_POSTGRES,
+// or stage a failover to a standby of it (see Server.StartStandby).
+// It needs PostgreSQL's server programs (initdb, postgres, and
+// pg_basebackup for a standby) on a unix system.
 //
 // A cluster is a copy of a template that initdb makes once for the
 // installed server and keeps for later runs (mercure-pgtest-*), as Go

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -166,5 +169,111 @@ func TestSweep(t *testing.T) {
 		if _, err := os.Stat(dir); err != nil {
 			t.Errorf("%s removed: %v", dir, err)
 		}
+	}
+}
+
+// A standby killed while the primary commits lacks that commit once
+// promoted, and accepts writes; the multi-host DSN then reaches it.
+func TestStandbyLosesWhatItMissed(t *testing.T) {
+	t.Parallel()
+	p := Start(t)
+	sb := p.StartStandby(t, false)
+	ctx := context.Background()
+	exec := func(dsn, sql string) error {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, sql)
+		return err
+	}
+	count := func(dsn string) int {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return -1
+		}
+		defer c.Close(ctx)
+		var n int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
+			return -1
+		}
+		return n
+	}
+	if err := exec(p.DSN, `CREATE TABLE t (x int); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, "the standby to replay the first row", func() bool { return count(sb.DSN) == 1 })
+	sb.Stop()
+	if err := exec(p.DSN, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	sb.Start()
+	sb.Promote()
+	if n := count(MultiHostDSN(p, sb)); n != 1 {
+		t.Fatalf("the promoted standby holds %d rows, want 1", n)
+	}
+	if err := exec(MultiHostDSN(p, sb), `INSERT INTO t VALUES (3)`); err != nil {
+		t.Fatalf("writing to the promoted standby: %v", err)
+	}
+}
+
+// With a synchronous standby, a commit waits for it: while it is down,
+// the committing session waits (SyncRep), and commits once it is back.
+// The standby, promoted, waits for no standby of its own.
+func TestSynchronousStandby(t *testing.T) {
+	t.Parallel()
+	p := Start(t)
+	sb := p.StartStandby(t, true)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, p.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `CREATE TABLE t (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	sb.Kill()
+	done := make(chan error, 1)
+	go func() {
+		c, err := pgx.Connect(ctx, p.DSN)
+		if err == nil {
+			_, err = c.Exec(ctx, `INSERT INTO t VALUES (1)`)
+			c.Close(ctx)
+		}
+		done <- err
+	}()
+	storetest.WaitFor(t, "a commit to wait for the standby", func() bool {
+		var n int
+		return c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n) == nil && n == 1
+	})
+	sb.Start()
+	if err := <-done; err != nil {
+		t.Fatalf("the commit, once the standby is back: %v", err)
+	}
+	p.Kill()
+	sb.Promote()
+	c2, err := pgx.Connect(ctx, sb.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(ctx)
+	var names string
+	if err := c2.QueryRow(ctx, `SHOW synchronous_standby_names`).Scan(&names); err != nil || names != "" {
+		t.Fatalf("the promoted standby's synchronous_standby_names: %q (%v), want none", names, err)
+	}
+	if _, err := c2.Exec(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMultiHostDSN(t *testing.T) {
+	t.Parallel()
+	got := MultiHostDSN(&Server{Port: 5001}, &Server{Port: 5002})
+	want := "postgres://postgres@127.0.0.1:5001,127.0.0.1:5002/postgres?sslmode=disable&target_session_attrs=read-write"
+	if got != want {
+		t.Fatalf("MultiHostDSN: %s, want %s", got, want)
 	}
 }

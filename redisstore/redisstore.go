@@ -55,7 +55,8 @@
 // (a client whose last event was lost is told so: spec §Reconnection,
 // State Reconciliation, and Event Sourcing), and it goes on with the
 // entries of the new primary: none is skipped or delivered twice. The
-// ids of the events it had delivered that the new primary lacks stay
+// ids of the events it had delivered that the new primary lacks (the
+// last [store.PassedCap] it delivered at most) stay
 // unknown cursors for a day (the set stream+":vanished"): a client that
 // got one resumes from the start of history, not after a retry of the
 // same update that the new primary recorded later, past updates it never
@@ -256,9 +257,8 @@ type Store struct {
 	latest store.Latest
 
 	listeners store.Fanout
-	// fed keeps the last entries the feed passed on (see verify); only
-	// the feed's goroutine uses it.
-	fed fedRing
+	// passed keeps the last events the feed passed on (see verify).
+	passed store.Passed
 
 	presence presence
 }
@@ -1003,7 +1003,7 @@ func (s *Store) deliver(res []redis.XStream, last string, n uint64) (string, uin
 				continue
 			}
 			s.latest.Seen(e.Seq, e.ID)
-			s.fed.add(m.ID, e.ID)
+			s.passed.Add(e.Seq, e.ID, e.Time)
 			s.listeners.Deliver(e)
 		}
 	}
@@ -1072,10 +1072,10 @@ func (s *Store) verify(last string, n uint64) (string, uint64, error) {
 	// on, before any stream ends for the rewind: a client that got one
 	// and resumes with it must not resume after a retry of its update
 	// that the new primary recorded later, past updates it never got.
-	if err := s.bury(s.fed.after(seq)); err != nil {
+	if err := s.bury(s.passed.After(seq)); err != nil {
 		return last, n, err
 	}
-	s.fed.forget(seq)
+	s.passed.Forget(seq)
 	s.latest.Rewind(seq, id)
 	s.listeners.Rewind(seq, id)
 	return prev, number, nil
@@ -1085,14 +1085,14 @@ func (s *Store) verify(last string, n uint64) (string, uint64, error) {
 // cursors: far longer than a client takes to resume.
 const vanishedTTL = 24 * time.Hour
 
-// bury records ids as those of events that vanished (see verify).
-func (s *Store) bury(ids []string) error {
-	if len(ids) == 0 {
+// bury records the ids of events that vanished (see verify).
+func (s *Store) bury(events []store.PassedEvent) error {
+	if len(events) == 0 {
 		return nil
 	}
-	members := make([]any, len(ids))
-	for i, id := range ids {
-		members[i] = id
+	members := make([]any, len(events))
+	for i, e := range events {
+		members[i] = e.ID
 	}
 	_, err := call(s, s.ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -1102,56 +1102,6 @@ func (s *Store) bury(ids []string) error {
 		})
 	})
 	return err
-}
-
-// fedCap is how many of the entries it passed on the feed remembers: the
-// ids of as many lost in a failover are unknown cursors afterwards (see
-// verify). A replica lags a thousand entries behind only when it is about
-// to be dropped.
-const fedCap = 1024
-
-// fedRing holds the last fedCap entries the feed passed on: their Seq
-// and update id.
-type fedRing struct {
-	seqs [fedCap]uint64
-	ids  [fedCap]string
-	next int // where the next goes
-	n    int // how many it holds
-}
-
-func (r *fedRing) add(entry, id string) {
-	seq, err := parseID(entry)
-	if err != nil {
-		return
-	}
-	r.seqs[r.next], r.ids[r.next] = seq, id
-	r.next = (r.next + 1) % fedCap
-	r.n = min(r.n+1, fedCap)
-}
-
-// after returns the update ids of the entries it holds after Seq seq.
-func (r *fedRing) after(seq uint64) []string {
-	var ids []string
-	for k := 1; k <= r.n; k++ {
-		i := (r.next - k + fedCap) % fedCap
-		if r.seqs[i] <= seq {
-			break // entries are in Seq order
-		}
-		ids = append(ids, r.ids[i])
-	}
-	return ids
-}
-
-// forget drops the entries after Seq seq.
-func (r *fedRing) forget(seq uint64) {
-	for r.n > 0 {
-		i := (r.next - 1 + fedCap) % fedCap
-		if r.seqs[i] <= seq {
-			return
-		}
-		r.ids[i] = ""
-		r.next, r.n = i, r.n-1
-	}
 }
 
 func str(v any) string { s, _ := v.(string); return s }

@@ -139,5 +139,5 @@ func ExampleMigrations() {
 		_ = s // written to the application's migration, in order
 	}
 	fmt.Println(len(stmts), "scripts to version", pgstore.SchemaVersion)
-	// Output: 4 scripts to version 2
+	// Output: 5 scripts to version 3
 }

@@ -125,7 +125,11 @@
 // last event, before any event of the new history, and goes on after it:
 // the hubs end their streams, whose clients resume from history, and
 // LatestID goes back. A Last-Event-ID naming a lost event is unknown, and
-// replays the whole history. A database restored from a backup is found
+// replays the whole history; so is, for a day, the id of an event the
+// feed passed on (among its last [store.PassedCap]) that the new history
+// lacks, even once a publisher's retry recorded the same update again
+// (the table prefix+"_vanished"): a client that got it must not resume
+// after the retry, past updates it never got. A database restored from a backup is found
 // the same way, also while the feed stays connected: the sequencer's
 // notification then announces a counter below the one before. Each store
 // writes its shared subscriptions again once its feed is back, since the
@@ -692,6 +696,7 @@ type feedState struct {
 	aged, swept time.Time // when the feed last pruned by age, swept expired subscriptions
 	sequence    bool      // run a sequencer round before the next read
 	check       bool      // check the history (see resync) before the next read
+	recent      store.Passed
 }
 
 // passed records the event seq with id and time at as the last passed.
@@ -917,9 +922,64 @@ func (s *Store) resync(conn *pgx.Conn, st *feedState) error {
 	} else {
 		latest = store.Earliest // empty, or its latest event not retained
 	}
+	if err := s.bury(ctx, conn, &st.recent); err != nil {
+		return err
+	}
 	s.latest.Rewind(uint64(head), latest)
 	s.listeners.Rewind(uint64(head), latest)
 	st.passed(uint64(head), id, t)
+	return nil
+}
+
+// bury records, before any stream ends for a rewind, the ids of the
+// events the feed passed on that the history no longer holds at their
+// seq (see [store.Passed]): from then on, for a day, they are unknown
+// cursors. It then forgets them all: the history they were checked
+// against is gone.
+func (s *Store) bury(ctx context.Context, conn *pgx.Conn, recent *store.Passed) error {
+	passed := recent.After(0)
+	if len(passed) == 0 {
+		return nil
+	}
+	seqs := make([]int64, len(passed))
+	for i, e := range passed {
+		seqs[i] = int64(e.Seq)
+	}
+	type row struct {
+		id string
+		at time.Time
+	}
+	held := make(map[uint64]row, len(passed))
+	rows, err := conn.Query(ctx, s.n.held, seqs)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var seq int64
+		var r row
+		if err := rows.Scan(&seq, &r.id, &r.at); err != nil {
+			rows.Close()
+			return err
+		}
+		held[uint64(seq)] = r
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var gone []string
+	for _, e := range passed {
+		r, ok := held[e.Seq]
+		// Times as resync compares them: microseconds, maybe rounded.
+		if !ok || r.id != e.ID || r.at.Sub(e.Time).Abs() > time.Microsecond {
+			gone = append(gone, e.ID)
+		}
+	}
+	if len(gone) > 0 {
+		if _, err := conn.Exec(ctx, s.n.bury, gone); err != nil {
+			return err
+		}
+	}
+	recent.Forget(0)
 	return nil
 }
 
@@ -931,6 +991,7 @@ func (s *Store) deliver(evs []*store.Event, st *feedState) {
 			s.listeners.Gap()
 		}
 		st.passed(e.Seq, e.ID, e.Time)
+		st.recent.Add(e.Seq, e.ID, e.Time)
 		s.latest.Seen(e.Seq, e.ID)
 		s.listeners.Deliver(e)
 	}

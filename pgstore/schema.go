@@ -21,19 +21,22 @@ import (
 // Version 2 records each event's size and a digest of its update, and
 // appends with prefix+"_append2", which recognises retries; version 1's
 // functions stay, so that the stores of the previous release append until
-// they are replaced.
-const SchemaVersion = 2
+// they are replaced. Version 3 adds prefix+"_vanished", the ids of events
+// a failover lost, which are unknown cursors for a day (see the package
+// documentation).
+const SchemaVersion = 3
 
 // names holds the identifiers and statements of one table prefix.
 type names struct {
 	prefix               string
 	events, meta         string
 	hubs, subs, schema   string
+	vanished             string
 	channel, txChannel   string // NOTIFY channels: sequenced, committed
 	seqLock, migrateLock int64  // advisory lock keys
 
 	appendBatch, insertNotify, sequence, page, replayStart, latest, resync, prune, pruneAge string
-	subsList, subsSweep                                                                     string
+	subsList, subsSweep, held, bury                                                         string
 }
 
 func newNames(prefix string) *names {
@@ -44,6 +47,7 @@ func newNames(prefix string) *names {
 		hubs:      prefix + "_hubs",
 		subs:      prefix + "_subs",
 		schema:    prefix + "_schema",
+		vanished:  prefix + "_vanished",
 		channel:   prefix + "_seq",
 		txChannel: prefix + "_new",
 	}
@@ -52,7 +56,7 @@ func newNames(prefix string) *names {
 	n.seqLock = int64(h.Sum64())
 	n.migrateLock = n.seqLock ^ 1
 	r := strings.NewReplacer("EV", n.events, "META", n.meta, "HUBS", n.hubs, "SUBS", n.subs,
-		"CHAN", n.channel, "TXCH", n.txChannel, "PFX", prefix)
+		"VANISHED", n.vanished, "CHAN", n.channel, "TXCH", n.txChannel, "PFX", prefix)
 	n.appendBatch = r.Replace(`SELECT rseq FROM PFX_append2($1, $2::text[], $3::json[], $4::timestamptz[], $5::int[], $6::bytea[], $7, make_interval(secs => $8))`)
 	// The NOTIFY is sent when the application's transaction commits,
 	// and not at all when it rolls back.
@@ -70,10 +74,21 @@ func newNames(prefix string) *names {
 			sum(coalesce(bytes, octet_length(body::text))) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS run
 		FROM EV WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3
 	) SELECT e.seq, e.body, p.run FROM p JOIN EV e USING (seq) WHERE p.run - p.size < $4 ORDER BY e.seq`)
+	// The cursor $1 resolves to the oldest retained event with its id,
+	// unless an event with that id vanished in a failover within a day.
 	n.replayStart = r.Replace(`SELECT m.last_seq,
-		(SELECT min(seq) FROM EV WHERE update_id = $1 AND seq IS NOT NULL AND seq <= m.last_seq),
+		(SELECT min(seq) FROM EV WHERE update_id = $1 AND seq IS NOT NULL AND seq <= m.last_seq
+			AND NOT EXISTS (SELECT 1 FROM VANISHED v WHERE v.update_id = $1 AND v.at > now() - interval '1 day')),
 		(SELECT min(seq) FROM EV WHERE seq IS NOT NULL)
 		FROM META m`)
+	// The events at the seqs $1, to compare with those the feed passed
+	// on (see Store.bury).
+	n.held = r.Replace(`SELECT seq, update_id, at FROM EV WHERE seq = ANY($1::bigint[])`)
+	// Records the ids $1 of events that vanished, and forgets those of a
+	// day ago.
+	n.bury = r.Replace(`WITH old AS (DELETE FROM VANISHED WHERE at <= now() - interval '1 day')
+		INSERT INTO VANISHED (update_id, at) SELECT DISTINCT unnest($1::text[]), now()
+		ON CONFLICT (update_id) DO UPDATE SET at = excluded.at`)
 	n.subsList = r.Replace(`SELECT s.id, s.doc FROM SUBS s JOIN HUBS h USING (hub) WHERE h.expires >= now() AND h.hub <> $1`)
 	// The stores that stopped refreshing their row, at most $1 of them,
 	// and their subscriptions.
@@ -106,7 +121,7 @@ func newNames(prefix string) *names {
 // migrations[v] takes the schema from version v to v+1.
 func (n *names) migrations() []string {
 	r := strings.NewReplacer("EV", n.events, "META", n.meta, "HUBS", n.hubs, "SUBS", n.subs,
-		"CHAN", n.channel, "PFX", n.prefix, "SEQLOCK", fmt.Sprint(n.seqLock))
+		"VANISHED", n.vanished, "CHAN", n.channel, "PFX", n.prefix, "SEQLOCK", fmt.Sprint(n.seqLock))
 	return []string{r.Replace(`
 CREATE TABLE EV (
 	id bigserial PRIMARY KEY,
@@ -266,6 +281,10 @@ BEGIN
 	PERFORM pg_notify('CHAN', (last + n)::text);
 END
 $fn$;
+`), r.Replace(`
+-- The ids of events that a failover lost: a client that got one must not
+-- resume after a retry of its update that the new primary recorded later.
+CREATE TABLE VANISHED (update_id text PRIMARY KEY, at timestamptz NOT NULL);
 `)}
 }
 

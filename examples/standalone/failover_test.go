@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/pgstore/pgtest"
 	"github.com/mercurekit/mercure/redisstore/redistest"
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -199,4 +200,19 @@ func TestParseRedisURL(t *testing.T) {
 	if r, _ := parseRedisURL("redis-sentinel://u:p@h:1/0?master=m&password=q"); strings.Contains(r.shown, "p@") || strings.Contains(r.shown, "=q") {
 		t.Errorf("shown as %s: passwords in it", r.shown)
 	}
+}
+
+// -store postgres://… with several hosts (pgx's multi-host form) follows
+// the primary: a synchronous standby promoted after the primary's death
+// holds the update acknowledged before it, and the hubs publish again on
+// their own.
+func TestStandalone_PostgresStandby(t *testing.T) {
+	t.Parallel()
+	p := pgtest.Start(t)
+	sb := p.StartStandby(t, true)
+	a, b := twoHubs(t, pgtest.MultiHostDSN(p, sb))
+	testFailover(t, a, b, func() func() {
+		p.Kill()
+		return sb.Promote
+	})
 }

@@ -9,6 +9,13 @@
 // thousands) may take it before the server listens, which then fails
 // with "address already in use". The ports of this package are below that
 // range, where no outgoing connection is given a port.
+//
+// The test processes of a run (go test runs packages side by side) pick
+// from the same range, and a test that kills its server and starts it
+// again leaves its port free meanwhile: each port this package gives out
+// is reserved, on Unix systems, by a lock on a file of its own in the
+// temporary directory (mercure-loopback/PORT), which the other processes
+// skip, until the test ends (Port) or the process does (Free).
 package loopback
 
 import (
@@ -27,15 +34,20 @@ const lowest = 10000
 // restart; it fails t when it finds none.
 func Port(t testing.TB) int {
 	t.Helper()
-	p, err := Free()
+	p, release, err := port(ephemeralStart())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(release)
 	return p
 }
 
-// Free is [Port] for programs: it returns the error.
-func Free() (int, error) { return port(ephemeralStart()) }
+// Free is [Port] for programs: it returns the error, and the port stays
+// reserved until the process ends.
+func Free() (int, error) {
+	p, _, err := port(ephemeralStart())
+	return p, err
+}
 
 // Addr returns "127.0.0.1:" and a port from [Port].
 func Addr(t testing.TB) string {
@@ -43,22 +55,27 @@ func Addr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", Port(t))
 }
 
-// port returns a free port in [lowest, below), tried at random: processes
-// that pick at once rarely pick the same.
-func port(below int) (int, error) {
+// port returns a free port in [lowest, below), tried at random, that no
+// other process has reserved, and reserves it until release.
+func port(below int) (p int, release func(), err error) {
 	if below <= lowest {
-		return 0, fmt.Errorf("loopback: no ports below the ephemeral range (it starts at %d)", below)
+		return 0, nil, fmt.Errorf("loopback: no ports below the ephemeral range (it starts at %d)", below)
 	}
-	var err error
 	for range 100 {
-		p := lowest + rand.IntN(below-lowest)
+		p = lowest + rand.IntN(below-lowest)
+		var ok bool
+		if release, ok = reserve(p); !ok {
+			err = fmt.Errorf("port %d reserved by another process", p)
+			continue
+		}
 		var l net.Listener
 		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
 			l.Close()
-			return p, nil
+			return p, release, nil
 		}
+		release()
 	}
-	return 0, fmt.Errorf("loopback: no free port in [%d, %d): %v", lowest, below, err)
+	return 0, nil, fmt.Errorf("loopback: no free port in [%d, %d): %v", lowest, below, err)
 }
 
 // ephemeralStart returns the first port of the kernel's ephemeral range:

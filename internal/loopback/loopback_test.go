@@ -2,6 +2,7 @@ package loopback
 
 import (
 	"net"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -48,7 +49,28 @@ func TestEphemeralStart(t *testing.T) {
 // A range that leaves nothing below it is an error, not a loop.
 func TestNoRoom(t *testing.T) {
 	t.Parallel()
-	if p, err := port(lowest); err == nil {
+	if p, _, err := port(lowest); err == nil {
 		t.Fatalf("port %d from an empty range", p)
 	}
+}
+
+// A port given out is reserved until its test ends: reserving it again
+// fails, as it does in another process (a lock on a file is held by an
+// open file, not by a process); once released, it can be reserved.
+func TestReserved(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		t.Skip("only Unix systems reserve ports")
+	}
+	var p int
+	t.Run("given", func(t *testing.T) {
+		p = Port(t)
+		if _, ok := reserve(p); ok {
+			t.Fatalf("port %d reserved twice", p)
+		}
+	})
+	release, ok := reserve(p)
+	if !ok {
+		t.Fatalf("port %d still reserved once its test ended", p)
+	}
+	release()
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,10 +121,16 @@ func (s *Server) Start() {
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer rdb.Close()
 	var err error
+	pid := "process_id:" + strconv.Itoa(s.cmd.Process.Pid) + "\r\n"
 	if !storetest.Within(storetest.Deadline, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		err = rdb.Ping(ctx).Err()
+		// This process's server, not another one on the port (which
+		// this one, failing to listen, would leave answering).
+		var info string
+		if info, err = rdb.Info(ctx, "server").Result(); err == nil && !strings.Contains(info, pid) {
+			err = fmt.Errorf("another process answers on %s", s.Addr)
+		}
 		return err == nil
 	}) {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))

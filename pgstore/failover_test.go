@@ -1,11 +1,9 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -515,6 +513,15 @@ func TestRewoundUnderTheFeed(t *testing.T) {
 	j.settle(t, a, "a1/1", "a2/2", "a3/3", "REWOUND 2/x", "y/3")
 }
 
+// viaProxy returns a proxy to pool's server, which a test cuts and
+// mends, and a pool that reaches the server through it.
+func viaProxy(t *testing.T, pool *pgxpool.Pool) (*storetest.Proxy, *pgxpool.Pool) {
+	t.Helper()
+	c := pool.Config().ConnConfig
+	proxy := storetest.StartProxy(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
+	return proxy, newPool(t, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.User, proxy.Addr(), c.Database))
+}
+
 // TestRewoundWhileCutOff: the history goes back and moves on past the
 // last event a feed passed while the feed was cut off. Connected again,
 // the feed finds that event's Seq holding another one, reports the
@@ -522,10 +529,8 @@ func TestRewoundUnderTheFeed(t *testing.T) {
 func TestRewoundWhileCutOff(t *testing.T) {
 	t.Parallel()
 	pool, prefix := db(t)
-	c := pool.Config().ConnConfig
-	proxy := storetest.StartProxy(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
-	through := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.User, proxy.Addr(), c.Database)
-	a, b := open(t, newPool(t, through), prefix, failoverOpts...), open(t, pool, prefix)
+	proxy, through := viaProxy(t, pool)
+	a, b := open(t, through, prefix, failoverOpts...), open(t, pool, prefix)
 	j := record(t, a)
 	for _, id := range []string{"a1", "a2", "a3"} {
 		mustAppend(t, a, id)
@@ -552,10 +557,8 @@ func TestRewoundWhileCutOff(t *testing.T) {
 func TestResyncTakesRoundedTimes(t *testing.T) {
 	t.Parallel()
 	pool, prefix := db(t)
-	c := pool.Config().ConnConfig
-	proxy := storetest.StartProxy(t, fmt.Sprintf("%s:%d", c.Host, c.Port), nil)
-	through := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.User, proxy.Addr(), c.Database)
-	s := open(t, newPool(t, through), prefix, failoverOpts...)
+	proxy, through := viaProxy(t, pool)
+	s := open(t, through, prefix, failoverOpts...)
 	j := record(t, s)
 	at := time.Now().Truncate(time.Microsecond).Add(999 * time.Nanosecond) // rounds up
 	body := fmt.Sprintf(`{"t":["x"],"i":"r","ts":%d}`, at.UnixNano())
@@ -569,67 +572,11 @@ func TestResyncTakesRoundedTimes(t *testing.T) {
 	j.settle(t, s, "r/1")
 }
 
-// stream is a subscriber's stream read to its end: the ids of its
-// events, and ended closed once the hub has ended it.
-type stream struct {
-	ids   chan string
-	ended chan struct{}
-}
-
 // openStream subscribes to topic on in, resuming after lastEventID when
 // it is not empty; the stream is closed when t ends.
-func openStream(t *testing.T, in *instance, lastEventID string) *stream {
+func openStream(t *testing.T, in *instance, lastEventID string) *storetest.Stream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.srv.URL+"/.well-known/mercure?match="+url.QueryEscape(topic), nil)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
-	}
-	resp, err := in.srv.Client().Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		cancel()
-		t.Fatalf("subscribe: %v %v", resp, err)
-	}
-	s := &stream{ids: make(chan string, 100), ended: make(chan struct{})}
-	go func() {
-		defer close(s.ended)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		var id string
-		var data bool
-		for sc.Scan() {
-			switch line := sc.Text(); {
-			case line == "":
-				if data && id != "" {
-					s.ids <- id
-				}
-				id, data = "", false
-			case strings.HasPrefix(line, "id: "):
-				id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "data:"):
-				data = true
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-s.ended })
-	return s
-}
-
-// read returns the ids the stream has read so far.
-func (s *stream) read() []string {
-	var ids []string
-	for {
-		select {
-		case id := <-s.ids:
-			ids = append(ids, id)
-		default:
-			return ids
-		}
-	}
+	return storetest.Subscribe(t, in.srv, "/.well-known/mercure", "match="+url.QueryEscape(topic), lastEventID)
 }
 
 // TestFailoverHub: a hub on the store, a subscriber connected through a
@@ -659,7 +606,7 @@ func TestFailoverHub(t *testing.T) {
 	publish("b1")
 	publish("b2")
 	var got []string
-	storetest.WaitFor(t, "the stream to get a1 to b2", func() bool { got = append(got, s1.read()...); return len(got) >= 4 })
+	storetest.WaitFor(t, "the stream to get a1 to b2", func() bool { got = append(got, s1.Read()...); return len(got) >= 4 })
 	if want := []string{"a1", "a2", "b1", "b2"}; !slices.Equal(got, want) {
 		t.Fatalf("the stream got %q, want %q", got, want)
 	}
@@ -667,17 +614,17 @@ func TestFailoverHub(t *testing.T) {
 	sb.Start()
 	promote(t, sb)
 	select {
-	case <-s1.ended:
+	case <-s1.Ended():
 	case <-time.After(storetest.Deadline):
 		t.Fatal("the stream did not end after the rewind")
 	}
-	if extra := s1.read(); len(extra) > 0 {
+	if extra := s1.Read(); len(extra) > 0 {
 		t.Fatalf("the stream got %q after b2", extra)
 	}
 	s2 := openStream(t, in, "b2")
 	publish("c1")
 	got = nil
-	storetest.WaitFor(t, "the resumed stream to get c1", func() bool { got = append(got, s2.read()...); return slices.Contains(got, "c1") })
+	storetest.WaitFor(t, "the resumed stream to get c1", func() bool { got = append(got, s2.Read()...); return slices.Contains(got, "c1") })
 	if want := []string{"a1", "a2", "c1"}; !slices.Equal(got, want) {
 		t.Fatalf("the resumed stream got %q, want %q", got, want)
 	}

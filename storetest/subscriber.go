@@ -77,6 +77,24 @@ func Subscribe(t testing.TB, srv *httptest.Server, path, q, lastEventID string) 
 // Close ends the stream and waits for its reader.
 func (s *Stream) Close() { s.cancel(); <-s.done }
 
+// Ended is closed once the stream has ended, by the hub or by Close, and
+// its reader has sent every id it read.
+func (s *Stream) Ended() <-chan struct{} { return s.done }
+
+// Read returns the ids read so far that no call took yet, without
+// waiting.
+func (s *Stream) Read() []string {
+	var ids []string
+	for {
+		select {
+		case id := <-s.IDs:
+			ids = append(ids, id)
+		default:
+			return ids
+		}
+	}
+}
+
 // Collect reads ids until want have been read or none comes for
 // Deadline, then any extra one that comes within 200 ms.
 func (s *Stream) Collect(want int) []string {

@@ -220,13 +220,7 @@ func (s *Server) clusterInfo() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	fields := map[string]string{}
-	for line := range strings.Lines(text) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			fields[k] = v
-		}
-	}
-	return fields, nil
+	return infoFields(text), nil
 }
 
 // WaitSettled waits until every running node reports cluster_state:ok,

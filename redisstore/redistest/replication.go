@@ -41,13 +41,19 @@ func (s *Server) info(section string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return infoFields(text), nil
+}
+
+// infoFields returns the fields of a reply of INFO or CLUSTER INFO:
+// lines of name:value.
+func infoFields(text string) map[string]string {
 	fields := map[string]string{}
 	for line := range strings.Lines(text) {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			fields[k] = v
 		}
 	}
-	return fields, nil
+	return fields
 }
 
 // running reports whether the server's process runs and answers: not

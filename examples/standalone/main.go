@@ -34,7 +34,9 @@
 // postgres://USER[:PASS]@HOST:PORT/DB (or postgresql://) keeps the history
 // in PostgreSQL tables that every hub started with the same URL shares;
 // the query parameter prefix names the tables (default mercure), the
-// others are pgx connection parameters (sslmode=disable, say).
+// others are pgx connection parameters (sslmode=disable, say). With a
+// primary and standbys, name them all, HOST:PORT,HOST:PORT, with
+// target_session_attrs=read-write: the hub follows a promoted standby.
 //
 // -debugger serves the hub's debugger page at the hub path followed by
 // /debug/ (http://localhost:3000/.well-known/mercure/debug/): subscribe,

@@ -123,7 +123,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history          = fs.Int("history", memstore.DefaultMaxEvents, "number of past updates kept for reconnecting subscribers")
-		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), or postgres://USER@HOST:PORT/DB[?prefix=NAME]")
+		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), or postgres://USER@HOST:PORT[,HOST:PORT...]/DB[?prefix=NAME][&target_session_attrs=read-write]")
 		insecurePublish  = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile       = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay       = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")

@@ -96,10 +96,21 @@ func main() {
 	os.Exit(run(parseFlags()))
 }
 
+// validate returns why the flags make no run, nil if they make one.
+func (c config) validate() error {
+	if c.durable && !failoverKind(c.kind) {
+		return fmt.Errorf("-durable needs a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
+	}
+	return nil
+}
+
 // run does the run, and returns the exit status: 1 if it failed.
 func run(cfg config) int {
 	if errNoPause != nil {
 		log.Fatal(errNoPause)
+	}
+	if err := cfg.validate(); err != nil {
+		log.Fatal(err)
 	}
 	dir, err := os.MkdirTemp("", "clusterload-")
 	check(err)

@@ -32,3 +32,19 @@ func TestReadStreamAndCheck(t *testing.T) {
 		t.Fatalf("A1 skipped: %+v", r)
 	}
 }
+
+// -durable needs replicas.
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg config
+		ok  bool
+	}{
+		{config{kind: kindRedis}, true},
+		{config{kind: kindPostgresStandby, durable: true}, true},
+		{config{kind: kindPostgres, durable: true}, false},
+	} {
+		if err := c.cfg.validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c.cfg, err)
+		}
+	}
+}

@@ -58,9 +58,6 @@ type storeSet struct {
 // its replication synchronous (PostgreSQL) or the hubs' appends wait for
 // a replica (Redis).
 func startStore(kind, dir string, durable bool) *storeSet {
-	if durable && !failoverKind(kind) {
-		fatalf("-durable needs a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
-	}
 	switch kind {
 	case kindRedis:
 		s := redisServer("redis", dir, "--appendonly", "yes", "--appendfsync", "always")

@@ -15,7 +15,12 @@
 //     of the new one, a PostgreSQL one stays down. -durable makes the
 //     hubs' appends wait for a replica (Redis: replicas=1 in the store's
 //     URL) or the primary's commits for the standby (PostgreSQL's
-//     synchronous replication).
+//     synchronous replication). -lag makes the replica that takes over
+//     stop receiving the primary's writes for a while before the
+//     primary's kill, so that the failover loses what the primary
+//     acknowledged meanwhile (with -durable, publishing is refused
+//     meanwhile): on loopback, replicas keep up, and a failover loses
+//     nothing otherwise.
 //
 // At the end it replays the store's history through a hub and checks
 // every subscriber's events against it (see internal/seqcheck): nothing
@@ -28,6 +33,7 @@
 //
 //	go run ./internal/cmd/clusterload -store redis
 //	go run ./internal/cmd/clusterload -store postgres-standby -durable -subs 200 -rate 100
+//	go run ./internal/cmd/clusterload -store redis-sentinel -lag 1s -subs 200 -rate 100
 //
 // It exits 1 if an update was lost silently or received twice, if the
 // store holds one twice, if it lost an acknowledged update where it must
@@ -60,12 +66,12 @@ const end = "end"
 
 // config is the run's flags.
 type config struct {
-	kind, standalone                                                          string
-	durable                                                                   bool
-	subs, rate                                                                int
-	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after time.Duration
-	maxQueued, slack                                                          int64
-	maxPending                                                                int
+	kind, standalone                                                               string
+	durable                                                                        bool
+	subs, rate                                                                     int
+	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after, lag time.Duration
+	maxQueued, slack                                                               int64
+	maxPending                                                                     int
 }
 
 // parseFlags parses the command line.
@@ -83,6 +89,7 @@ func parseFlags() config {
 	flag.DurationVar(&c.replicaDown, "replica-down", 5*time.Second, "failover kinds: how long the killed replica stays down")
 	flag.DurationVar(&c.promoteAfter, "promote-after", time.Second, "postgres-standby: time from the primary's kill to the standby's promotion")
 	flag.DurationVar(&c.primaryDown, "primary-down", 5*time.Second, "redis-sentinel, redis-cluster: time from the primary's kill to its restart as a replica of the one that took over (0: it stays down); PostgreSQL's stays down")
+	flag.DurationVar(&c.lag, "lag", 0, "failover kinds: for this long before the primary's kill, the replica that takes over receives none of its writes (Redis: CLIENT PAUSE WRITE on the replicas; PostgreSQL: the primary's walsender stopped), so that the failover loses what the primary acknowledged meanwhile; with -durable, publishing is refused meanwhile. Behind Sentinel keep it under 2s: a sentinel takes a replica paused that long for down")
 	flag.DurationVar(&c.after, "after", 15*time.Second, "traffic after the store's restart, or the primary's kill")
 	flag.Int64Var(&c.maxQueued, "max-queued-bytes", 16<<20, "the hubs' -max-queued-bytes")
 	flag.IntVar(&c.maxPending, "max-pending-updates", 256, "the hubs' -max-pending-updates")
@@ -98,8 +105,14 @@ func main() {
 
 // validate returns why the flags make no run, nil if they make one.
 func (c config) validate() error {
-	if c.durable && !failoverKind(c.kind) {
-		return fmt.Errorf("-durable needs a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
+	replicated := fmt.Sprintf("a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
+	switch {
+	case c.durable && !failoverKind(c.kind):
+		return fmt.Errorf("-durable needs %s", replicated)
+	case c.lag < 0:
+		return fmt.Errorf("-lag %v is negative", c.lag)
+	case c.lag > 0 && !failoverKind(c.kind):
+		return fmt.Errorf("-lag needs %s", replicated)
 	}
 	return nil
 }
@@ -216,7 +229,7 @@ func startFollowers(ctx context.Context, n int, a, b *hub) []*follower {
 func evaluate(cfg config, led *ledger, sched *schedule, followers []*follower, order []string) *report {
 	attempts, acked := led.snapshot()
 	var gaps []time.Time
-	r := &report{kind: cfg.kind, durable: cfg.durable, subs: cfg.subs, rate: cfg.rate, stored: len(order),
+	r := &report{kind: cfg.kind, durable: cfg.durable, lag: cfg.lag, subs: cfg.subs, rate: cfg.rate, stored: len(order),
 		rssBase: sched.base, rssBound: sched.base + 2*cfg.maxQueued + cfg.slack}
 	r.acked, r.refused = led.counts()
 	for _, f := range followers {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mercurekit/mercure/internal/seqcheck"
 )
@@ -33,15 +34,18 @@ func TestReadStreamAndCheck(t *testing.T) {
 	}
 }
 
-// -durable needs replicas.
+// -durable and -lag need replicas; -lag is not negative.
 func TestValidate(t *testing.T) {
 	for _, c := range []struct {
 		cfg config
 		ok  bool
 	}{
 		{config{kind: kindRedis}, true},
-		{config{kind: kindPostgresStandby, durable: true}, true},
+		{config{kind: kindPostgresStandby, durable: true, lag: time.Second}, true},
+		{config{kind: kindRedisCluster, lag: time.Second}, true},
 		{config{kind: kindPostgres, durable: true}, false},
+		{config{kind: kindRedis, lag: time.Second}, false},
+		{config{kind: kindRedisSentinel, lag: -time.Second}, false},
 	} {
 		if err := c.cfg.validate(); (err == nil) != c.ok {
 			t.Errorf("%+v: %v", c.cfg, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/url"
@@ -64,6 +65,14 @@ func startSentinel(dir string, durable bool) *storeSet {
 	watchers := startSentinels(dir, primary)
 	st.all = append(st.all, watchers...)
 	st.rejoin = func() { rejoinSentinels(primary, watchers) }
+	st.lag = func() func() {
+		// Both replicas lag, so that with -durable no append is
+		// acknowledged: the one paused last may have acknowledged what
+		// the other lacks, and is the one promoted.
+		preferred := st.all[2]
+		prefer(preferred, watchers)
+		return stall(st.all[1], preferred)
+	}
 	var addrs []string
 	for _, w := range watchers {
 		addrs = append(addrs, w.addr())
@@ -102,6 +111,100 @@ func rejoinSentinels(primary *server, watchers []*server) {
 	host, port, _ := net.SplitHostPort(addr)
 	primary.argv = slices.Concat(primary.argv, []string{"--replicaof", host, port})
 	primary.start()
+}
+
+// prefer makes the sentinels promote replica r rather than another one
+// at the next failover, however far behind it is: it gives r the
+// replica-priority 1 (lower is preferred; the others keep the default
+// 100, and 0 would bar r), and returns once every sentinel has seen it
+// in r's INFO. A sentinel picks among the replicas that answer it by
+// priority, then by replication offset (the furthest ahead, by the
+// offsets it last heard, which a paused replica stops reporting), then
+// by run id. A restart of r forgets the priority.
+func prefer(r *server, watchers []*server) {
+	if out, err := redisCLI(r.port, "CONFIG", "SET", "replica-priority", "1"); err != nil || out != "OK" {
+		fatalf("CONFIG SET replica-priority 1 on %s: %q %v", r.name, out, err)
+	}
+	waitAll("the sentinels to see the priority of "+r.name, 30*time.Second, func() bool {
+		for _, w := range watchers {
+			out, err := redisCLI(w.port, "SENTINEL", "REPLICAS", sentinelMaster)
+			if err != nil || replicaPriority(out, r.addr()) != "1" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// replicaPriority returns the slave-priority of the replica at addr in
+// the answer to SENTINEL REPLICAS, as redis-cli prints it to a pipe: each
+// replica's fields, name first, a key line then its value line; "" if
+// addr is not there.
+func replicaPriority(text, addr string) string {
+	var replicas []map[string]string
+	lines := strings.Split(strings.ReplaceAll(text, "\r", ""), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		if lines[i] == "name" {
+			replicas = append(replicas, map[string]string{})
+		}
+		if len(replicas) > 0 {
+			replicas[len(replicas)-1][lines[i]] = lines[i+1]
+		}
+	}
+	for _, r := range replicas {
+		if r["name"] == addr {
+			return r["slave-priority"]
+		}
+	}
+	return ""
+}
+
+// stall makes each of replicas, one after the other, hold its primary's
+// writes without applying them: CLIENT PAUSE WRITE pauses the
+// replication link too. A replica then reads the writes but does not
+// apply them, nor acknowledges them (WAIT does not count it), and drops
+// them when its link to the primary closes. (A replica stopped, SIGSTOP
+// or DEBUG SLEEP, would lose nothing: the writes would wait in the
+// kernel's socket buffer, and be applied before the end of the link.)
+// The pause is bounded, in case the run ends before the release.
+//
+// It returns the release, to call once the primary was sent its crash:
+// it waits until each replica has seen its link go down, then ends the
+// pauses. A paused replica answers INFO but not the PUBLISH of a
+// sentinel's hello messages: a sentinel takes a replica paused for two
+// seconds for down, and promotes none of them until it answers again.
+//
+// The pauses go on connections opened beforehand, not with redis-cli,
+// whose start takes tens of milliseconds on a busy machine: the lag
+// then begins when stall returns, within a millisecond, and the updates
+// acknowledged in the lag's window are those the failover loses.
+func stall(replicas ...*server) (release func()) {
+	bound := fmt.Sprint(time.Minute.Milliseconds())
+	conns := make([]net.Conn, len(replicas))
+	for i, r := range replicas {
+		c, err := net.DialTimeout("tcp", r.addr(), 5*time.Second)
+		check(err)
+		defer c.Close()
+		conns[i] = c
+	}
+	for i, r := range replicas {
+		if out, err := redisDo(conns[i], "CLIENT", "PAUSE", bound, "WRITE"); err != nil || out != "+OK" {
+			fatalf("CLIENT PAUSE on %s: %q %v", r.name, out, err)
+		}
+	}
+	return func() {
+		for _, r := range replicas {
+			waitAll(r.name+" to see its primary die", 30*time.Second, func() bool {
+				out, err := redisCLI(r.port, "INFO", "replication")
+				return err == nil && infoFields(out)["master_link_status"] == "down"
+			})
+		}
+		for _, r := range replicas {
+			if out, err := redisCLI(r.port, "CLIENT", "UNPAUSE"); err != nil || out != "OK" {
+				fatalf("CLIENT UNPAUSE on %s: %q %v", r.name, out, err)
+			}
+		}
+	}
 }
 
 // sentinelServer returns a sentinel, not started, that watches primary:
@@ -184,6 +287,7 @@ func startCluster(dir string, durable bool) *storeSet {
 		waitAll("the replica to take over the store's slot", 60*time.Second, func() bool { return role(st.replica) == "master" })
 		st.primary.start()
 	}
+	st.lag = func() func() { return stall(st.replica) }
 	waitAll("the store's primary's replica to sync", 30*time.Second, st.synced)
 	st.url = "redis-cluster://" + strings.Join(addrs, ",") + "?" + replicasQuery(url.Values{"stream": {clusterKey}}, durable)
 	return st
@@ -344,6 +448,27 @@ func role(s *server) string {
 func redisCLI(port int, args ...string) (string, error) {
 	out, err := exec.Command("redis-cli", append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...).Output()
 	return strings.TrimSpace(string(out)), err
+}
+
+// redisDo sends a command on c, a connection to a Redis server, and
+// returns the first line of its answer: +OK, say, or -ERR ….
+func redisDo(c net.Conn, args ...string) (string, error) {
+	check(c.SetDeadline(time.Now().Add(5 * time.Second)))
+	if _, err := c.Write(respCommand(args...)); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSuffix(line, "\r\n"), err
+}
+
+// respCommand returns args as Redis reads a command: a RESP array of
+// bulk strings.
+func respCommand(args ...string) []byte {
+	b := fmt.Appendf(nil, "*%d\r\n", len(args))
+	for _, a := range args {
+		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b
 }
 
 // infoFields parses the key:value lines of an INFO answer.

@@ -13,6 +13,7 @@ import (
 type report struct {
 	kind       string
 	durable    bool
+	lag        time.Duration // -lag
 	subs, rate int
 	elapsed    time.Duration
 	// acked counts the updates acknowledged, refused the attempts
@@ -73,6 +74,9 @@ func (r *report) print(w io.Writer) {
 	if r.durable {
 		mode = " -durable"
 	}
+	if r.lag > 0 {
+		mode += " -lag " + r.lag.String()
+	}
 	fmt.Fprintf(w, "store %s%s: %d subscribers, %d updates acknowledged in %v (%.0f/s; %d publishes refused, sent again), %d in the store\n",
 		r.kind, mode, r.subs, r.acked, r.elapsed.Round(time.Second), float64(r.acked)/r.elapsed.Seconds(), r.refused, r.stored)
 	fmt.Fprintf(w, "acknowledged but not in the store (lost) %d, in the store twice %d, in the store but never acknowledged %d\n",
@@ -107,12 +111,23 @@ func (s eventStats) describe(start time.Time) string {
 		}
 		fmt.Fprintf(&b, ": %s back after %s", who, seconds(s.recovered))
 		if s.span > 0 && s.recovered >= s.span {
-			fmt.Fprintf(&b, " (%s after %s)", seconds(s.recovered-s.span), map[bool]string{true: "SIGCONT", false: "the restart"}[s.hub != ""])
+			fmt.Fprintf(&b, " (%s after %s)", seconds(s.recovered-s.span), s.end())
 		}
 		fmt.Fprintf(&b, ", %d attempts refused meanwhile", s.refused)
 	}
 	fmt.Fprintf(&b, "; until the next: %d acknowledged, %d lost, %d duplicated, %d gaps reported", s.acked, s.lost, s.duplicated, s.gaps)
 	return b.String()
+}
+
+// end names the end of the event's span.
+func (e event) end() string {
+	switch {
+	case e.hub != "":
+		return "SIGCONT"
+	case e.name == "lag":
+		return "the lag's end"
+	}
+	return "the restart"
 }
 
 // seconds formats d in seconds, "never" for a negative d.
@@ -127,7 +142,7 @@ func seconds(d time.Duration) string {
 // which a table is built: the totals, then each event's, prefixed with
 // its name.
 func (r *report) line() string {
-	f := []string{"result", "store=" + r.kind, fmt.Sprintf("durable=%v", r.durable),
+	f := []string{"result", "store=" + r.kind, fmt.Sprintf("durable=%v", r.durable), "lag=" + r.lag.String(),
 		fmt.Sprintf("subs=%d", r.subs), fmt.Sprintf("rate=%d", r.rate), fmt.Sprintf("seconds=%.0f", r.elapsed.Seconds()),
 		fmt.Sprintf("acked=%d", r.acked), fmt.Sprintf("refused=%d", r.refused), fmt.Sprintf("stored=%d", r.stored),
 		fmt.Sprintf("lost=%d", len(r.lost)), fmt.Sprintf("duplicated=%d", len(r.duplicated)),

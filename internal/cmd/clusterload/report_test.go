@@ -33,10 +33,10 @@ func TestFailures(t *testing.T) {
 // The result line holds the totals and each event's figures, prefixed
 // with its name.
 func TestLine(t *testing.T) {
-	r := report{kind: kindRedisCluster, durable: true, acked: 10, elapsed: time.Minute, rssBound: 1,
+	r := report{kind: kindRedisCluster, durable: true, lag: time.Second, acked: 10, elapsed: time.Minute, rssBound: 1,
 		stats: []eventStats{{event: event{name: "warm-up"}, acked: 4}, {event: event{name: "primary-kill"}, recovered: 2340 * time.Millisecond, refused: 7, acked: 6}}}
 	l := r.line()
-	for _, want := range []string{"result store=redis-cluster durable=true ", " acked=10 ", " warm-up.acked=4 ",
+	for _, want := range []string{"result store=redis-cluster durable=true lag=1s ", " acked=10 ", " warm-up.acked=4 ",
 		" primary-kill.recover=2.34 primary-kill.refused=7 primary-kill.acked=6 primary-kill.lost=0 ", " ok=true"} {
 		if !strings.Contains(l, want) {
 			t.Errorf("line %q lacks %q", l, want)

@@ -52,6 +52,13 @@ type storeSet struct {
 	// failover schedule waits for it before the primary's kill, so that
 	// the restarted replica is back.
 	synced func() bool
+	// lag makes the replica that will take over stop receiving the
+	// primary's writes (-lag), and returns release, which the failover
+	// calls once the primary was sent its crash (server.signalCrash) and
+	// before it waits for its end: release returns once that replica has
+	// lost for good what it did not receive, and lets it go on. nil for
+	// the outage kinds.
+	lag func() (release func())
 }
 
 // startStore starts a store of kind, its data under dir; durable makes
@@ -140,6 +147,13 @@ func (s *server) start() {
 
 // kill stops the server as a crash would (see crash), and waits for it.
 func (s *server) kill() {
+	s.signalCrash()
+	s.reap()
+}
+
+// signalCrash sends the server its crash (see crash), and returns
+// without waiting for its end.
+func (s *server) signalCrash() {
 	if s.cmd == nil {
 		return
 	}
@@ -147,6 +161,13 @@ func (s *server) kill() {
 		s.cmd.Process.Kill()
 	} else {
 		s.cmd.Process.Signal(s.crash)
+	}
+}
+
+// reap waits for the end of the server, sent its crash.
+func (s *server) reap() {
+	if s.cmd == nil {
+		return
 	}
 	s.cmd.Wait()
 	s.cmd = nil

@@ -37,8 +37,10 @@
 //
 // It exits 1 if an update was lost silently or received twice, if the
 // store holds one twice, if it lost an acknowledged update where it must
-// not (the outage kinds, and -durable), if publishing did not come back
-// after an event, or if hub B's RSS went past its bound. It is a
+// not (the outage kinds, and -durable), if a lag did not lose what the
+// primary acknowledged meanwhile (or, with -durable, if one was
+// acknowledged meanwhile), if publishing did not come back after an
+// event, or if hub B's RSS went past its bound. It is a
 // command, not a test: a run takes about a minute and two processor
 // cores.
 package main

@@ -43,6 +43,7 @@ func (r *report) failures() []string {
 	if len(r.lost) > 0 && (r.durable || !failoverKind(r.kind)) {
 		f = append(f, fmt.Sprintf("%d acknowledged updates lost (%s)", len(r.lost), sample(r.lost)))
 	}
+	f = append(f, r.lagFailures()...)
 	if len(r.duplicated) > 0 {
 		f = append(f, fmt.Sprintf("%d updates in the store twice (%s)", len(r.duplicated), sample(r.duplicated)))
 	}
@@ -58,6 +59,33 @@ func (r *report) failures() []string {
 		f = append(f, fmt.Sprintf("hub B's RSS peaked at %d MiB, past its bound of %d MiB", r.rssPeak>>20, r.rssBound>>20))
 	}
 	return f
+}
+
+// lagFailures returns why the lag (-lag) did not do what it is for: a
+// replica that lags loses, at the failover, the updates the primary
+// acknowledged meanwhile; with -durable, no update is acknowledged
+// meanwhile, as no replica has it. Either failure says the replica did
+// not lag.
+func (r *report) lagFailures() []string {
+	if r.lag <= 0 {
+		return nil
+	}
+	if !r.durable {
+		if len(r.lost) == 0 {
+			return []string{"-lag: the failover lost no acknowledged update: the replica did not lag"}
+		}
+		return nil
+	}
+	for i, s := range r.stats {
+		if s.name != "lag" || i+1 == len(r.stats) {
+			continue
+		}
+		if next := r.stats[i+1]; s.recovered >= 0 && s.at.Add(s.recovered).Before(next.at) {
+			return []string{fmt.Sprintf("-durable -lag: a publish sent during the lag was acknowledged %s into it, before the %s: a replica acknowledged it",
+				seconds(s.recovered), next.name)}
+		}
+	}
+	return nil
 }
 
 // sample returns the first few of ids, for a message.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"log"
 	"net"
 	"net/url"
 	"os"
@@ -59,19 +60,19 @@ func startSentinel(dir string, durable bool) *storeSet {
 		r.start()
 		st.all = append(st.all, r)
 	}
-	st.replica = st.all[1]
+	replicas := slices.Clone(st.all[1:])
+	st.replica = replicas[0]
 	st.synced = func() bool { return onlineReplicas(primary) == 2 }
 	waitAll("the replicas to sync", 30*time.Second, st.synced)
 	watchers := startSentinels(dir, primary)
 	st.all = append(st.all, watchers...)
-	st.rejoin = func() { rejoinSentinels(primary, watchers) }
+	st.rejoin = func() { rejoinSentinels(primary, replicas, watchers) }
 	st.lag = func() func() {
 		// Both replicas lag, so that with -durable no append is
-		// acknowledged: the one paused last may have acknowledged what
-		// the other lacks, and is the one promoted.
-		preferred := st.all[2]
-		prefer(preferred, watchers)
-		return stall(st.all[1], preferred)
+		// acknowledged. Replica 2, paused last, may have acknowledged
+		// what replica 1 lacks: it is the one promoted.
+		prefer(replicas[1], watchers)
+		return stall(replicas...)
 	}
 	var addrs []string
 	for _, w := range watchers {
@@ -102,12 +103,15 @@ func startSentinels(dir string, primary *server) []*server {
 // rejoinSentinels starts the killed primary again as a replica of the
 // one the sentinels promoted, once they did: started as the empty
 // primary it was, it would be one until they noticed.
-func rejoinSentinels(primary *server, watchers []*server) {
+func rejoinSentinels(primary *server, replicas, watchers []*server) {
 	var addr string
 	waitAll("the sentinels to promote a replica", 60*time.Second, func() bool {
 		addr = sentinelsPrimary(watchers)
 		return addr != "" && addr != primary.addr()
 	})
+	if r := byAddr(replicas, addr); r != nil {
+		log.Printf("the sentinels promoted %s", r.name)
+	}
 	host, port, _ := net.SplitHostPort(addr)
 	primary.argv = slices.Concat(primary.argv, []string{"--replicaof", host, port})
 	primary.start()

@@ -69,7 +69,7 @@ const end = "end"
 // config is the run's flags.
 type config struct {
 	kind, standalone                                                               string
-	durable                                                                        bool
+	durable, keep                                                                  bool
 	subs, rate                                                                     int
 	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after, lag time.Duration
 	maxQueued, slack                                                               int64
@@ -81,6 +81,7 @@ func parseFlags() config {
 	var c config
 	flag.StringVar(&c.kind, "store", kindRedis, "redis or postgres: a server of the run's own, killed and restarted; redis-sentinel, redis-cluster or postgres-standby: a primary and replicas, a replica killed and restarted, then the primary killed and a replica promoted")
 	flag.BoolVar(&c.durable, "durable", false, "failover kinds: acknowledge an update once a replica has it (Redis: replicas=1 in the hubs' store URL; PostgreSQL: synchronous replication to the standby)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the run's directory, with the store's data and its servers' logs (a sentinel's says which replica it promoted, and why), rather than remove it")
 	flag.StringVar(&c.standalone, "standalone", "", "examples/standalone binary (default: built from ./examples/standalone)")
 	flag.IntVar(&c.subs, "subs", 1000, "subscribers, split between the hubs")
 	flag.IntVar(&c.rate, "rate", 200, "updates per second, split between the hubs")
@@ -129,8 +130,12 @@ func run(cfg config) int {
 	}
 	dir, err := os.MkdirTemp("", "clusterload-")
 	check(err)
-	defer os.RemoveAll(dir)
-	atExit(func() { os.RemoveAll(dir) })
+	if cfg.keep {
+		log.Printf("the store's data and its servers' logs are in %s, kept after the run", dir)
+	} else {
+		defer os.RemoveAll(dir)
+		atExit(func() { os.RemoveAll(dir) })
+	}
 	st := startStore(cfg.kind, dir, cfg.durable)
 	defer st.close()
 	a, b := startHubs(standaloneBinary(cfg.standalone, dir), st.url, cfg)

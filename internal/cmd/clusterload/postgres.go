@@ -110,7 +110,7 @@ func (s *server) holdWAL() (release func()) {
 	}
 	p, err := os.FindProcess(pid)
 	check(err)
-	check(stopProcess(p))
+	check(stop(p))
 	return func() {
 		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			fatalf("killing the walsender of %s: %v", s.name, err)

@@ -38,7 +38,7 @@ func (s *schedule) run(started time.Time) {
 func (s *schedule) stopHub() {
 	s.base = s.rss.now()
 	log.Printf("SIGSTOP hub B (RSS %d MiB) for %v", s.base>>20, s.cfg.pause)
-	check(stopProcess(s.b.cmd.Process))
+	check(stop(s.b.cmd.Process))
 	s.add(event{name: "hub-stop", span: s.cfg.pause, hub: s.b.name})
 	time.Sleep(s.cfg.pause)
 	check(continueProcess(s.b.cmd.Process))

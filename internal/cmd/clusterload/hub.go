@@ -143,3 +143,43 @@ func (s *sampler) run(ctx context.Context) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// stop stops p (SIGSTOP) and returns once it is stopped: the signal is
+// delivered after kill returns, and a hub that runs meanwhile may answer
+// a publish sent after the stop. Where /proc does not say (not Linux),
+// it returns at once.
+func stop(p *os.Process) error {
+	if err := stopProcess(p); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !stopped(p.Pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d not stopped 5s after SIGSTOP", p.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// stopped reports whether every thread of process pid is stopped, as
+// /proc/PID/task/*/stat says; true if /proc says nothing.
+func stopped(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err == nil && !statStopped(string(b)) {
+			return false
+		}
+	}
+	return true
+}
+
+// statStopped reports whether a /proc/…/stat line, "TID (COMM) STATE
+// …", says stopped (T) or traced (t). COMM may hold spaces and
+// parentheses: the state follows the last ')'.
+func statStopped(line string) bool {
+	i := strings.LastIndexByte(line, ')')
+	f := strings.Fields(line[i+1:])
+	return i >= 0 && len(f) > 0 && (f[0] == "T" || f[0] == "t")
+}

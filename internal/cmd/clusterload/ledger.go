@@ -66,7 +66,8 @@ func (l *ledger) snapshot() ([]attempt, map[string]time.Time) {
 // event is something the schedule did to the run.
 type event struct {
 	// name says what: warm-up (the traffic before the first event),
-	// hub-stop, replica-kill, primary-kill or store-kill.
+	// hub-stop, replica-kill, lag (a replica that stops receiving the
+	// primary's writes, -lag), primary-kill or store-kill.
 	name string
 	at   time.Time
 	// span is how long it lasted: hub B's pause, a server's time down;

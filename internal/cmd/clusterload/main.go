@@ -15,7 +15,12 @@
 //     of the new one, a PostgreSQL one stays down. -durable makes the
 //     hubs' appends wait for a replica (Redis: replicas=1 in the store's
 //     URL) or the primary's commits for the standby (PostgreSQL's
-//     synchronous replication).
+//     synchronous replication). -lag makes the replica that takes over
+//     stop receiving the primary's writes for a while before the
+//     primary's kill, so that the failover loses what the primary
+//     acknowledged meanwhile (with -durable, publishing is refused
+//     meanwhile): on loopback, replicas keep up, and a failover loses
+//     nothing otherwise.
 //
 // At the end it replays the store's history through a hub and checks
 // every subscriber's events against it (see internal/seqcheck): nothing
@@ -28,11 +33,14 @@
 //
 //	go run ./internal/cmd/clusterload -store redis
 //	go run ./internal/cmd/clusterload -store postgres-standby -durable -subs 200 -rate 100
+//	go run ./internal/cmd/clusterload -store redis-sentinel -lag 1s -subs 200 -rate 100
 //
 // It exits 1 if an update was lost silently or received twice, if the
 // store holds one twice, if it lost an acknowledged update where it must
-// not (the outage kinds, and -durable), if publishing did not come back
-// after an event, or if hub B's RSS went past its bound. It is a
+// not (the outage kinds, and -durable), if a lag did not lose what the
+// primary acknowledged meanwhile (or, with -durable, if one was
+// acknowledged meanwhile), if publishing did not come back after an
+// event, or if hub B's RSS went past its bound. It is a
 // command, not a test: a run takes about a minute and two processor
 // cores.
 package main
@@ -60,12 +68,12 @@ const end = "end"
 
 // config is the run's flags.
 type config struct {
-	kind, standalone                                                          string
-	durable                                                                   bool
-	subs, rate                                                                int
-	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after time.Duration
-	maxQueued, slack                                                          int64
-	maxPending                                                                int
+	kind, standalone                                                               string
+	durable, keep                                                                  bool
+	subs, rate                                                                     int
+	warm, pause, between, down, replicaDown, promoteAfter, primaryDown, after, lag time.Duration
+	maxQueued, slack                                                               int64
+	maxPending                                                                     int
 }
 
 // parseFlags parses the command line.
@@ -73,6 +81,7 @@ func parseFlags() config {
 	var c config
 	flag.StringVar(&c.kind, "store", kindRedis, "redis or postgres: a server of the run's own, killed and restarted; redis-sentinel, redis-cluster or postgres-standby: a primary and replicas, a replica killed and restarted, then the primary killed and a replica promoted")
 	flag.BoolVar(&c.durable, "durable", false, "failover kinds: acknowledge an update once a replica has it (Redis: replicas=1 in the hubs' store URL; PostgreSQL: synchronous replication to the standby)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the run's directory, with the store's data and its servers' logs (a sentinel's says which replica it promoted, and why), rather than remove it")
 	flag.StringVar(&c.standalone, "standalone", "", "examples/standalone binary (default: built from ./examples/standalone)")
 	flag.IntVar(&c.subs, "subs", 1000, "subscribers, split between the hubs")
 	flag.IntVar(&c.rate, "rate", 200, "updates per second, split between the hubs")
@@ -83,6 +92,7 @@ func parseFlags() config {
 	flag.DurationVar(&c.replicaDown, "replica-down", 5*time.Second, "failover kinds: how long the killed replica stays down")
 	flag.DurationVar(&c.promoteAfter, "promote-after", time.Second, "postgres-standby: time from the primary's kill to the standby's promotion")
 	flag.DurationVar(&c.primaryDown, "primary-down", 5*time.Second, "redis-sentinel, redis-cluster: time from the primary's kill to its restart as a replica of the one that took over (0: it stays down); PostgreSQL's stays down")
+	flag.DurationVar(&c.lag, "lag", 0, "failover kinds: for this long before the primary's kill, the replica that takes over receives none of its writes (Redis: CLIENT PAUSE WRITE on the replicas; PostgreSQL: the primary's walsender stopped), so that the failover loses what the primary acknowledged meanwhile; with -durable, publishing is refused meanwhile. Behind Sentinel keep it under 2s: a sentinel takes a replica paused that long for down")
 	flag.DurationVar(&c.after, "after", 15*time.Second, "traffic after the store's restart, or the primary's kill")
 	flag.Int64Var(&c.maxQueued, "max-queued-bytes", 16<<20, "the hubs' -max-queued-bytes")
 	flag.IntVar(&c.maxPending, "max-pending-updates", 256, "the hubs' -max-pending-updates")
@@ -96,15 +106,36 @@ func main() {
 	os.Exit(run(parseFlags()))
 }
 
+// validate returns why the flags make no run, nil if they make one.
+func (c config) validate() error {
+	replicated := fmt.Sprintf("a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
+	switch {
+	case c.durable && !failoverKind(c.kind):
+		return fmt.Errorf("-durable needs %s", replicated)
+	case c.lag < 0:
+		return fmt.Errorf("-lag %v is negative", c.lag)
+	case c.lag > 0 && !failoverKind(c.kind):
+		return fmt.Errorf("-lag needs %s", replicated)
+	}
+	return nil
+}
+
 // run does the run, and returns the exit status: 1 if it failed.
 func run(cfg config) int {
 	if errNoPause != nil {
 		log.Fatal(errNoPause)
 	}
+	if err := cfg.validate(); err != nil {
+		log.Fatal(err)
+	}
 	dir, err := os.MkdirTemp("", "clusterload-")
 	check(err)
-	defer os.RemoveAll(dir)
-	atExit(func() { os.RemoveAll(dir) })
+	if cfg.keep {
+		log.Printf("the store's data and its servers' logs are in %s, kept after the run", dir)
+	} else {
+		defer os.RemoveAll(dir)
+		atExit(func() { os.RemoveAll(dir) })
+	}
 	st := startStore(cfg.kind, dir, cfg.durable)
 	defer st.close()
 	a, b := startHubs(standaloneBinary(cfg.standalone, dir), st.url, cfg)
@@ -205,7 +236,7 @@ func startFollowers(ctx context.Context, n int, a, b *hub) []*follower {
 func evaluate(cfg config, led *ledger, sched *schedule, followers []*follower, order []string) *report {
 	attempts, acked := led.snapshot()
 	var gaps []time.Time
-	r := &report{kind: cfg.kind, durable: cfg.durable, subs: cfg.subs, rate: cfg.rate, stored: len(order),
+	r := &report{kind: cfg.kind, durable: cfg.durable, lag: cfg.lag, subs: cfg.subs, rate: cfg.rate, stored: len(order),
 		rssBase: sched.base, rssBound: sched.base + 2*cfg.maxQueued + cfg.slack}
 	r.acked, r.refused = led.counts()
 	for _, f := range followers {

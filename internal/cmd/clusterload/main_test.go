@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mercurekit/mercure/internal/seqcheck"
 )
@@ -30,5 +31,24 @@ func TestReadStreamAndCheck(t *testing.T) {
 	o := seqcheck.NewOrder(strings.Fields("x p A0 B0 A1 A2"), nil)
 	if r := seqcheck.Check(o, []seqcheck.Conn{conn}, "A2"); r.LostSilently != 1 || r.Delivered != 3 || r.OK() {
 		t.Fatalf("A1 skipped: %+v", r)
+	}
+}
+
+// -durable and -lag need replicas; -lag is not negative.
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg config
+		ok  bool
+	}{
+		{config{kind: kindRedis}, true},
+		{config{kind: kindPostgresStandby, durable: true, lag: time.Second}, true},
+		{config{kind: kindRedisCluster, lag: time.Second}, true},
+		{config{kind: kindPostgres, durable: true}, false},
+		{config{kind: kindRedis, lag: time.Second}, false},
+		{config{kind: kindRedisSentinel, lag: -time.Second}, false},
+	} {
+		if err := c.cfg.validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c.cfg, err)
+		}
 	}
 }

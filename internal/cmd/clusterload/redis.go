@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"log"
 	"net"
 	"net/url"
 	"os"
@@ -58,12 +60,20 @@ func startSentinel(dir string, durable bool) *storeSet {
 		r.start()
 		st.all = append(st.all, r)
 	}
-	st.replica = st.all[1]
+	replicas := slices.Clone(st.all[1:])
+	st.replica = replicas[0]
 	st.synced = func() bool { return onlineReplicas(primary) == 2 }
 	waitAll("the replicas to sync", 30*time.Second, st.synced)
 	watchers := startSentinels(dir, primary)
 	st.all = append(st.all, watchers...)
-	st.rejoin = func() { rejoinSentinels(primary, watchers) }
+	st.rejoin = func() { rejoinSentinels(primary, replicas, watchers) }
+	st.lag = func() func() {
+		// Both replicas lag, so that with -durable no append is
+		// acknowledged. Replica 2, paused last, may have acknowledged
+		// what replica 1 lacks: it is the one promoted.
+		prefer(replicas[1], watchers)
+		return stall(replicas...)
+	}
 	var addrs []string
 	for _, w := range watchers {
 		addrs = append(addrs, w.addr())
@@ -82,8 +92,16 @@ func startSentinels(dir string, primary *server) []*server {
 		// Redis 7 lets a sentinel ask the servers' INFO every second
 		// rather than every 10, and greet the other sentinels every
 		// half second rather than 2: it learns sooner of replicas and
-		// of the other sentinels.
-		redisCLI(w.port, "SENTINEL", "DEBUG", "info-period", "1000", "publish-period", "500")
+		// of the other sentinels. And it lets it connect again every
+		// half second rather than every second: after a failover, a
+		// sentinel waits for a reply from the new primary from the
+		// switch on, but connects to it no sooner than a second after
+		// its last try to reach the old one; down after a second of
+		// silence, the new primary was sometimes taken for down before
+		// the sentinel had asked it anything, and a second failover
+		// promoted the other replica, which lost what the first new
+		// primary had acknowledged (3 runs in 6 with -lag).
+		redisCLI(w.port, "SENTINEL", "DEBUG", "info-period", "1000", "publish-period", "500", "ping-period", "500")
 		watchers = append(watchers, w)
 	}
 	waitAll("the sentinels to see the replicas and each other", 30*time.Second, func() bool { return sentinelsSettled(watchers) })
@@ -93,15 +111,112 @@ func startSentinels(dir string, primary *server) []*server {
 // rejoinSentinels starts the killed primary again as a replica of the
 // one the sentinels promoted, once they did: started as the empty
 // primary it was, it would be one until they noticed.
-func rejoinSentinels(primary *server, watchers []*server) {
+func rejoinSentinels(primary *server, replicas, watchers []*server) {
 	var addr string
 	waitAll("the sentinels to promote a replica", 60*time.Second, func() bool {
 		addr = sentinelsPrimary(watchers)
 		return addr != "" && addr != primary.addr()
 	})
+	if r := byAddr(replicas, addr); r != nil {
+		log.Printf("the sentinels promoted %s", r.name)
+	}
 	host, port, _ := net.SplitHostPort(addr)
 	primary.argv = slices.Concat(primary.argv, []string{"--replicaof", host, port})
 	primary.start()
+}
+
+// prefer makes the sentinels promote replica r rather than another one
+// at the next failover, however far behind it is: it gives r the
+// replica-priority 1 (lower is preferred; the others keep the default
+// 100, and 0 would bar r), and returns once every sentinel has seen it
+// in r's INFO. A sentinel picks among the replicas that answer it by
+// priority, then by replication offset (the furthest ahead, by the
+// offsets it last heard, which a paused replica stops reporting), then
+// by run id. A restart of r forgets the priority.
+func prefer(r *server, watchers []*server) {
+	if out, err := redisCLI(r.port, "CONFIG", "SET", "replica-priority", "1"); err != nil || out != "OK" {
+		fatalf("CONFIG SET replica-priority 1 on %s: %q %v", r.name, out, err)
+	}
+	waitAll("the sentinels to see the priority of "+r.name, 30*time.Second, func() bool {
+		for _, w := range watchers {
+			out, err := redisCLI(w.port, "SENTINEL", "REPLICAS", sentinelMaster)
+			if err != nil || replicaPriority(out, r.addr()) != "1" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// replicaPriority returns the slave-priority of the replica at addr in
+// the answer to SENTINEL REPLICAS, as redis-cli prints it to a pipe: each
+// replica's fields, name first, a key line then its value line; "" if
+// addr is not there.
+func replicaPriority(text, addr string) string {
+	var replicas []map[string]string
+	lines := strings.Split(strings.ReplaceAll(text, "\r", ""), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		if lines[i] == "name" {
+			replicas = append(replicas, map[string]string{})
+		}
+		if len(replicas) > 0 {
+			replicas[len(replicas)-1][lines[i]] = lines[i+1]
+		}
+	}
+	for _, r := range replicas {
+		if r["name"] == addr {
+			return r["slave-priority"]
+		}
+	}
+	return ""
+}
+
+// stall makes each of replicas, one after the other, hold its primary's
+// writes without applying them: CLIENT PAUSE WRITE pauses the
+// replication link too. A replica then reads the writes but does not
+// apply them, nor acknowledges them (WAIT does not count it), and drops
+// them when its link to the primary closes. (A replica stopped, SIGSTOP
+// or DEBUG SLEEP, would lose nothing: the writes would wait in the
+// kernel's socket buffer, and be applied before the end of the link.)
+// The pause is bounded, in case the run ends before the release.
+//
+// It returns the release, to call once the primary was sent its crash:
+// it waits until each replica has seen its link go down, then ends the
+// pauses. A paused replica answers INFO but not the PUBLISH of a
+// sentinel's hello messages: a sentinel takes a replica paused for two
+// seconds for down, and promotes none of them until it answers again.
+//
+// The pauses go on connections opened beforehand, not with redis-cli,
+// whose start takes tens of milliseconds on a busy machine: the lag
+// then begins when stall returns, within a millisecond, and the updates
+// acknowledged in the lag's window are those the failover loses.
+func stall(replicas ...*server) (release func()) {
+	bound := fmt.Sprint(time.Minute.Milliseconds())
+	conns := make([]net.Conn, len(replicas))
+	for i, r := range replicas {
+		c, err := net.DialTimeout("tcp", r.addr(), 5*time.Second)
+		check(err)
+		defer c.Close()
+		conns[i] = c
+	}
+	for i, r := range replicas {
+		if out, err := redisDo(conns[i], "CLIENT", "PAUSE", bound, "WRITE"); err != nil || out != "+OK" {
+			fatalf("CLIENT PAUSE on %s: %q %v", r.name, out, err)
+		}
+	}
+	return func() {
+		for _, r := range replicas {
+			waitAll(r.name+" to see its primary die", 30*time.Second, func() bool {
+				out, err := redisCLI(r.port, "INFO", "replication")
+				return err == nil && infoFields(out)["master_link_status"] == "down"
+			})
+		}
+		for _, r := range replicas {
+			if out, err := redisCLI(r.port, "CLIENT", "UNPAUSE"); err != nil || out != "OK" {
+				fatalf("CLIENT UNPAUSE on %s: %q %v", r.name, out, err)
+			}
+		}
+	}
 }
 
 // sentinelServer returns a sentinel, not started, that watches primary:
@@ -184,6 +299,7 @@ func startCluster(dir string, durable bool) *storeSet {
 		waitAll("the replica to take over the store's slot", 60*time.Second, func() bool { return role(st.replica) == "master" })
 		st.primary.start()
 	}
+	st.lag = func() func() { return stall(st.replica) }
 	waitAll("the store's primary's replica to sync", 30*time.Second, st.synced)
 	st.url = "redis-cluster://" + strings.Join(addrs, ",") + "?" + replicasQuery(url.Values{"stream": {clusterKey}}, durable)
 	return st
@@ -344,6 +460,27 @@ func role(s *server) string {
 func redisCLI(port int, args ...string) (string, error) {
 	out, err := exec.Command("redis-cli", append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...).Output()
 	return strings.TrimSpace(string(out)), err
+}
+
+// redisDo sends a command on c, a connection to a Redis server, and
+// returns the first line of its answer: +OK, say, or -ERR ….
+func redisDo(c net.Conn, args ...string) (string, error) {
+	check(c.SetDeadline(time.Now().Add(5 * time.Second)))
+	if _, err := c.Write(respCommand(args...)); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSuffix(line, "\r\n"), err
+}
+
+// respCommand returns args as Redis reads a command: a RESP array of
+// bulk strings.
+func respCommand(args ...string) []byte {
+	b := fmt.Appendf(nil, "*%d\r\n", len(args))
+	for _, a := range args {
+		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b
 }
 
 // infoFields parses the key:value lines of an INFO answer.

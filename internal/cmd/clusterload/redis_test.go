@@ -70,3 +70,22 @@ func TestStoreURLs(t *testing.T) {
 		t.Errorf("primary and standby: %q", u)
 	}
 }
+
+// SENTINEL REPLICAS, as redis-cli prints it to a pipe: each replica's
+// fields one after the other, name first.
+func TestReplicaPriority(t *testing.T) {
+	text := "name\n127.0.0.1:7002\nip\n127.0.0.1\nport\n7002\nflags\nslave\nslave-priority\n100\nslave-repl-offset\n9\n" +
+		"name\n127.0.0.1:7003\nip\n127.0.0.1\nport\n7003\nflags\nslave\nslave-priority\n1\nslave-repl-offset\n9"
+	for addr, want := range map[string]string{"127.0.0.1:7002": "100", "127.0.0.1:7003": "1", "127.0.0.1:7004": ""} {
+		if got := replicaPriority(text, addr); got != want {
+			t.Errorf("%s: priority %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// A command as Redis reads it: an array of bulk strings.
+func TestRespCommand(t *testing.T) {
+	if got, want := string(respCommand("CLIENT", "PAUSE", "60000", "WRITE")), "*4\r\n$6\r\nCLIENT\r\n$5\r\nPAUSE\r\n$5\r\n60000\r\n$5\r\nWRITE\r\n"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

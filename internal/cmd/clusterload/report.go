@@ -13,6 +13,7 @@ import (
 type report struct {
 	kind       string
 	durable    bool
+	lag        time.Duration // -lag
 	subs, rate int
 	elapsed    time.Duration
 	// acked counts the updates acknowledged, refused the attempts
@@ -42,6 +43,7 @@ func (r *report) failures() []string {
 	if len(r.lost) > 0 && (r.durable || !failoverKind(r.kind)) {
 		f = append(f, fmt.Sprintf("%d acknowledged updates lost (%s)", len(r.lost), sample(r.lost)))
 	}
+	f = append(f, r.lagFailures()...)
 	if len(r.duplicated) > 0 {
 		f = append(f, fmt.Sprintf("%d updates in the store twice (%s)", len(r.duplicated), sample(r.duplicated)))
 	}
@@ -59,6 +61,33 @@ func (r *report) failures() []string {
 	return f
 }
 
+// lagFailures returns why the lag (-lag) did not do what it is for: a
+// replica that lags loses, at the failover, the updates the primary
+// acknowledged meanwhile; with -durable, no update is acknowledged
+// meanwhile, as no replica has it. Either failure says the replica did
+// not lag.
+func (r *report) lagFailures() []string {
+	if r.lag <= 0 {
+		return nil
+	}
+	if !r.durable {
+		if len(r.lost) == 0 {
+			return []string{"-lag: the failover lost no acknowledged update: the replica did not lag"}
+		}
+		return nil
+	}
+	for i, s := range r.stats {
+		if s.name != "lag" || i+1 == len(r.stats) {
+			continue
+		}
+		if next := r.stats[i+1]; s.recovered >= 0 && s.at.Add(s.recovered).Before(next.at) {
+			return []string{fmt.Sprintf("-durable -lag: a publish sent during the lag was acknowledged %s into it, before the %s: a replica acknowledged it",
+				seconds(s.recovered), next.name)}
+		}
+	}
+	return nil
+}
+
 // sample returns the first few of ids, for a message.
 func sample(ids []string) string {
 	if len(ids) > 5 {
@@ -72,6 +101,9 @@ func (r *report) print(w io.Writer) {
 	mode := ""
 	if r.durable {
 		mode = " -durable"
+	}
+	if r.lag > 0 {
+		mode += " -lag " + r.lag.String()
 	}
 	fmt.Fprintf(w, "store %s%s: %d subscribers, %d updates acknowledged in %v (%.0f/s; %d publishes refused, sent again), %d in the store\n",
 		r.kind, mode, r.subs, r.acked, r.elapsed.Round(time.Second), float64(r.acked)/r.elapsed.Seconds(), r.refused, r.stored)
@@ -107,12 +139,23 @@ func (s eventStats) describe(start time.Time) string {
 		}
 		fmt.Fprintf(&b, ": %s back after %s", who, seconds(s.recovered))
 		if s.span > 0 && s.recovered >= s.span {
-			fmt.Fprintf(&b, " (%s after %s)", seconds(s.recovered-s.span), map[bool]string{true: "SIGCONT", false: "the restart"}[s.hub != ""])
+			fmt.Fprintf(&b, " (%s after %s)", seconds(s.recovered-s.span), s.end())
 		}
 		fmt.Fprintf(&b, ", %d attempts refused meanwhile", s.refused)
 	}
 	fmt.Fprintf(&b, "; until the next: %d acknowledged, %d lost, %d duplicated, %d gaps reported", s.acked, s.lost, s.duplicated, s.gaps)
 	return b.String()
+}
+
+// end names the end of the event's span.
+func (e event) end() string {
+	switch {
+	case e.hub != "":
+		return "SIGCONT"
+	case e.name == "lag":
+		return "the lag's end"
+	}
+	return "the restart"
 }
 
 // seconds formats d in seconds, "never" for a negative d.
@@ -127,7 +170,7 @@ func seconds(d time.Duration) string {
 // which a table is built: the totals, then each event's, prefixed with
 // its name.
 func (r *report) line() string {
-	f := []string{"result", "store=" + r.kind, fmt.Sprintf("durable=%v", r.durable),
+	f := []string{"result", "store=" + r.kind, fmt.Sprintf("durable=%v", r.durable), "lag=" + r.lag.String(),
 		fmt.Sprintf("subs=%d", r.subs), fmt.Sprintf("rate=%d", r.rate), fmt.Sprintf("seconds=%.0f", r.elapsed.Seconds()),
 		fmt.Sprintf("acked=%d", r.acked), fmt.Sprintf("refused=%d", r.refused), fmt.Sprintf("stored=%d", r.stored),
 		fmt.Sprintf("lost=%d", len(r.lost)), fmt.Sprintf("duplicated=%d", len(r.duplicated)),

@@ -30,13 +30,43 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// A lag must lose what the primary acknowledged meanwhile, or, with
+// -durable, have no publish sent during it acknowledged before the
+// primary's kill: otherwise the replica did not lag.
+func TestLagFailures(t *testing.T) {
+	lag := eventStats{event: event{name: "lag", at: at(40), span: time.Second}, recovered: 0}
+	kill := eventStats{event: event{name: "primary-kill", at: at(41), store: true}, recovered: time.Second, lost: 90}
+	stats := []eventStats{{event: event{name: "warm-up", at: at(0)}}, lag, kill}
+	r := report{kind: kindRedisCluster, lag: time.Second, lost: []string{"A1"}, stats: stats, rssBound: 1}
+	if f := r.failures(); len(f) != 0 {
+		t.Errorf("asynchronous, lost: %q", f)
+	}
+	r.lost = nil
+	if f := r.failures(); len(f) != 1 || !strings.Contains(f[0], "lost no acknowledged update") {
+		t.Errorf("asynchronous, nothing lost: %q", f)
+	}
+	r.durable = true
+	if f := r.failures(); len(f) != 1 || !strings.Contains(f[0], "acknowledged 0.00s into it, before the primary-kill") {
+		t.Errorf("-durable, acknowledged during the lag: %q", f)
+	}
+	stats[1].recovered = 1500 * time.Millisecond
+	if f := r.failures(); len(f) != 0 {
+		t.Errorf("-durable, acknowledged after the kill: %q", f)
+	}
+	r.lag = 0
+	r.durable = false
+	if f := r.failures(); len(f) != 0 {
+		t.Errorf("no lag: %q", f)
+	}
+}
+
 // The result line holds the totals and each event's figures, prefixed
 // with its name.
 func TestLine(t *testing.T) {
-	r := report{kind: kindRedisCluster, durable: true, acked: 10, elapsed: time.Minute, rssBound: 1,
+	r := report{kind: kindRedisCluster, durable: true, lag: time.Second, acked: 10, elapsed: time.Minute, rssBound: 1,
 		stats: []eventStats{{event: event{name: "warm-up"}, acked: 4}, {event: event{name: "primary-kill"}, recovered: 2340 * time.Millisecond, refused: 7, acked: 6}}}
 	l := r.line()
-	for _, want := range []string{"result store=redis-cluster durable=true ", " acked=10 ", " warm-up.acked=4 ",
+	for _, want := range []string{"result store=redis-cluster durable=true lag=1s ", " acked=10 ", " warm-up.acked=4 ",
 		" primary-kill.recover=2.34 primary-kill.refused=7 primary-kill.acked=6 primary-kill.lost=0 ", " ok=true"} {
 		if !strings.Contains(l, want) {
 			t.Errorf("line %q lacks %q", l, want)

@@ -28,7 +28,7 @@ func (s *schedule) run(started time.Time) {
 		s.restart("replica-kill", s.st.replica, s.cfg.replicaDown)
 		time.Sleep(s.cfg.between)
 		waitAll("the replicas to follow the primary", 60*time.Second, s.st.synced)
-		s.failover()
+		s.failover(s.lag())
 	}
 	time.Sleep(s.cfg.after)
 }
@@ -38,7 +38,7 @@ func (s *schedule) run(started time.Time) {
 func (s *schedule) stopHub() {
 	s.base = s.rss.now()
 	log.Printf("SIGSTOP hub B (RSS %d MiB) for %v", s.base>>20, s.cfg.pause)
-	check(stopProcess(s.b.cmd.Process))
+	check(stop(s.b.cmd.Process))
 	s.add(event{name: "hub-stop", span: s.cfg.pause, hub: s.b.name})
 	time.Sleep(s.cfg.pause)
 	check(continueProcess(s.b.cmd.Process))
@@ -55,15 +55,39 @@ func (s *schedule) restart(name string, srv *server, down time.Duration) {
 	log.Printf("%s restarted", srv.name)
 }
 
+// lag makes the replica that will take over stop receiving the
+// primary's writes for -lag, so that the failover that follows loses what
+// the primary acknowledged meanwhile, and returns the release that the
+// failover calls (nil without -lag). It is no store event: it loses
+// nothing by itself, the primary's kill does.
+func (s *schedule) lag() (release func()) {
+	if s.cfg.lag <= 0 {
+		return nil
+	}
+	release = s.st.lag()
+	s.add(event{name: "lag", span: s.cfg.lag})
+	log.Printf("the replica that will take over lags for %v", s.cfg.lag)
+	time.Sleep(s.cfg.lag)
+	return release
+}
+
 // failover kills the primary as a crash would, and promotes its replica
 // -promote-after later where the store does not do it itself
 // (PostgreSQL: failover tooling, as Patroni, would). Where the store
 // lets it (Redis), it starts the old primary again -primary-down later,
 // as a replica: with -durable, a Cluster's shard has no other replica to
 // acknowledge appends.
-func (s *schedule) failover() {
+//
+// release, if not nil, ends the lag: it is called once the primary was
+// sent its crash, before the wait for its end.
+func (s *schedule) failover(release func()) {
 	log.Printf("killing the primary (%s)", s.st.primary.name)
-	s.st.primary.kill()
+	s.st.primary.signalCrash()
+	if release != nil {
+		release()
+		log.Printf("the lag ended")
+	}
+	s.st.primary.reap()
 	e := event{name: "primary-kill", store: true}
 	rejoin := s.st.rejoin != nil && s.cfg.primaryDown > 0
 	if rejoin {

@@ -52,15 +52,19 @@ type storeSet struct {
 	// failover schedule waits for it before the primary's kill, so that
 	// the restarted replica is back.
 	synced func() bool
+	// lag makes the replica that will take over stop receiving the
+	// primary's writes (-lag), and returns release, which the failover
+	// calls once the primary was sent its crash (server.signalCrash) and
+	// before it waits for its end: release returns once that replica has
+	// lost for good what it did not receive, and lets it go on. nil for
+	// the outage kinds.
+	lag func() (release func())
 }
 
 // startStore starts a store of kind, its data under dir; durable makes
 // its replication synchronous (PostgreSQL) or the hubs' appends wait for
 // a replica (Redis).
 func startStore(kind, dir string, durable bool) *storeSet {
-	if durable && !failoverKind(kind) {
-		fatalf("-durable needs a store with replicas: %s, %s or %s", kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
-	}
 	switch kind {
 	case kindRedis:
 		s := redisServer("redis", dir, "--appendonly", "yes", "--appendfsync", "always")
@@ -143,6 +147,13 @@ func (s *server) start() {
 
 // kill stops the server as a crash would (see crash), and waits for it.
 func (s *server) kill() {
+	s.signalCrash()
+	s.reap()
+}
+
+// signalCrash sends the server its crash (see crash), and returns
+// without waiting for its end.
+func (s *server) signalCrash() {
 	if s.cmd == nil {
 		return
 	}
@@ -150,6 +161,13 @@ func (s *server) kill() {
 		s.cmd.Process.Kill()
 	} else {
 		s.cmd.Process.Signal(s.crash)
+	}
+}
+
+// reap waits for the end of the server, sent its crash.
+func (s *server) reap() {
+	if s.cmd == nil {
+		return
 	}
 	s.cmd.Wait()
 	s.cmd = nil

@@ -390,26 +390,7 @@ func TestStandalone_RedisStore(t *testing.T) {
 		_ = rdb.Del(context.Background(), stream, stream+":ids", stream+":n").Err()
 		_ = rdb.Close()
 	})
-	args := []string{"-addr", "127.0.0.1:0", "-insecure-publish", "-store", "redis://" + addr + "/0?stream=" + stream}
-	var urls [2]string
-	for i := range urls {
-		s, err := configure(args, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(s.handler)
-		t.Cleanup(func() {
-			srv.Close()
-			if err := s.hub.Shutdown(context.Background()); err != nil {
-				t.Error(err)
-			}
-			if err := s.closeStore(); err != nil {
-				t.Error(err)
-			}
-		})
-		urls[i] = srv.URL + "/.well-known/mercure"
-	}
-	a, b := urls[0], urls[1]
+	a, b := twoHubs(t, "redis://"+addr+"/0?stream="+stream)
 	publish := func(data string) {
 		t.Helper()
 		res, err := http.PostForm(a, url.Values{"topic": {"x"}, "data": {data}})

@@ -13,8 +13,9 @@ import (
 // delay is how long to wait before the next connection, after failures
 // consecutive connections that delivered nothing, the last ending with
 // err. The hub sets the base with its retry field and may ask for more
-// with Retry-After, but only within [MinReconnectDelay, MaxHubDelay]: a
-// hub cannot make the client hammer it, nor park it for days.
+// with Retry-After, but only within [MinReconnectDelay, MaxHubDelay]
+// (jitter included): a hub cannot make the client hammer it, nor park it
+// for days.
 func (st *stream) delay(failures int, err error) time.Duration {
 	c := st.c
 	floor, hubMax := c.minReconnectDelay(), max(c.maxHubDelay(), c.minReconnectDelay())
@@ -43,8 +44,15 @@ func (st *stream) delay(failures int, err error) time.Duration {
 	if errors.As(err, &se) {
 		d = max(d, min(se.RetryAfter, hubMax))
 	}
-	// Jitter, added so that a delay is never shorter than asked: clients
-	// that a restart or a Retry-After sent away together come back spread.
+	// Jitter, so that clients that a restart or a Retry-After sent away
+	// together come back spread: added, so that a delay is never shorter
+	// than asked, unless the hub asked for MaxHubDelay or more. Then it
+	// is taken off: the cap holds (the hub gets less than it asked
+	// anyway).
+	asked := st.retry != nil && *st.retry >= hubMax || se != nil && se.RetryAfter >= hubMax
+	if asked && d <= hubMax {
+		return d - rand.N(d/4+1)
+	}
 	if j := rand.N(d/2 + 1); d <= math.MaxInt64-j {
 		d += j
 	}

@@ -79,9 +79,10 @@ type Client struct {
 	// event per stream at most one per MinReconnectDelay.
 	MinReconnectDelay time.Duration
 	// MaxHubDelay caps the delays the hub asks for, with its retry field
-	// or Retry-After: a hub cannot park a subscriber for days. Zero
-	// means DefaultMaxHubDelay. A hub still answering 503 when it has
-	// passed is asked again.
+	// or Retry-After, jitter included (it then spreads the clients below
+	// the cap, down to three quarters of it): a hub cannot park a
+	// subscriber for days. Zero means DefaultMaxHubDelay. A hub still
+	// answering 503 when it has passed is asked again.
 	MaxHubDelay time.Duration
 
 	// HeaderTimeout bounds the wait for the response headers of every

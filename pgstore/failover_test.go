@@ -462,16 +462,8 @@ func TestFailoverSubscriptions(t *testing.T) {
 	sb.Promote()
 	b := open(t, newPool(t, dsn), "mercure", failoverOpts...)
 	storetest.WaitFor(t, "another store to list x and y", func() bool {
-		subs, err := b.Subscriptions(ctx)
-		if err != nil {
-			return false
-		}
-		var ids []string
-		for _, s := range subs {
-			ids = append(ids, s.ID)
-		}
-		slices.Sort(ids)
-		return slices.Equal(ids, []string{"x", "y"})
+		ids, err := storetest.SubscriptionIDs(ctx, b)
+		return err == nil && slices.Equal(ids, []string{"x", "y"})
 	})
 }
 

@@ -168,16 +168,8 @@ func TestSharedSubscriptionsRewrittenAfterLoss(t *testing.T) {
 		return s
 	}
 	ids := func(s *redisstore.Store) []string {
-		subs, err := s.Subscriptions(context.Background())
-		if err != nil {
-			return nil
-		}
-		var out []string
-		for _, x := range subs {
-			out = append(out, x.ID)
-		}
-		slices.Sort(out)
-		return out
+		ids, _ := storetest.SubscriptionIDs(context.Background(), s)
+		return ids
 	}
 	ctx := context.Background()
 	rdbA := srv.Client()
@@ -317,16 +309,8 @@ func TestSharedSubscriptionsResyncDespiteConcurrentRemoval(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.WaitFor(t, "the other store to list B and X", func() bool {
-		subs, err := other.Subscriptions(ctx)
-		if err != nil {
-			return false
-		}
-		var ids []string
-		for _, s := range subs {
-			ids = append(ids, s.ID)
-		}
-		slices.Sort(ids)
-		return slices.Equal(ids, []string{"B", "X"})
+		ids, err := storetest.SubscriptionIDs(ctx, other)
+		return err == nil && slices.Equal(ids, []string{"B", "X"})
 	})
 }
 
@@ -416,12 +400,7 @@ func TestSharedSubscriptionsRewrittenAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.WaitFor(t, "B to list A's subscriptions as they are", func() bool {
-		subs, err := b.Subscriptions(ctx)
-		var ids []string
-		for _, s := range subs {
-			ids = append(ids, s.ID)
-		}
-		slices.Sort(ids)
+		ids, err := storetest.SubscriptionIDs(ctx, b)
 		return err == nil && slices.Equal(ids, []string{"y", "z"})
 	})
 }

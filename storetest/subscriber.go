@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mercurekit/mercure/store"
 )
 
 // Stream is one subscriber's stream, for tests of stores shared by
@@ -113,4 +116,19 @@ func (s *Stream) Collect(want int) []string {
 	case <-time.After(200 * time.Millisecond):
 	}
 	return got
+}
+
+// SubscriptionIDs returns, sorted, the ids of the active subscriptions
+// that s lists: those of every hub sharing it.
+func SubscriptionIDs(ctx context.Context, s store.SubscriptionStore) ([]string, error) {
+	subs, err := s.Subscriptions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(subs))
+	for _, sub := range subs {
+		ids = append(ids, sub.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }

@@ -1064,7 +1064,7 @@ func (s *Store) verify(last string, n uint64) (string, uint64, error) {
 	}
 	var seq uint64
 	if prev == "" {
-		prev = "0-0"
+		prev, id = "0-0", store.Earliest // as store.Listener says of an empty history
 	} else if seq, err = parseID(prev); err != nil {
 		return last, n, err
 	}

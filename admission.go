@@ -86,11 +86,12 @@ func (h *Hub) admit(r *http.Request, role token.Role) (*principal, verdict) {
 		return nil, denied(h.missingDenial(r), role, nil) // AUTH-1, AUTH-13: publishing needs a token
 	case p == nil && h.authorizesSubscribers() && !h.cfg.anonymous:
 		return nil, denied(h.missingDenial(r), role, nil) // AUTH-2, AUTH-13
-	case p != nil && p.fromCookie && !h.sameOrigin(r):
+	case p != nil && p.fromCookie && !h.sameOrigin(r, role == token.Subscriber):
 		// SEC-4: a cookie rides along on cross-site requests; a stream
 		// opened from another site would announce the user's
-		// subscriptions, payload included.
-		what := "a subscription authorized by a cookie or the application's session must come from the hub's origin or an origin of WithCORS (its Origin header, Sec-Fetch-Site or Referer)"
+		// subscriptions, payload included. A stream whose request names
+		// no origin at all is served (see sameOrigin).
+		what := "a subscription authorized by a cookie or the application's session must not come from another origin than the hub's or one of WithCORS (its Origin header, Sec-Fetch-Site or Referer names another)"
 		if role == token.Publisher {
 			what = "a publish authenticated by a cookie must come from the hub's origin or an origin of WithCORS (its Origin or Referer header)"
 		}

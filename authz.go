@@ -384,21 +384,40 @@ func sameGrants(a, b *grantSet) bool {
 }
 
 // sameOrigin reports whether a request authenticated by a cookie or a
-// session (publish or subscribe) comes from the hub's own origin or a
-// CORS-allowed one (SEC-4): its Origin header must name it; without one
-// (a same-origin GET, an EventSource among them, carries none),
+// session comes from the hub's own origin or a CORS-allowed one (SEC-4),
+// as far as the request tells: its Origin header must name one; without
+// one (a same-origin GET, an EventSource among them, carries none),
 // Sec-Fetch-Site must say same-origin (or none: the user opened it
-// directly), or else the Referer must name it. Requests with none of
-// these are refused.
-func (h *Hub) sameOrigin(r *http.Request) bool {
-	source := r.Header.Get("Origin")
-	if source == "" {
-		switch r.Header.Get("Sec-Fetch-Site") {
-		case "same-origin", "none":
-			return true
-		}
-		source = r.Header.Get("Referer")
+// directly), or else the Referer must name one.
+//
+// A request that tells nothing (none of those headers) is refused when
+// it publishes (anyOrigin false): the spec's cookie mechanism asks the
+// hub to reject cookie-authenticated publishes that carry neither Origin
+// nor Referer. A subscription that tells nothing is served: a browser
+// always sends Origin on a cross-origin EventSource, a CORS-mode
+// request, so what opens a stream from another site names it (Origin,
+// or Sec-Fetch-Site cross-site or same-site), and a stream without any
+// comes from a client that is not a browser (with a cookie jar) or a
+// same-origin page whose referrer policy strips the Referer in a browser
+// that sends no Fetch Metadata.
+func (h *Hub) sameOrigin(r *http.Request, anyOrigin bool) bool {
+	if o := r.Header.Get("Origin"); o != "" {
+		return h.allowedOrigin(o)
 	}
+	site := r.Header.Get("Sec-Fetch-Site")
+	switch site {
+	case "same-origin", "none":
+		return true
+	}
+	if ref := r.Header.Get("Referer"); ref != "" {
+		return h.allowedOrigin(ref)
+	}
+	return anyOrigin && site == ""
+}
+
+// allowedOrigin reports whether the URL source (an Origin or a Referer)
+// is of the hub's origin or a CORS-allowed one.
+func (h *Hub) allowedOrigin(source string) bool {
 	u, err := url.Parse(source)
 	if err != nil || u.Host == "" {
 		return false

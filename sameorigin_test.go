@@ -19,7 +19,9 @@ import (
 // open a logged-in user's stream, which would announce their
 // subscriptions and payload (issue 24). A same-origin EventSource sends
 // no Origin but Sec-Fetch-Site: same-origin; older browsers a Referer.
-// A token in the Authorization header is not ambient: no rule applies.
+// A request that names no origin at all is served: only a publish must
+// name one (SEC-4). A token in the Authorization header is not ambient:
+// no rule applies.
 func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
 	t.Parallel()
 	const (
@@ -44,7 +46,13 @@ func TestSEC4_CookieSubscribeNeedsSameOrigin(t *testing.T) {
 		{"Sec-Fetch-Site same-site, Referer a WithCORS origin", []string{"Sec-Fetch-Site", "same-site", "Referer", corsOrigin + "/page"}, 200},
 		{"Referer, the hub's", []string{"Referer", hubOrigin + "/books"}, 200},
 		{"Referer elsewhere", []string{"Referer", evil + "/"}, 403},
-		{"none of them", nil, 403},
+		// Issue 41: a browser names the origin of a cross-origin
+		// EventSource; a request that names none is a client with a
+		// cookie jar, or a page whose referrer policy strips the
+		// Referer in a browser without Fetch Metadata.
+		{"none of them", nil, 200},
+		{"Sec-Fetch-Site same-site alone", []string{"Sec-Fetch-Site", "same-site"}, 403},
+		{"Sec-Fetch-Site unknown value", []string{"Sec-Fetch-Site", "bogus"}, 403},
 	}
 	sessions := newAppSessions()
 	sessions.set("s1", &mercure.Access{Subject: "alice", Subscribe: []mercure.Match{{Pattern: "*"}}, Payload: map[string]any{"name": "Alice"}})

@@ -255,7 +255,8 @@ func (th *testHub) trySubscribe(method, q, body string, header ...string) (*subs
 // block with only an id fires no event (it is the stream's starting
 // position: EventSource records it as its last event id); its id goes
 // to s.position. Blocks with a retry or a type but no data are passed on
-// as events, for the tests that look at them.
+// as events, for the tests that look at them, and so is a retry field
+// that the stream's end leaves without its empty line.
 func (s *subscription) read() {
 	defer close(s.done)
 	sc := bufio.NewScanner(s.res.Body)
@@ -295,6 +296,12 @@ func (s *subscription) read() {
 			ev.Data += value
 			ev.HasData = true
 		}
+	}
+	// A retry field applies as it is read, block ended or not: the hub
+	// writes its farewell retry without an empty line after it (see
+	// sse.KeepAlive), and the tests look at it as an event.
+	if ev.Retry != "" && !ev.HasData {
+		s.events <- ev
 	}
 	s.err = sc.Err()
 }

@@ -29,7 +29,9 @@ import (
 
 // retryBody is the body of a deferred refusal: a comment with the
 // status and reason, a retry field, nothing else (no id, no data).
-var retryBody = regexp.MustCompile(`^: (\d{3}) ([^\n]+)\nretry: (\d+)\n\n$`)
+// No empty line: it would end a block, which parsers that dispatch every
+// block (fetch-event-source) report as a message with empty data.
+var retryBody = regexp.MustCompile(`^: (\d{3}) ([^\n]+)\nretry: (\d+)\n$`)
 
 // subscribeWith serves a GET subscribe to h with Accept accept (none
 // when it is "-") and the other header's name, value pairs.
@@ -328,7 +330,7 @@ func TestRetryLater_Jitter(t *testing.T) {
 	}
 	w := httptest.NewRecorder()
 	retryStream(w, "", 0)
-	if w.Body.String() != "retry: 1\n\n" {
+	if w.Body.String() != "retry: 1\n" {
 		t.Fatalf("a zero delay: %q, want a millisecond", w.Body.String())
 	}
 }

@@ -7,17 +7,19 @@ import (
 	"time"
 )
 
-// RetryField is the SSE event that sets the reconnection delay a drained
+// RetryField is the SSE field that sets the reconnection delay a drained
 // stream is told: a second, ± half a second of jitter.
 func RetryField() []byte { return RetryFieldAfter(time.Second) }
 
-// RetryFieldAfter is the SSE event that sets the reconnection delay to
+// RetryFieldAfter is the SSE field that sets the reconnection delay to
 // about d: d ± d/2, so that clients told together come back spread out.
-// It is a millisecond at least.
+// It is a millisecond at least. A client applies a retry field as it
+// reads it; no empty line follows, which would end a block that some
+// parsers report as a message with empty data (see sse.KeepAlive).
 func RetryFieldAfter(d time.Duration) []byte {
 	ms := max(int64(d/time.Millisecond), 1)
 	ms = ms - ms/2 + rand.Int64N(ms)
-	return append(strconv.AppendInt([]byte("retry: "), ms, 10), "\n\n"...)
+	return append(strconv.AppendInt([]byte("retry: "), ms, 10), '\n')
 }
 
 // drainStep is how often the drain ends the streams that are due.

@@ -32,10 +32,14 @@ import (
 )
 
 // KeepAlive is the comment written to idle streams to keep intermediaries from
-// closing them. It is a constant string rather than a []byte variable so that
-// no package can modify it; write it with io.WriteString (http.ResponseWriter
+// closing them: a comment line alone, without the empty line that ends a
+// block. Every parser ignores a comment line, but some dispatch a message at
+// every empty line, data or not (@microsoft/fetch-event-source calls its
+// onmessage with empty data), so no empty line goes out without an event.
+// It is a constant string rather than a []byte variable so that no package
+// can modify it; write it with io.WriteString (http.ResponseWriter
 // implements io.StringWriter, so this does not copy).
-const KeepAlive = ":\n\n"
+const KeepAlive = ":\n"
 
 const (
 	idPrefix      = "id: "
@@ -110,20 +114,19 @@ func encodedLen(id, typ string, retryMillis int64, data string) int {
 	return n + linesLen(len(dataPrefix), data) + 1
 }
 
-// AppendComment appends an SSE comment, ": " + text + "\n\n", to dst and
+// AppendComment appends an SSE comment, ": " + text + "\n", to dst and
 // returns the extended slice. Clients ignore comments; they are useful to
 // keep a connection alive or to pad a stream.
 //
 // text should not contain CR or LF. If it does, it is split into lines
 // exactly like the data of AppendEvent, and each line is written as its own
 // comment line prefixed by ": ", so text can never produce a field or
-// dispatch an event. The comment block always ends with an empty line. Like
+// dispatch an event. No empty line follows: one would end a block, which
+// some parsers report as a message with empty data (see [KeepAlive]). Like
 // AppendEvent, it grows dst at most once.
 func AppendComment(dst []byte, text string) []byte {
-	dst = slices.Grow(dst, linesLen(len(commentPrefix), text)+1)
-	dst = appendLines(dst, commentPrefix, text)
-
-	return append(dst, '\n')
+	dst = slices.Grow(dst, linesLen(len(commentPrefix), text))
+	return appendLines(dst, commentPrefix, text)
 }
 
 // singleLine returns s cut at its first CR or LF, if any.

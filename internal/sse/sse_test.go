@@ -327,10 +327,10 @@ func TestGoSSERoundTrip(t *testing.T) {
 
 func TestAppendComment(t *testing.T) {
 	tests := []struct{ text, want string }{
-		{"hello", ": hello\n\n"},
-		{"", ": \n\n"},
-		{"a\r\nb\rc\n", ": a\n: b\n: c\n: \n\n"},
-		{"\ndata: forged\n\nid: x", ": \n: data: forged\n: \n: id: x\n\n"},
+		{"hello", ": hello\n"},
+		{"", ": \n"},
+		{"a\r\nb\rc\n", ": a\n: b\n: c\n: \n"},
+		{"\ndata: forged\n\nid: x", ": \n: data: forged\n: \n: id: x\n"},
 	}
 	for _, tt := range tests {
 		got := sse.AppendComment([]byte("p"), tt.text)
@@ -344,6 +344,9 @@ func TestAppendComment(t *testing.T) {
 		if len(comments) != len(strings.Split(normalize(tt.text), "\n")) {
 			t.Errorf("AppendComment(%q) decoded comments %q", tt.text, comments)
 		}
+		if n := emptyLines(got[1:]); n != 0 {
+			t.Errorf("AppendComment(%q) wrote %d empty lines: a parser that dispatches every block would see a message", tt.text, n)
+		}
 	}
 
 	// A comment, even a multi-line one, does not disturb the next event.
@@ -355,14 +358,49 @@ func TestAppendComment(t *testing.T) {
 	}
 }
 
+// TestKeepAlive: the keep-alive is a comment line alone. Issue 41: with
+// the empty line that ends a block, @microsoft/fetch-event-source, which
+// dispatches every block, called onmessage with empty data at every
+// keep-alive.
 func TestKeepAlive(t *testing.T) {
-	if sse.KeepAlive != ":\n\n" {
+	if sse.KeepAlive != ":\n" {
 		t.Errorf("KeepAlive = %q", sse.KeepAlive)
 	}
 	events, comments := parseStream([]byte(sse.KeepAlive))
 	if len(events) != 0 || len(comments) != 1 || comments[0] != "" {
 		t.Errorf("KeepAlive decoded to events %+v, comments %q", events, comments)
 	}
+	if n := emptyLines([]byte(sse.KeepAlive)); n != 0 {
+		t.Errorf("KeepAlive holds %d empty lines", n)
+	}
+	// Between two events, it changes neither.
+	stream := sse.AppendEvent(nil, "1", "", -1, "a")
+	stream = append(stream, sse.KeepAlive...)
+	stream = sse.AppendEvent(stream, "2", "", -1, "b")
+	if events, _ := parseStream(stream); len(events) != 2 || events[0].Data != "a" || events[1].Data != "b" || events[1].ID != "2" {
+		t.Errorf("events around a keep-alive: %+v", events)
+	}
+}
+
+// emptyLines counts the empty lines of b (CR, LF or CRLF line ends): the
+// blocks that a parser dispatching every block, data or not, reports.
+func emptyLines(b []byte) int {
+	n, start := 0, true
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\r', '\n':
+			if start {
+				n++
+			}
+			if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+			start = true
+		default:
+			start = false
+		}
+	}
+	return n
 }
 
 func TestAppendEventNoAllocs(t *testing.T) {

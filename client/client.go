@@ -8,6 +8,7 @@ import (
 	"iter"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -174,6 +175,10 @@ type Subscription struct {
 	// Method forces "GET" or "QUERY"; empty means GET, or QUERY with the
 	// matchers in a form body when they would make the URL too long.
 	Method string
+
+	// resource is the URL of the resource that named the hub, when
+	// Discovery.Subscription made the subscription.
+	resource *url.URL
 }
 
 // errNoMatcher is returned for a subscription without matchers.
@@ -193,8 +198,9 @@ var errNoMatcher = errors.New("mercure: a subscription needs at least one matche
 // that retrying cannot cure, which it yields once: a [*StatusError] for a
 // 4xx answer other than 408 and 429 (test it with errors.Is against
 // [ErrUnauthorized], [ErrForbidden] and [ErrBadRequest]),
-// [ErrNotEventStream], [ErrEventTooLarge], [ErrInsecureRedirect]. Every
-// event is yielded with a nil error.
+// [ErrNotEventStream], [ErrEventTooLarge], [ErrInsecureRedirect],
+// [ErrRedirectBody], [ErrUntrustedHub]. Every event is yielded with a nil
+// error.
 //
 // Reading happens in the caller's goroutine, while it ranges: an event is
 // read when the previous one has been handled, so a slow consumer slows
@@ -204,6 +210,16 @@ func (c *Client) Subscribe(ctx context.Context, hubURL string, s Subscription) i
 		if len(s.Matchers) == 0 {
 			yield(Event{}, errNoMatcher)
 			return
+		}
+		if s.resource != nil {
+			hub, err := url.Parse(hubURL)
+			if err == nil {
+				err = c.checkDiscovered(s.resource, hub)
+			}
+			if err != nil {
+				yield(Event{}, fmt.Errorf("mercure: subscribe: %w", err))
+				return
+			}
 		}
 		st := &stream{c: c, hubURL: hubURL, sub: s, cursor: s.LastEventID, yield: yield}
 		failures := 0
@@ -259,7 +275,7 @@ func (st *stream) connect(ctx context.Context) (delivered int, err error, perman
 	}
 	res, err := st.c.do(req)
 	if err != nil {
-		return 0, err, errors.Is(err, ErrInsecureRedirect)
+		return 0, err, errors.Is(err, ErrInsecureRedirect) || errors.Is(err, ErrRedirectBody)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {

@@ -125,11 +125,16 @@ type HubLink struct {
 // Discovery is what a resource advertises about its updates.
 type Discovery struct {
 	// Hubs are the advertised hubs, in header order; a publisher publishes
-	// to each, a subscriber picks one it trusts.
+	// to each, a subscriber picks one it trusts. The resource names them:
+	// check a hub's URL before you send it a token (see
+	// [Discovery.Subscription]).
 	Hubs []HubLink
 	// Topic is the canonical topic: the rel="self" link, or else the
 	// resource's URL.
 	Topic string
+
+	// resource is the URL of the resource, nil when unknown.
+	resource *url.URL
 }
 
 // ErrNoHub is returned by discovery when the resource advertises no hub.
@@ -143,7 +148,7 @@ func DiscoverResponse(res *http.Response) (*Discovery, error) {
 	if res.Request != nil {
 		base = res.Request.URL
 	}
-	d := &Discovery{}
+	d := &Discovery{resource: base}
 	for _, l := range ParseLinks(res.Header.Values("Link"), base) {
 		switch {
 		case l.has("mercure"):
@@ -184,12 +189,43 @@ func (c *Client) Discover(ctx context.Context, resourceURL string) (*Discovery, 
 
 // Subscription returns the subscription to the resource's topic through
 // its first hub, starting from the advertised cursor.
+//
+// The resource chose the hub, so [Client.Subscribe] holds it to the rules
+// that a redirect is held to: it refuses, with [ErrUntrustedHub], a hub
+// on http named by a resource on https (the stream would travel in
+// clear text), and, when the client has a Token, a hub on another origin
+// than the resource's (the token would go wherever the resource says).
+// To subscribe to a hub of another origin with a token, check its URL,
+// then subscribe to it with a Subscription of your own.
 func (d *Discovery) Subscription() (hubURL string, s Subscription) {
 	s.Matchers = []Matcher{Exact(d.Topic)}
 	if len(d.Hubs) > 0 {
 		hubURL, s.LastEventID = d.Hubs[0].URL, d.Hubs[0].LastEventID
 	}
+	s.resource = d.resource
 	return hubURL, s
+}
+
+// ErrUntrustedHub is wrapped by the error of a subscription that
+// [Discovery.Subscription] returned, to a hub that the resource could
+// not make the client trust: a hub on http named by a resource on https,
+// or, for a client with a Token, a hub on another origin than the
+// resource's. The subscription ends with it.
+var ErrUntrustedHub = errors.New("mercure: refusing a hub that the resource names")
+
+// checkDiscovered tells why the client must not subscribe to the hub at
+// hub for a subscription discovered on resource, if it must not.
+func (c *Client) checkDiscovered(resource, hub *url.URL) error {
+	if resource == nil {
+		return nil
+	}
+	if strings.EqualFold(resource.Scheme, "https") && !strings.EqualFold(hub.Scheme, "https") {
+		return fmt.Errorf("%w: %s, on %s, named by %s", ErrUntrustedHub, redact(hub.String()), hub.Scheme, redact(resource.String()))
+	}
+	if c.Token != nil && origin(hub) != origin(resource) {
+		return fmt.Errorf("%w: %s would get the client's token, and is not on the origin of %s that names it", ErrUntrustedHub, redact(hub.String()), redact(resource.String()))
+	}
+	return nil
 }
 
 // Metadata is a hub's OAuth 2.0 protected resource metadata (RFC 9728),

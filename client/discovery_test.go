@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -34,12 +35,9 @@ func TestDiscover_FromRealLinkHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &client.Discovery{
-		Hubs:  []client.HubLink{{URL: testHubURL, LastEventID: "before", Type: "book", ContentType: "application/merge-patch+json"}},
-		Topic: "https://example.com/books/1",
-	}
-	if !reflect.DeepEqual(d, want) {
-		t.Fatalf("got %+v, want %+v", d, want)
+	wantHubs := []client.HubLink{{URL: testHubURL, LastEventID: "before", Type: "book", ContentType: "application/merge-patch+json"}}
+	if !reflect.DeepEqual(d.Hubs, wantHubs) || d.Topic != "https://example.com/books/1" {
+		t.Fatalf("got %+v, want hubs %+v and the topic https://example.com/books/1", d, wantHubs)
 	}
 	publish(t, th.Hub, mercure.Update{Topics: []string{"https://example.com/books/1"}, ID: "between"})
 	_, sub := d.Subscription()
@@ -104,4 +102,68 @@ func FuzzParseLinks(f *testing.F) {
 		}
 		client.ParseChallenges([]string{s})
 	})
+}
+
+// discovered returns the subscription that the resource at resourceURL,
+// advertising the hub at hubURL, makes.
+func discovered(t *testing.T, resourceURL, hubURL string) (string, client.Subscription) {
+	t.Helper()
+	u, err := url.Parse(resourceURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &http.Response{Request: &http.Request{URL: u}, Header: http.Header{"Link": {"<" + hubURL + `>; rel="mercure"`}}}
+	d, err := client.DiscoverResponse(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Subscription()
+}
+
+// A discovered hub is held to what a redirect is (issue 41): a resource
+// on https cannot send the client to a hub on http, nor a resource send
+// the client's token to a hub on another origin. Without a token, or on
+// the resource's origin, the subscription works.
+func TestDiscover_SubscriptionHoldsTheHubToTheResource(t *testing.T) {
+	t.Parallel()
+	hub := newOrigin(t, false)
+	ctx := testContext(t, testwait.Deadline)
+	withToken := &client.Client{Token: client.StaticToken(secretToken)}
+	first := func(c *client.Client, hubURL string, sub client.Subscription) (client.Event, error) {
+		for ev, err := range c.Subscribe(ctx, hubURL, sub) {
+			return ev, err
+		}
+		return client.Event{}, context.Cause(ctx)
+	}
+	for _, c := range []struct {
+		name     string
+		resource string
+		c        *client.Client
+	}{
+		{"https resource, http hub", "https://app.example/books/1", &client.Client{}},
+		{"another origin, with a token", "http://app.example/books/1", withToken},
+	} {
+		hubURL, sub := discovered(t, c.resource, hub.url("/hub"))
+		if _, err := first(c.c, hubURL, sub); !errors.Is(err, client.ErrUntrustedHub) {
+			t.Errorf("%s: %v, want ErrUntrustedHub", c.name, err)
+		}
+	}
+	if n := hub.requests(); n != 0 {
+		t.Fatalf("the refused hub got %d requests", n)
+	}
+	hubURL, sub := discovered(t, "http://app.example/books/1", hub.url("/anonymous"))
+	if ev, err := first(&client.Client{}, hubURL, sub); err != nil || ev.ID != "/anonymous" {
+		t.Fatalf("another origin, no token: %+v, %v", ev, err)
+	}
+	hubURL, sub = discovered(t, hub.url("/books/1"), hub.url("/same"))
+	if ev, err := first(withToken, hubURL, sub); err != nil || ev.ID != "/same" {
+		t.Fatalf("the resource's origin, with a token: %+v, %v", ev, err)
+	}
+	if got := hub.received("/same"); len(got) != 1 || got[0] != "Bearer "+secretToken {
+		t.Fatalf("the hub on the resource's origin got Authorization %q", got)
+	}
+	// A subscription of the application's own is not held back.
+	if ev, err := first(withToken, hub.url("/own"), client.Subscription{Matchers: sub.Matchers}); err != nil || ev.ID != "/own" {
+		t.Fatalf("an application's own subscription: %+v, %v", ev, err)
+	}
 }

@@ -70,7 +70,9 @@
 //
 // The token is sent to the hub's origin only: a redirect to another
 // scheme, host or port goes without it, and one from https to http is
-// refused ([ErrInsecureRedirect]). net/http alone would send it to
+// refused ([ErrInsecureRedirect]); a request body (a publication, a QUERY
+// subscription) is never sent again to another origin by a 307 or 308
+// ([ErrRedirectBody]). net/http alone would send it to
 // another port or a subdomain, and over http. (A client from
 // golang.org/x/oauth2's NewClient as [Client.HTTPClient] would renew the
 // token too, but its Transport adds it to every request, redirects to
@@ -84,7 +86,10 @@
 // (the spec's "Discovery" section): the hub, the last-event-id to subscribe
 // from, the type and content-type of the updates, and the rel="self"
 // topic. [Client.Metadata] reads the hub's protected resource metadata
-// (RFC 9728).
+// (RFC 9728). The resource names the hub: a subscription from
+// [Discovery.Subscription] is held to what a redirect is, refused
+// ([ErrUntrustedHub]) to a hub on http named by a resource on https, or
+// with a token, to a hub on another origin than the resource's.
 //
 // # Publish
 //

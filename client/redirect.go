@@ -16,14 +16,21 @@ import (
 // ends with it.
 var ErrInsecureRedirect = errors.New("mercure: refusing a redirect from https to http")
 
+// ErrRedirectBody is wrapped by the error of a request with a body (a
+// publication, a subscription sent with QUERY) that a hub redirected to
+// another origin with 307 or 308, which would send the body again there:
+// the client refuses to follow, since the body may hold a private update.
+var ErrRedirectBody = errors.New("mercure: refusing to send a request body to another origin on a redirect")
+
 // errTooManyRedirects is net/http's default limit, applied when the
 // HTTPClient has no CheckRedirect of its own.
 var errTooManyRedirects = errors.New("mercure: stopped after 10 redirects")
 
 // checkRedirect wraps next, the HTTPClient's own policy (nil for net/http's
 // default), with the client's: a redirect from https to http is refused,
-// and the Authorization header the client set is dropped as soon as a hop
-// leaves the origin of the first request, for the rest of the chain.
+// so is one that would send a request body to another origin than the
+// first request's, and the Authorization header the client set is
+// dropped as soon as a hop leaves that origin, for the rest of the chain.
 //
 // net/http alone drops Authorization only when the host name changes to
 // one that is not a subdomain: it still sends the token to another port
@@ -38,6 +45,11 @@ func checkRedirect(next func(*http.Request, []*http.Request) error) func(*http.R
 		first := origin(via[0].URL)
 		for _, hop := range append(via[1:len(via):len(via)], req) {
 			if origin(hop.URL) != first {
+				if req.GetBody != nil && req.ContentLength != 0 {
+					// A 307 or 308 sends the body again (a 301, 302 or
+					// 303 turns the request into a GET without one).
+					return fmt.Errorf("%w: %s to %s", ErrRedirectBody, redact(via[0].URL.String()), redact(req.URL.String()))
+				}
 				req.Header.Del("Authorization")
 				break
 			}

@@ -211,19 +211,47 @@ func TestRedirectFromHTTPSToHTTPIsRefused(t *testing.T) {
 	}
 }
 
-// A publication that a hub redirects, body and all (307), to another port
-// reaches it without the publisher's token.
-func TestPublish_RedirectToAnotherOriginDropsTheToken(t *testing.T) {
+// A publication that a hub redirects, body and all (307), to another
+// origin is not sent there: the body may hold a private update (issue 41).
+// A 307 within the hub's origin is followed, token and body included.
+func TestPublish_RedirectToAnotherOriginIsRefused(t *testing.T) {
 	t.Parallel()
 	hub, other := newOrigin(t, false), newOrigin(t, false)
 	hub.redirect("/hub", other.url("/publish"))
+	hub.redirect("/moved", hub.url("/publish"))
 	c := &client.Client{Token: client.StaticToken(secretToken)}
-	id, err := c.Publish(testContext(t, testwait.Deadline), hub.url("/hub"), client.Update{Topics: []string{"t"}})
-	if err != nil || id != "urn:published" {
-		t.Fatalf("Publish = %q, %v", id, err)
+	ctx := testContext(t, testwait.Deadline)
+	update := client.Update{Topics: []string{"t"}, Data: "secret", Private: true}
+	if id, err := c.Publish(ctx, hub.url("/hub"), update); !errors.Is(err, client.ErrRedirectBody) {
+		t.Fatalf("Publish redirected to another origin = %q, %v; want ErrRedirectBody", id, err)
 	}
-	if got := other.received("/publish"); !slices.Equal(got, []string{""}) {
-		t.Fatalf("the other origin got Authorization %q", got)
+	if n := other.requests(); n != 0 {
+		t.Fatalf("the other origin got %d requests", n)
+	}
+	if id, err := c.Publish(ctx, hub.url("/moved"), update); err != nil || id != "urn:published" {
+		t.Fatalf("Publish redirected within its origin = %q, %v", id, err)
+	}
+	if got := hub.received("/publish"); !slices.Equal(got, []string{"Bearer " + secretToken}) {
+		t.Fatalf("the hub's new address got Authorization %q", got)
+	}
+}
+
+// A subscription sent with QUERY holds its matchers in the body: a
+// redirect to another origin is refused as a publication's is.
+func TestSubscribe_QueryRedirectToAnotherOriginIsRefused(t *testing.T) {
+	t.Parallel()
+	hub, other := newOrigin(t, false), newOrigin(t, false)
+	hub.redirect("/hub", other.url("/stream"))
+	c := &client.Client{}
+	ctx := testContext(t, testwait.Deadline)
+	for _, err := range c.Subscribe(ctx, hub.url("/hub"), client.Subscription{Matchers: []client.Matcher{client.Exact("urn:a")}, Method: "QUERY"}) {
+		if !errors.Is(err, client.ErrRedirectBody) {
+			t.Fatalf("QUERY subscription redirected to another origin: %v, want ErrRedirectBody", err)
+		}
+		break
+	}
+	if n := other.requests(); n != 0 {
+		t.Fatalf("the other origin got %d requests", n)
 	}
 }
 

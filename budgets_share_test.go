@@ -1,9 +1,12 @@
 package mercure_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/mercurekit/mercure"
@@ -95,5 +98,42 @@ func TestBudgets_AnonymousPatternSizeLeavesRoom(t *testing.T) {
 	}
 	if opened > 2 {
 		t.Fatalf("token holders opened %d patterns past twice the anonymous share: the whole budget did not hold", anon-1+opened)
+	}
+}
+
+// A public hub (anonymous readers, a token for the publishers) lets its
+// anonymous subscribers hold all but a tenth of its connections, and
+// says so at start-up: with half, the default until issue 41, a hub of
+// 10 000 connections refused its 5 001st reader, with nothing said. The
+// reserve still lets a token holder in once the anonymous share is full.
+func TestAnonymousShare_PublicHub(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	th := startAuthHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(mercure.Limits{MaxConnections: 10}),
+		mercure.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	var line struct {
+		Msg                    string
+		Anonymous, Connections int
+	}
+	for l := range strings.Lines(logs.String()) {
+		if json.Unmarshal([]byte(l), &line) == nil && strings.Contains(line.Msg, "MaxAnonymousConnections") {
+			break
+		}
+		line.Msg = ""
+	}
+	if line.Msg == "" || line.Anonymous != 9 || line.Connections != 10 {
+		t.Fatalf("start-up log %q: want the anonymous share, 9 of 10 connections", logs.String())
+	}
+	for i := range 9 {
+		if s, res := th.trySubscribe(http.MethodGet, "match=*", ""); s == nil {
+			t.Fatalf("anonymous reader %d: %s, want 200", i+1, res.Status)
+		}
+	}
+	if s, res := th.trySubscribe(http.MethodGet, "match=*", ""); s != nil || res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("anonymous reader 10: %v, want 429: the share is full", res.Status)
+	}
+	tok := mintToken(t, authSubKey, nil, authClaims(detail("subscribe", exactTopic("*"))))
+	if s, res := th.trySubscribe(http.MethodGet, "match=*", "", "Authorization", "Bearer "+tok); s == nil {
+		t.Fatalf("a token holder beside 9 anonymous readers: %s, want 200 (the reserve)", res.Status)
 	}
 }

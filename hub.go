@@ -93,7 +93,24 @@ func New(hubURL string, opts ...Option) (*Hub, error) {
 	if cfg.debugger {
 		h.ops.debug = h.startDebugger()
 	}
+	h.logShares()
 	return h, nil
+}
+
+// logShares says, at start-up, what share of the connections anonymous
+// subscribers may hold, on a hub where they have a share (one where a
+// token or a session can authorize a stream, and anonymous streams are
+// let in): the cap that refuses them first when the hub fills up.
+func (h *Hub) logShares() {
+	lim := h.cfg.limits
+	if !h.cfg.anonymous || !h.authorizesSubscribers() {
+		return
+	}
+	attrs := []any{"anonymous", lim.MaxAnonymousConnections, "connections", lim.MaxConnections}
+	if n := h.anonymousPerClient(); n > 0 {
+		attrs = append(attrs, "anonymous_per_client", n)
+	}
+	h.log.Info("mercure: anonymous subscribers may hold some of the connections; the rest are kept for token and session holders (Limits.MaxAnonymousConnections)", attrs...)
 }
 
 // newConfig applies opts to the defaults, for the hub at hubURL, and

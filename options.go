@@ -396,7 +396,9 @@ type Limits struct {
 	// can never take what token and session holders need. This applies to
 	// a hub where a token or a session can authorize subscribers ([Issuer],
 	// [WithAuthorizer]); on a hub where none can, every stream is
-	// anonymous and has the whole budgets. Default half of MaxConnections.
+	// anonymous and has the whole budgets. Default: nine tenths of
+	// MaxConnections (all but one of a hub of one), the rest kept for
+	// token and session holders; New logs the share at Info.
 	MaxAnonymousConnections int
 	// MaxAnonymousConnectionsPerClient caps the anonymous streams one
 	// client (see [WithClientKey]) holds at once, within
@@ -545,7 +547,7 @@ var defaultLimits = Limits{
 	QueueEvents:             1024,
 	QueueBytes:              8 << 20,
 	MaxConnections:          10_000,
-	MaxAnonymousConnections: 5_000,
+	MaxAnonymousConnections: 9_000,
 	MaxQueuedBytes:          128 << 20,
 	MaxTotalPatternSize:     4 << 20,
 	MaxReplays:              64,
@@ -616,6 +618,15 @@ func (l *Limits) merge(o Limits) error {
 	return nil
 }
 
+// defaultAnonymous is the default of [Limits.MaxAnonymousConnections]
+// for a hub of maxConnections: all but a tenth, kept for token and
+// session holders. Half, the default until issue 41, refused the 5 001st
+// subscriber of a public hub (the live-score case: anonymous readers, a
+// token for the publishers) with 10 000 connections to give.
+func defaultAnonymous(maxConnections int) int {
+	return max(1, maxConnections-max(1, maxConnections/10))
+}
+
 // resolve returns the limits in effect: those l sets, the defaults for
 // the others, and the defaults that follow others for those left unset.
 func (l Limits) resolve() Limits {
@@ -626,7 +637,7 @@ func (l Limits) resolve() Limits {
 		}
 	}
 	if l.MaxAnonymousConnections == 0 {
-		d.MaxAnonymousConnections = max(1, d.MaxConnections/2)
+		d.MaxAnonymousConnections = defaultAnonymous(d.MaxConnections)
 	}
 	if l.QueueBytes == 0 {
 		d.QueueBytes = max(d.QueueBytes, int(min(d.MaxBodyBytes, math.MaxInt)))

@@ -59,10 +59,13 @@ func (h *Hub) initAuth() error {
 		h.auth.cors = cors.New(cors.Options{
 			AllowedOrigins:   h.cfg.corsOrigins,
 			AllowCredentials: true,
-			AllowedMethods:   []string{http.MethodGet, methodQuery, http.MethodPost},
-			AllowedHeaders:   []string{"Authorization", "Last-Event-ID", "Content-Type"},
-			ExposedHeaders:   []string{"Link", "Mercure-Last-Event-ID"},
-			MaxAge:           600,
+			// HEAD is a simple method (no preflight): listed so that the
+			// hub's 405 to it carries the CORS headers, which let the page
+			// see the status rather than a CORS failure.
+			AllowedMethods: []string{http.MethodGet, http.MethodHead, methodQuery, http.MethodPost},
+			AllowedHeaders: []string{"Authorization", "Last-Event-ID", "Content-Type"},
+			ExposedHeaders: []string{"Link", "Mercure-Last-Event-ID"},
+			MaxAge:         600,
 		})
 	}
 	return nil

@@ -49,6 +49,15 @@ func TestSUB18_CORS(t *testing.T) {
 		}
 	}
 
+	// A method the hub refuses, which a page may send without a
+	// preflight (HEAD), gets its 405 with the CORS headers: the page sees
+	// the status, not a CORS failure (issue 41).
+	head := mustRequest(t, http.MethodHead, th.endpoint(), "")
+	head.Header.Set("Origin", "https://app.example.com")
+	if status, _, hdr := do(t, head); status != http.StatusMethodNotAllowed || hdr.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+		t.Errorf("HEAD from an allowed origin: %d, Access-Control-Allow-Origin %q; want 405 with the origin", status, hdr.Get("Access-Control-Allow-Origin"))
+	}
+
 	// A fetch() sending Authorization and Last-Event-ID is preflighted.
 	req := mustRequest(t, http.MethodOptions, th.endpoint(), "")
 	req.Header.Set("Origin", "http://localhost:3000")

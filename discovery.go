@@ -124,6 +124,16 @@ func (h *Hub) MetadataPath() string {
 	return metadataPrefix + h.cfg.url.Path
 }
 
+// legacyMetadata is what the metadata says of the compatibility mode
+// (WithLegacyClients): pre-standard tokens, with the legacy claim, in the
+// legacy cookie or the query parameter, and the drafts' selectors.
+type legacyMetadata struct {
+	Cookie         string   `json:"cookie"`
+	Claim          string   `json:"claim"`
+	QueryParameter string   `json:"query_parameter"`
+	MatcherTypes   []string `json:"matcher_types"`
+}
+
 // serveMetadata serves the protected resource metadata: the hub's
 // resource identifier, the token presentations it accepts and its
 // features (matcher types, the subscriptions API). A hub without an
@@ -145,6 +155,9 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		MatcherTypes              []string `json:"mercure_matcher_types_supported"`
 		AuthorizationServers      []string `json:"authorization_servers,omitempty"`
 		Subscriptions             bool     `json:"mercure_subscriptions,omitempty"`
+		// Legacy says what the compatibility mode accepts besides the
+		// standard (WithLegacyClients), for the tools that look.
+		Legacy *legacyMetadata `json:"mercure_legacy,omitempty"`
 	}{
 		Resource:      h.url, // DIS-6: the aud tokens must carry
 		BearerMethods: []string{},
@@ -155,6 +168,15 @@ func (h *Hub) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		doc.AuthorizationDetailsTypes = []string{token.DetailType}
 		doc.BearerMethods = []string{"header"} // never the cookie (DIS-7)
 		doc.Cookie = h.cfg.cookieName
+	}
+	if lc := h.cfg.legacy; lc != nil && (lc.PublisherKeys != nil || lc.SubscriberKeys != nil) {
+		doc.Legacy = &legacyMetadata{Cookie: LegacyCookieName, Claim: "mercure", QueryParameter: "authorization",
+			MatcherTypes: []string{MatchURITemplate}}
+		// RFC 6750's "query": the token in the authorization parameter.
+		doc.BearerMethods = append(doc.BearerMethods, "query")
+		if doc.Cookie == "" {
+			doc.Cookie = h.cfg.cookieName
+		}
 	}
 	for _, iss := range h.cfg.issuers {
 		if iss.AuthorizationServer {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -362,5 +363,40 @@ func TestLegacy_WarnsAtStartUp(t *testing.T) {
 	_ = set.AddKey(jwkOf(t, testKeys().rsa2048))
 	if _, err := mercure.New(testHubURL, mercure.WithLegacyClients(mercure.LegacyClients{PublisherKeys: set})); !errors.Is(err, mercure.ErrInvalidKey) {
 		t.Fatalf("a private key among the legacy keys: %v", err)
+	}
+}
+
+// The metadata says what the compatibility mode accepts besides the
+// standard (issue 41): the legacy cookie and claim, the token in the
+// query ("query", RFC 6750's name), the drafts' URI templates. A hub
+// without the mode says none of it.
+func TestLegacy_Metadata(t *testing.T) {
+	t.Parallel()
+	read := func(opts ...mercure.Option) map[string]any {
+		t.Helper()
+		h, err := mercure.New(testHubURL, append(opts, mercure.WithLogger(nil))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Shutdown(context.Background())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, h.MetadataPath(), nil))
+		var doc map[string]any
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &doc) != nil {
+			t.Fatalf("metadata: %d %s", rec.Code, rec.Body)
+		}
+		return doc
+	}
+	doc := read(mercure.WithLegacyClients(legacyKeys(t)))
+	legacy, _ := doc["mercure_legacy"].(map[string]any)
+	if legacy["cookie"] != mercure.LegacyCookieName || legacy["claim"] != "mercure" || legacy["query_parameter"] != "authorization" ||
+		fmt.Sprint(legacy["matcher_types"]) != "["+mercure.MatchURITemplate+"]" {
+		t.Fatalf("mercure_legacy %v", doc["mercure_legacy"])
+	}
+	if fmt.Sprint(doc["bearer_methods_supported"]) != "[header query]" || doc["mercure_cookie"] != mercure.DefaultCookieName {
+		t.Fatalf("bearer_methods_supported %v, mercure_cookie %v; want query and the standard cookie too", doc["bearer_methods_supported"], doc["mercure_cookie"])
+	}
+	if doc := read(); doc["mercure_legacy"] != nil {
+		t.Fatalf("a hub without the mode: mercure_legacy %v", doc["mercure_legacy"])
 	}
 }

@@ -1,8 +1,10 @@
 package mercure
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -106,7 +108,42 @@ func (h *Hub) newMatcher(typ, value string, lim *PatternLimits) (matcher, index.
 	if err != nil {
 		return matcher{}, index.Cost{}, fmt.Errorf("%w: %w", errMatcher, err)
 	}
+	if typ == MatchURLPattern && looksLikeTemplate(value) {
+		// Valid, and almost surely not what was meant: say so, at Warn
+		// the first time (a client's mistake cannot flood the log).
+		level := slog.LevelDebug
+		if !h.ops.templateOnce.Load() && h.ops.templateOnce.CompareAndSwap(false, true) {
+			level = slog.LevelWarn
+		}
+		h.log.Log(context.Background(), level, "mercure: a match_urlpattern looks like a URI template: in a URL pattern, {name} is a group of the literal text name, which matches that text only; a named group is written :name (spec §Matcher Types: URL Pattern); the next ones are logged at Debug",
+			"pattern", value)
+	}
 	return matcher{kind: index.URLPattern, typ: typ, value: value}, cost, nil
+}
+
+// looksLikeTemplate reports whether the URL pattern p holds what a URI
+// template writes (RFC 6570: {name}, {/name}, {?name}...): a group of an
+// identifier alone, without a modifier after it. A URL pattern reads it
+// as a group of literal text, valid and useless, where the writer meant
+// a variable (:name). A group with a modifier ({/*}?) is a pattern's.
+func looksLikeTemplate(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '{' || (i > 0 && p[i-1] == '\\') {
+			continue
+		}
+		j := i + 1
+		if j < len(p) && strings.IndexByte("+#./;?&", p[j]) >= 0 {
+			j++ // a template operator
+		}
+		start := j
+		for j < len(p) && (p[j] == '_' || p[j] >= 'a' && p[j] <= 'z' || p[j] >= 'A' && p[j] <= 'Z' || p[j] >= '0' && p[j] <= '9') {
+			j++
+		}
+		if j > start && j < len(p) && p[j] == '}' && (j+1 == len(p) || strings.IndexByte("?*+", p[j+1]) < 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // compileMatchers compiles the URL patterns and URI templates of matchers

@@ -1,13 +1,17 @@
 package mercure_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/internal/index"
 	"github.com/mercurekit/mercure/internal/testwait"
 	"github.com/mercurekit/mercure/internal/topicurl"
@@ -465,4 +469,36 @@ func subChurn(th *testHub, g, rounds int) error {
 		s.close()
 	}
 	return nil
+}
+
+// A match_urlpattern written as a URI template (/users/{name}) is a valid
+// URL pattern that matches only the literal text: the hub serves it, and
+// says so in the log, at Warn the first time (issue 41). A pattern's own
+// groups ({/*}?) are not taken for templates.
+func TestURLPatternLikeATemplateIsLogged(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	th := startHub(t, nil, mercure.WithAnonymousSubscribers(), mercure.WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	for _, p := range []string{"https://example.com/books{/*}?", "https://example.com/users/:name", `https://example.com/a\{b\}`, "https://example.com/{a}?"} {
+		s := th.subscribe("match_urlpattern=" + url.QueryEscape(p))
+		s.close()
+	}
+	if strings.Contains(logs.String(), "looks like a URI template") {
+		t.Fatalf("a URL pattern's own syntax taken for a template: %s", logs.String())
+	}
+	for _, p := range []string{"https://example.com/users/{name}", "https://example.com/books{/id}"} {
+		s := th.subscribe("match_urlpattern=" + url.QueryEscape(p))
+		s.close()
+	}
+	var levels []string
+	for l := range strings.Lines(logs.String()) {
+		var line struct{ Level, Msg, Pattern string }
+		if json.Unmarshal([]byte(l), &line) == nil && strings.Contains(line.Msg, "looks like a URI template") {
+			levels = append(levels, line.Level+" "+line.Pattern)
+		}
+	}
+	want := []string{"WARN https://example.com/users/{name}", "DEBUG https://example.com/books{/id}"}
+	if !slices.Equal(levels, want) {
+		t.Fatalf("logged %q, want %q", levels, want)
+	}
 }

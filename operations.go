@@ -34,6 +34,9 @@ type operations struct {
 	// that cannot set read deadlines was (see limitBodyTime).
 	deferredOnce        atomic.Bool
 	warnedReadDeadlines atomic.Bool
+	// templateOnce is whether a URL pattern that looks like a URI
+	// template was logged at Warn already (see Hub.newMatcher).
+	templateOnce atomic.Bool
 }
 
 // start begins the hub's life.

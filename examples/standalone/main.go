@@ -159,6 +159,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		maxReplays     = fs.Int("max-replays", 0, "replays of history at once (default 64); more wait, then get 503")
 		replayTimeout  = fs.Duration("replay-timeout", 0, "time one replay may take (default 30s)")
 		maxPending     = fs.Int("max-pending-updates", 0, "updates recorded but not yet handed to the streams (default 1024); past it publishers wait, a POST at most 5s, then 503")
+		keepAlive      = fs.Duration("keep-alive", 0, "silence after which a stream gets a comment (default 15s); keep it below the idle timeout of the proxies in front")
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -190,6 +191,7 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 			MaxReplays:              *maxReplays,
 			ReplayTimeout:           *replayTimeout,
 			MaxPendingUpdates:       *maxPending,
+			KeepAlive:               *keepAlive,
 		}),
 	}
 	if *issuer != "" {

@@ -138,7 +138,13 @@ func (s *Stream) setUp(r *http.Request, replay func(*Replay) (uint64, bool)) (mi
 
 // positionBlock is the SSE block that sets a client's last event id to
 // id without dispatching an event (HTML § Interpreting an event stream:
-// an event with an empty data buffer is not fired, its id is kept).
+// an event with an empty data buffer is not fired, its id is kept), so
+// that a stream cut before its first event resumes where it started
+// rather than miss, silently, what was published meanwhile. The trade-off:
+// EventSource takes the id only at the block's empty line, and parsers
+// that dispatch every block, data or not (@microsoft/fetch-event-source),
+// report that block as a message with empty data; no form does both
+// (a comment sets no id). docs/embedding.md tells their users to skip it.
 func positionBlock(id string) []byte {
 	return append(append([]byte("id: "), id...), "\n\n"...)
 }

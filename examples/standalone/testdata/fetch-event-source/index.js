@@ -1,0 +1,2 @@
+export { fetchEventSource, EventStreamContentType } from './fetch';
+//# sourceMappingURL=index.js.map

@@ -140,8 +140,10 @@ func (s *Store) consume(pos position) (position, error) {
 		if err != nil {
 			continue // not a message of the stream
 		}
-		if delivered != 0 && meta.Sequence.Consumer != delivered+1 {
-			// The connection dropped a message: read again after pos.
+		if meta.Sequence.Consumer != delivered+1 {
+			// The connection dropped a message, maybe the consumer's
+			// first (a new consumer delivers from 1): read again after
+			// pos, rather than take the next for a gap in the stream.
 			return pos, nil
 		}
 		delivered = meta.Sequence.Consumer

@@ -1,0 +1,91 @@
+package natsstore_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mercurekit/mercure/natsstore"
+	"github.com/mercurekit/mercure/natsstore/natstest"
+	"github.com/mercurekit/mercure/store"
+	"github.com/mercurekit/mercure/storetest"
+)
+
+// outageTimeout bounds each call of the outage tests' stores, as
+// redisstore's do: what they test is that a store fails within it.
+const outageTimeout = time.Second
+
+// dial returns a connection to url, closed when the test ends (after
+// the stores on it, which the suites close first), that reconnects
+// forever and fast: nats.go tries a server again only after
+// ReconnectWait (2 s by default), and gives up after 60 attempts.
+func dial(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond),
+		nats.ReconnectJitter(0, 0), nats.Timeout(natstest.Patient)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("nats connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// openOn returns a store on the stream name through nc, retried until
+// storetest.Deadline: every test opens its stores on a healthy server,
+// and a short timeout can run out beside CPU hogs.
+func openOn(t *testing.T, nc *nats.Conn, name string, opts ...natsstore.Option) *natsstore.Store {
+	t.Helper()
+	var s *natsstore.Store
+	var err error
+	if !storetest.Within(storetest.Deadline, func() bool {
+		s, err = natsstore.New(nc, name, opts...)
+		return err == nil
+	}) {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hostPort is the address of a nats:// URL, for a proxy's target.
+func hostPort(url string) string { return strings.TrimPrefix(url, "nats://") }
+
+// TestOutage runs the outage cases shared with the other stores on the
+// network: a nats-server of the case's own killed (SIGKILL) and
+// restarted with its data, and stores cut off by a proxy from the
+// shared server, each case on a stream of its own.
+func TestOutage(t *testing.T) {
+	t.Parallel()
+	storetest.RunOutage(t, func(t *testing.T, restartable bool) *storetest.OutageServer {
+		var url, name string
+		var srv *natstest.Server
+		if restartable {
+			srv = natstest.Start(t)
+			url, name = srv.URL, "mercure"
+		} else {
+			url, name = server(t).URL, streamName()
+		}
+		p := storetest.StartProxy(t, hostPort(url), nil)
+		o := &storetest.OutageServer{
+			Open: func(t *testing.T, keep int, cut bool) store.Store {
+				to := url
+				if cut {
+					to = "nats://" + p.Addr()
+				}
+				opts := []natsstore.Option{natsstore.WithTimeout(outageTimeout)}
+				if keep > 0 {
+					opts = append(opts, natsstore.WithMaxLen(int64(keep)))
+				}
+				return openOn(t, dial(t, to), name, opts...)
+			},
+			Cut: p.Cut, Mend: p.Mend, LoseReply: p.LoseReply, Timeout: outageTimeout,
+		}
+		if srv != nil {
+			o.Kill = func(*testing.T) { srv.Kill() }
+			o.Restart = func(t *testing.T) { srv.Restart(t) }
+		}
+		return o
+	})
+}

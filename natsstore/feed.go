@@ -187,6 +187,13 @@ func (s *Store) verify(pos position) (position, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
 	st, err := s.info(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// The servers lost the stream with their data, or it was
+		// deleted: it is made again, as New made it, empty.
+		if err = s.createStream(ctx); err == nil {
+			st, err = s.info(ctx)
+		}
+	}
 	if err != nil {
 		return pos, err
 	}
@@ -236,6 +243,11 @@ func (s *Store) verify(pos position) (position, error) {
 	id := head.id
 	if head.seq == 0 {
 		id = store.Earliest // as store.Listener says of an empty history
+	}
+	// The ids of the events that vanished are unknown cursors from now
+	// on, before any stream ends for the rewind (see bury).
+	if err := s.bury(ctx, s.passed.After(head.seq)); err != nil {
+		return pos, err
 	}
 	s.passed.Forget(head.seq)
 	s.latest.Rewind(head.seq, id)

@@ -92,13 +92,11 @@ const (
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = time.Second
 	// block is how long the feed waits for an event before it checks
-	// the connection and, every checkEvery, the history.
+	// the connection and, every checkEvery, the history and its own
+	// progress: a request to the stream's leader, within the timeout,
+	// which tells a server that stopped answering too.
 	block      = 200 * time.Millisecond
 	checkEvery = time.Second
-	// heartbeat is how often the servers tell the feed's consumer that
-	// it is alive when there is nothing to deliver: two missed ones
-	// report the feed failing.
-	heartbeat = time.Second
 	// minDuplicates is the shortest duplicate window of the stream:
 	// JetStream's own default, for the same update appended at once by
 	// several hubs even with a retry window of 0.

@@ -96,10 +96,12 @@ func (s *Store) consume(pos position) (position, error) {
 	}
 	name := cons.CachedInfo().Name
 	defer func() {
-		// Best effort: the server drops it after InactiveThreshold.
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
-		defer cancel()
-		_ = s.js.DeleteConsumer(ctx, s.name, name)
+		// Best effort, and without waiting for the answer: the server
+		// drops the consumer after InactiveThreshold anyway, and a
+		// request waited for would hold the feed, and its report of an
+		// outage, for the whole timeout when the connection is down (a
+		// delete sent meanwhile goes on reconnecting).
+		_ = s.nc.Publish("$JS.API.CONSUMER.DELETE."+s.name+"."+name, nil)
 	}()
 	// No pull heartbeats: jetstream's iterator watches them within one
 	// call of Next, shorter here (block) than two of them. The check

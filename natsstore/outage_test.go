@@ -1,7 +1,9 @@
 package natsstore_test
 
 import (
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +90,74 @@ func TestOutage(t *testing.T) {
 		}
 		return o
 	})
+}
+
+// A cut connection is reported as soon as the feed sees it, not once a
+// call of the store's timeout has run out: with a timeout of a minute,
+// the report comes within storetest.Deadline. And back as soon as the
+// link is.
+func TestFeedReportsACutAtOnce(t *testing.T) {
+	t.Parallel()
+	url, name := server(t).URL, streamName()
+	p := storetest.StartProxy(t, hostPort(url), nil)
+	s := openOn(t, dial(t, "nats://"+p.Addr()), name, natsstore.WithTimeout(time.Minute))
+	t.Cleanup(func() { s.Close() })
+	f := listen(t, s)
+	f.wantEvents(t)
+	p.Cut()
+	f.wantStatus(t, true, storetest.Deadline)
+	p.Mend(t)
+	f.wantStatus(t, false, storetest.Deadline)
+	f.wantEvents(t)
+}
+
+// feed records what a store's feed passes to a listener.
+type feed struct {
+	s      store.Store // the store listened to, to which wantEvents appends
+	events chan string
+	status chan error
+}
+
+func listen(t *testing.T, s store.Store) *feed {
+	f := &feed{s: s, events: make(chan string, 1000), status: make(chan error, 100)}
+	t.Cleanup(s.Listen(store.Listener{
+		Event:  func(e *store.Event) { f.events <- e.ID },
+		Status: func(err error) { f.status <- err },
+	}))
+	return f
+}
+
+func (f *feed) wantStatus(t *testing.T, down bool, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-f.status:
+		if (err != nil) != down {
+			t.Fatalf("feed status %v, want down=%v", err, down)
+		}
+	case <-time.After(within):
+		t.Fatalf("no feed status (want down=%v) within %v", down, within)
+	}
+}
+
+var markerN atomic.Int64
+
+// wantEvents checks that the feed passes ids, and nothing else: it
+// appends a marker through the feed's store and wants it right after
+// them. The feed passes the stream's messages in order, each once, and
+// the marker is appended after every event appended before wantEvents:
+// an extra event (one recorded or passed twice) would come before it.
+func (f *feed) wantEvents(t *testing.T, ids ...string) {
+	t.Helper()
+	marker := fmt.Sprint("urn:marker:", markerN.Add(1))
+	storetest.MustAppend(t, f.s, storetest.NewEvent(marker))
+	for _, want := range append(ids, marker) {
+		select {
+		case id := <-f.events:
+			if id != want {
+				t.Fatalf("feed passed %s, want %s", id, want)
+			}
+		case <-time.After(storetest.Deadline):
+			t.Fatalf("feed did not pass %s", want)
+		}
+	}
 }

@@ -2,7 +2,9 @@ package natsstore_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,5 +161,62 @@ func (f *feed) wantEvents(t *testing.T, ids ...string) {
 		case <-time.After(storetest.Deadline):
 			t.Fatalf("feed did not pass %s", want)
 		}
+	}
+}
+
+// TestFeedReconnects cuts the feed's connection again and again while
+// another store appends: the listener gets every event once, in order,
+// without a gap or a repeat, and each outage is reported.
+func TestFeedReconnects(t *testing.T) {
+	t.Parallel()
+	url, name := server(t).URL, streamName()
+	p := storetest.StartProxy(t, hostPort(url), nil)
+	cut := openOn(t, dial(t, "nats://"+p.Addr()), name, natsstore.WithTimeout(outageTimeout))
+	direct := openOn(t, dial(t, url), name, natsstore.WithTimeout(outageTimeout))
+	t.Cleanup(func() { cut.Close(); direct.Close() })
+	var mu sync.Mutex
+	var events []string
+	var downs atomic.Int64
+	passed := func() int { mu.Lock(); defer mu.Unlock(); return len(events) }
+	t.Cleanup(cut.Listen(store.Listener{
+		Event: func(e *store.Event) { mu.Lock(); events = append(events, e.ID); mu.Unlock() },
+		Gap:   func() { mu.Lock(); events = append(events, "GAP"); mu.Unlock() },
+		Status: func(err error) {
+			if err != nil {
+				downs.Add(1)
+			}
+		},
+	}))
+	const rounds, perRound = 4, 100
+	var want []string
+	for round := range rounds {
+		// The link is cut while the round's events flow: once the feed
+		// passed one of them (maybe all: the cut then comes after).
+		before := passed()
+		appended := make(chan struct{})
+		go func() {
+			defer close(appended)
+			for i := range perRound {
+				id := fmt.Sprint("r", round, "-", i)
+				storetest.MustAppend(t, direct, storetest.NewEvent(id))
+			}
+		}()
+		for i := range perRound {
+			want = append(want, fmt.Sprint("r", round, "-", i))
+		}
+		storetest.WaitFor(t, fmt.Sprint("the feed to pass round ", round, "'s first event"), func() bool { return passed() > before })
+		p.Cut()
+		storetest.WaitFor(t, fmt.Sprint("outage ", round+1, " to be reported"), func() bool { return downs.Load() > int64(round) })
+		p.Mend(t)
+		<-appended
+	}
+	// One more, after which nothing may come: a repeat would come before.
+	storetest.MustAppend(t, direct, storetest.NewEvent("end"))
+	want = append(want, "end")
+	storetest.WaitFor(t, "the end", func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(events, "end") })
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(events, want) {
+		t.Fatalf("the feed passed %d events, want %d once, in order, without a gap: %q", len(events), len(want), events)
 	}
 }

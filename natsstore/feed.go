@@ -20,8 +20,9 @@ func (s *Store) Listen(l store.Listener) (cancel func()) {
 	return s.listeners.Add(l)
 }
 
-// errDisconnected reports a connection that is not connected.
-var errDisconnected = errors.New("natsstore: not connected to a NATS server")
+// errDisconnected reports a connection that is not connected, or
+// reconnected under the feed.
+var errDisconnected = errors.New("natsstore: the connection to the NATS servers was lost")
 
 // position is where the feed is: the last message it passed on, and
 // that message's update id and time, to tell it from another message
@@ -90,6 +91,11 @@ func (s *Store) consume(pos position) (position, error) {
 		InactiveThreshold: max(10*time.Second, 2*s.cfg.timeout),
 		FilterSubjects:    s.filter(),
 	}
+	// A reconnect after this may be to servers that lost the consumer
+	// (restarted, without their data even), and loses the messages on
+	// the way: the feed goes on through a new consumer, after checking
+	// the history, even when the reconnect took less than a block.
+	reconnects := s.nc.Stats().Reconnects
 	cons, err := s.js.CreateConsumer(ctx, s.name, cfg)
 	if err != nil {
 		return pos, err
@@ -146,10 +152,9 @@ func (s *Store) consume(pos position) (position, error) {
 		}
 		msg, err := it.Next(jetstream.NextMaxWait(block))
 		if errors.Is(err, nats.ErrTimeout) {
-			if s.nc.Status() != nats.CONNECTED {
+			if s.nc.Status() != nats.CONNECTED || s.nc.Stats().Reconnects != reconnects {
 				return pos, errDisconnected
 			}
-			s.listeners.Status(nil)
 			continue
 		}
 		if err != nil {

@@ -454,7 +454,11 @@ func (s *Store) Append(ctx context.Context, e *store.Event) error {
 
 // isRetry tells whether e, whose update's digest is sum, is a retry of
 // the message m: the latest of its id, with the same update, recorded
-// within the retry window before e's time.
+// within the retry window before e's time. Recorded is when the stream
+// stored it, which may be long after the hub accepted it (the event's
+// Time): nats.go keeps what is published while it reconnects, and sends
+// it on reconnecting, after the append failed; the later of the two
+// times counts, whatever the clocks of the hub and the servers.
 func (s *Store) isRetry(m *rawMsg, e *store.Event, sum string) bool {
 	if s.cfg.window <= 0 || m.Header.Get(digestHeader) != sum {
 		return false
@@ -463,7 +467,11 @@ func (s *Store) isRetry(m *rawMsg, e *store.Event, sum string) bool {
 	if err := store.UnmarshalEvent(m.Data, &got); err != nil || got.ID != e.ID {
 		return false
 	}
-	return !got.Time.Before(e.Time.Add(-s.cfg.window))
+	recorded := got.Time
+	if m.Time.After(recorded) {
+		recorded = m.Time
+	}
+	return !recorded.Before(e.Time.Add(-s.cfg.window))
 }
 
 // msgGetRequest is a request of JetStream's message get API.
@@ -478,6 +486,7 @@ type rawMsg struct {
 	Seq    uint64
 	Header nats.Header
 	Data   []byte
+	Time   time.Time // when the stream stored it; zero from a direct get
 }
 
 // createStream creates the store's stream, or updates it to the store's
@@ -509,9 +518,10 @@ func (s *Store) getMsgFrom(ctx context.Context, name string, req msgGetRequest) 
 	}
 	var resp struct {
 		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
 		} `json:"message"`
 		Error *struct {
 			Code        int    `json:"code"`
@@ -534,7 +544,7 @@ func (s *Store) getMsgFrom(ctx context.Context, name string, req msgGetRequest) 
 	if resp.Message == nil {
 		return nil, errors.New("message get: empty reply")
 	}
-	m := &rawMsg{Seq: resp.Message.Seq, Data: resp.Message.Data}
+	m := &rawMsg{Seq: resp.Message.Seq, Data: resp.Message.Data, Time: resp.Message.Time}
 	if len(resp.Message.Header) > 0 {
 		if m.Header, err = decodeHeader(resp.Message.Header); err != nil {
 			return nil, err

@@ -220,3 +220,23 @@ func TestFeedReconnects(t *testing.T) {
 		t.Fatalf("the feed passed %d events, want %d once, in order, without a gap: %q", len(events), len(want), events)
 	}
 }
+
+// An append that failed during an outage can be recorded long after:
+// nats.go keeps what is published while it reconnects, and sends it on
+// reconnecting. The first attempt here was accepted an hour ago (its
+// Time) and recorded now; the publisher's retry, now, is recognised:
+// the retry window runs from when the stream recorded the first, as
+// store.Store.Append says, not from when the hub accepted it.
+func TestRetryOfAnAppendRecordedLate(t *testing.T) {
+	t.Parallel()
+	s := open(t, server(t).URL, streamName())
+	t.Cleanup(func() { s.Close() })
+	first := storetest.NewEvent("late")
+	first.Time = time.Now().Add(-time.Hour)
+	storetest.MustAppend(t, s, first)
+	retry := storetest.RetryOf(first)
+	storetest.MustAppend(t, s, retry)
+	if retry.Seq != first.Seq {
+		t.Fatalf("the retry got Seq %d, the first attempt %d: recorded twice", retry.Seq, first.Seq)
+	}
+}

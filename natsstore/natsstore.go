@@ -39,6 +39,14 @@
 //
 // Outages: each call is bounded by [WithTimeout], so that Append fails
 // rather than hang while no server answers (the hub answers 503). The
+// connection is the application's: give it nats.MaxReconnects(-1), so
+// that it never gives up, and a short nats.ReconnectWait (2 s by
+// default). A server that stops answering without closing its
+// connections (a hung process, a network that drops packets) is noticed
+// by nats.go only by its pings, every two minutes by default: until then
+// the connection does not move to another server of a cluster, and the
+// store fails (its feed reports it within a second and the timeout). Set
+// nats.PingInterval to a few seconds where that matters. The
 // feed is a consumer of the stream that this store creates (ephemeral,
 // in memory, without acknowledgments) and creates again, after the last
 // event it delivered, when it loses it; it reports the outage to its

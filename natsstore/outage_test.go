@@ -1,6 +1,7 @@
 package natsstore_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -238,5 +239,41 @@ func TestRetryOfAnAppendRecordedLate(t *testing.T) {
 	storetest.MustAppend(t, s, retry)
 	if retry.Seq != first.Seq {
 		t.Fatalf("the retry got Seq %d, the first attempt %d: recorded twice", retry.Seq, first.Seq)
+	}
+}
+
+// TestHungServer pauses the server (it answers nothing, and closes no
+// connection, as a hung process or a network that drops packets: nats.go
+// notices only by its pings, every two minutes by default): Append fails
+// within a few timeouts, the feed reports the outage (its check each
+// second goes unanswered), Close returns promptly, and all recovers when
+// the server does.
+func TestHungServer(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	const timeout = 500 * time.Millisecond
+	bound := 3*timeout + 2*time.Second // as storetest's outage cases bound what must fail
+	s := openOn(t, dial(t, srv.URL), "m", natsstore.WithTimeout(timeout))
+	f := listen(t, s)
+	f.wantEvents(t)
+	srv.Pause(t)
+	start := time.Now()
+	if err := s.Append(context.Background(), storetest.NewEvent("x")); err == nil {
+		t.Fatal("Append succeeded on a paused server")
+	}
+	if d := time.Since(start); d > bound {
+		t.Fatalf("Append took %v to fail with WithTimeout(%v)", d, timeout)
+	}
+	f.wantStatus(t, true, storetest.Deadline)
+	srv.Resume(t)
+	f.wantStatus(t, false, storetest.Deadline)
+	f.wantEvents(t)
+
+	srv.Pause(t)
+	defer srv.Resume(t)
+	start = time.Now()
+	s.Close()
+	if d := time.Since(start); d > bound {
+		t.Fatalf("Close took %v on a paused server with WithTimeout(%v)", d, timeout)
 	}
 }

@@ -1,6 +1,7 @@
 // Package natstest runs nats-server processes with JetStream for the
 // tests of natsstore and of programs that use it: a single server, or a
-// cluster of three whose members a test kills (SIGKILL) and restarts.
+// cluster of three whose members a test kills (SIGKILL) and restarts,
+// with their data or without (Wipe), or pauses (SIGSTOP, on Unix).
 // It needs the nats-server binary, named by MERCURE_TEST_NATS (a path,
 // or "1" for the one on PATH); the tests skip without it. CI installs it
 // from the Go module proxy (go install

@@ -41,7 +41,10 @@ func WithSubscriptionTTL(d time.Duration) Option {
 // Layout of the shared subscriptions: two key-value buckets. NAME_subs
 // maps HUB.ID to the JSON document of the subscription ID (base64url) of
 // the store HUB (a random name); NAME_hubs holds a key HUB for each
-// store that is alive, which expires unless the store writes it again.
+// store that is alive, which expires unless the store writes it again:
+// each key has its store's TTL (a message TTL: the stores sharing the
+// buckets may have different ones, which a bucket's own TTL could not
+// follow).
 // Listing skips, and purges, the subscriptions of the stores whose key
 // has expired. A store writes its key before its subscriptions, and a
 // listing reads the subscriptions before the keys: a store whose
@@ -100,7 +103,7 @@ func (p *presence) init(ctx context.Context, s *Store) error {
 	if p.subs, p.hubs, err = p.buckets(ctx); err != nil {
 		return err
 	}
-	if p.rev, err = p.hubs.Put(ctx, p.name, aliveValue()); err != nil {
+	if p.rev, err = p.announce(ctx, p.name, 0); err != nil {
 		return fmt.Errorf("hubs bucket: %w", err)
 	}
 	p.announced = true
@@ -127,7 +130,8 @@ func (p *presence) buckets(ctx context.Context) (subs, hubs jetstream.KeyValue, 
 	}
 	hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
-		History: 1, TTL: s.cfg.subTTL, Storage: storage, Replicas: s.cfg.replicas,
+		History: 1, Storage: storage, Replicas: s.cfg.replicas,
+		LimitMarkerTTL: time.Minute, // message TTLs, and markers for the keys they remove
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("hubs bucket: %w", err)
@@ -135,7 +139,22 @@ func (p *presence) buckets(ctx context.Context) (subs, hubs jetstream.KeyValue, 
 	return subs, hubs, nil
 }
 
-func aliveValue() []byte { return []byte(time.Now().UTC().Format(time.RFC3339)) }
+// announce writes the key name in NAME_hubs, with the store's TTL, and
+// returns its revision; with rev not 0, only if that is still the key's
+// revision (the key did not expire, nor was it purged or written by
+// another).
+func (p *presence) announce(ctx context.Context, name string, rev uint64) (uint64, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(p.s.cfg.subTTL)}
+	if rev != 0 {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(rev))
+	}
+	m := &nats.Msg{Subject: "$KV." + p.s.name + "_hubs." + name, Data: []byte(time.Now().UTC().Format(time.RFC3339))}
+	ack, err := p.s.js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
 
 // key is the key of the subscription id of the store name.
 func key(name, id string) string {
@@ -229,7 +248,7 @@ func (p *presence) refresh() error {
 	p.mu.Lock()
 	name := p.name
 	p.mu.Unlock()
-	rev, err := p.hubs.Update(ctx, name, aliveValue(), p.rev)
+	rev, err := p.announce(ctx, name, p.rev)
 	if err == nil {
 		p.rev = rev
 	}
@@ -307,7 +326,7 @@ func (p *presence) publish(name string, changes map[string]bool, docs map[string
 		if _, _, err := p.buckets(ctx); err != nil {
 			return err
 		}
-		rev, err := p.hubs.Put(ctx, name, aliveValue())
+		rev, err := p.announce(ctx, name, 0)
 		if err != nil {
 			return err
 		}

@@ -291,3 +291,50 @@ func TestSharedSubscriptionsOfAStoreTakenForDead(t *testing.T) {
 	}
 	storetest.WaitFor(t, "B to list A's subscriptions again", func() bool { return slices.Equal(ids(b), []string{"x", "y"}) })
 }
+
+// TestSharedSubscriptionsWithTTLsOfTheirOwn: stores on one stream with
+// different WithSubscriptionTTL each keep theirs. Each store's key
+// expires after its own TTL: a store opened with a short one does not
+// make the keys of the others expire with it.
+func TestSharedSubscriptionsWithTTLsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	url, name := server(t).URL, streamName()
+	long := openOn(t, dial(t, url), name, natsstore.WithSubscriptionTTL(time.Minute))
+	t.Cleanup(func() { long.Close() })
+	ctx := context.Background()
+	if err := long.UpdateSubscriptions(ctx, []store.Subscription{active("kept", true)}); err != nil {
+		t.Fatal(err)
+	}
+	short := openOn(t, dial(t, url), name, natsstore.WithSubscriptionTTL(time.Second))
+	t.Cleanup(func() { short.Close() })
+	// The short store refreshes its key every third of a second: once it
+	// has five times, more than its TTL has passed since it opened.
+	js, err := jetstream.New(dial(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubs, err := js.KeyValue(ctx, name+"_hubs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := hubs.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	writes := map[string]int{}
+	for refreshed := false; !refreshed; {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == jetstream.KeyValuePut {
+				writes[e.Key()]++
+				refreshed = writes[e.Key()] >= 5
+			}
+		case <-time.After(storetest.Deadline):
+			t.Fatalf("the short store's key was not refreshed five times: %v", writes)
+		}
+	}
+	if got := ids(short); !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("the short store lists %q, want the long one's kept", got)
+	}
+}

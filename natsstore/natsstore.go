@@ -608,15 +608,27 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, 
 	defer cancel()
 	var cursor uint64
 	if lastEventID != store.Earliest {
-		gone, err := s.vanished(cctx, lastEventID)
+		// Whether a rewind lost the id is asked meanwhile: a replay
+		// takes as many round trips as before there was such a thing.
+		type answer struct {
+			gone bool
+			err  error
+		}
+		vanished := make(chan answer, 1)
+		go func() {
+			gone, err := s.vanished(cctx, lastEventID)
+			vanished <- answer{gone, err}
+		}()
+		m, err := s.getMsg(cctx, msgGetRequest{Seq: 1, NextFor: s.idSubject(lastEventID)})
+		v := <-vanished
+		if err == nil {
+			err = v.err
+		}
 		if err != nil {
 			return store.Backlog{}, fmt.Errorf("natsstore: replay: %w", err)
 		}
-		var m *rawMsg
-		if !gone {
-			if m, err = s.getMsg(cctx, msgGetRequest{Seq: 1, NextFor: s.idSubject(lastEventID)}); err != nil {
-				return store.Backlog{}, fmt.Errorf("natsstore: replay: %w", err)
-			}
+		if v.gone {
+			m = nil // an unknown cursor
 		}
 		if m != nil {
 			if e, err := decode(m.Seq, m.Data); err == nil && e.ID == lastEventID {

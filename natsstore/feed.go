@@ -20,8 +20,9 @@ func (s *Store) Listen(l store.Listener) (cancel func()) {
 	return s.listeners.Add(l)
 }
 
-// errDisconnected reports a connection that is not connected.
-var errDisconnected = errors.New("natsstore: not connected to a NATS server")
+// errDisconnected reports a connection that is not connected, or
+// reconnected under the feed.
+var errDisconnected = errors.New("natsstore: the connection to the NATS servers was lost")
 
 // position is where the feed is: the last message it passed on, and
 // that message's update id and time, to tell it from another message
@@ -49,7 +50,7 @@ func (s *Store) readLoop(last uint64, e *store.Event) {
 	for !s.closed() {
 		var err error
 		if verify {
-			if pos, err = s.verify(pos); err == nil {
+			if pos, _, err = s.verify(pos); err == nil {
 				verify = false
 			}
 		}
@@ -90,19 +91,29 @@ func (s *Store) consume(pos position) (position, error) {
 		InactiveThreshold: max(10*time.Second, 2*s.cfg.timeout),
 		FilterSubjects:    s.filter(),
 	}
+	// A reconnect after this may be to servers that lost the consumer
+	// (restarted, without their data even), and loses the messages on
+	// the way: the feed goes on through a new consumer, after checking
+	// the history, even when the reconnect took less than a block.
+	reconnects := s.nc.Stats().Reconnects
 	cons, err := s.js.CreateConsumer(ctx, s.name, cfg)
 	if err != nil {
 		return pos, err
 	}
 	name := cons.CachedInfo().Name
 	defer func() {
-		// Best effort: the server drops it after InactiveThreshold.
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
-		defer cancel()
-		_ = s.js.DeleteConsumer(ctx, s.name, name)
+		// Best effort, and without waiting for the answer: the server
+		// drops the consumer after InactiveThreshold anyway, and a
+		// request waited for would hold the feed, and its report of an
+		// outage, for the whole timeout when the connection is down (a
+		// delete sent meanwhile goes on reconnecting).
+		_ = s.nc.Publish("$JS.API.CONSUMER.DELETE."+s.name+"."+name, nil)
 	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(readCount), jetstream.PullHeartbeat(heartbeat),
-		jetstream.PullExpiry(max(5*time.Second, 3*heartbeat)), jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	// No pull heartbeats: jetstream's iterator watches them within one
+	// call of Next, shorter here (block) than two of them. The check
+	// every second tells a server that stopped answering, and a
+	// consumer that stopped delivering.
+	it, err := cons.Messages(jetstream.PullMaxMessages(readCount))
 	if err != nil {
 		return pos, err
 	}
@@ -111,12 +122,15 @@ func (s *Store) consume(pos position) (position, error) {
 	s.presence.reconnected()
 	var delivered uint64 // the consumer's sequence of the last message
 	checked := time.Now()
+	// behind is the position at the last check if the stream held
+	// events after it then, 0 otherwise.
+	var behind uint64
 	for !s.closed() {
 		if time.Since(checked) >= checkEvery {
 			// A replaced history (a restarted server, a stream created
 			// again) may have the consumer deliver its messages after a
 			// sequence that the feed passed in the old one.
-			next, err := s.verify(pos)
+			next, st, err := s.verify(pos)
 			if err != nil {
 				return pos, err
 			}
@@ -124,13 +138,23 @@ func (s *Store) consume(pos position) (position, error) {
 			if next != pos {
 				return next, nil // rewound: a new consumer from there
 			}
+			if behind != 0 && behind == pos.seq {
+				// A whole check period without a message, while the
+				// stream held more: the consumer stopped delivering (its
+				// server lost, its pull requests lost, paused by an
+				// operator) without a word. A new one takes over.
+				return pos, nil
+			}
+			behind = 0
+			if st.Msgs > 0 && st.LastSeq > pos.seq {
+				behind = max(pos.seq, 1) // 0 means not behind
+			}
 		}
 		msg, err := it.Next(jetstream.NextMaxWait(block))
 		if errors.Is(err, nats.ErrTimeout) {
-			if s.nc.Status() != nats.CONNECTED {
+			if s.nc.Status() != nats.CONNECTED || s.nc.Stats().Reconnects != reconnects {
 				return pos, errDisconnected
 			}
-			s.listeners.Status(nil)
 			continue
 		}
 		if err != nil {
@@ -140,8 +164,10 @@ func (s *Store) consume(pos position) (position, error) {
 		if err != nil {
 			continue // not a message of the stream
 		}
-		if delivered != 0 && meta.Sequence.Consumer != delivered+1 {
-			// The connection dropped a message: read again after pos.
+		if meta.Sequence.Consumer != delivered+1 {
+			// The connection dropped a message, maybe the consumer's
+			// first (a new consumer delivers from 1): read again after
+			// pos, rather than take the next for a gap in the stream.
 			return pos, nil
 		}
 		delivered = meta.Sequence.Consumer
@@ -180,27 +206,35 @@ func (s *Store) filter() []string { return nil }
 // the stream holds and the feed passed on, after telling the listeners
 // that the history was rewound to it (see [store.Listener]). Retention
 // only drops messages before the first one: a message before the first,
-// in a stream that goes on past it, was dropped, not lost.
-func (s *Store) verify(pos position) (position, error) {
+// in a stream that goes on past it, was dropped, not lost. It returns
+// the stream's state too.
+func (s *Store) verify(pos position) (_ position, st streamState, err error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
-	st, err := s.info(ctx)
+	st, err = s.info(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// The servers lost the stream with their data, or it was
+		// deleted: it is made again, as New made it, empty.
+		if err = s.createStream(ctx); err == nil {
+			st, err = s.info(ctx)
+		}
+	}
 	if err != nil {
-		return pos, err
+		return pos, st, err
 	}
 	if pos.seq == 0 {
-		return pos, nil
+		return pos, st, nil
 	}
 	if st.LastSeq >= pos.seq {
 		if pos.seq < st.FirstSeq || pos.id == "" {
-			return pos, nil // dropped by retention, or not a Store's
+			return pos, st, nil // dropped by retention, or not a Store's
 		}
 		e, err := s.eventAt(ctx, pos.seq)
 		if err != nil {
-			return pos, err
+			return pos, st, err
 		}
 		if e == nil || (e.ID == pos.id && e.Time.Equal(pos.time)) {
-			return pos, nil // deleted by an operator, or still there
+			return pos, st, nil // deleted by an operator, or still there
 		}
 	}
 	// The history lost pos: find the last message it shares with the
@@ -212,7 +246,7 @@ func (s *Store) verify(pos position) (position, error) {
 		}
 		e, err := s.eventAt(ctx, p.Seq)
 		if err != nil {
-			return pos, err
+			return pos, st, err
 		}
 		if e != nil && e.ID == p.ID && e.Time.Equal(p.Time) {
 			head = position{seq: p.Seq, id: p.ID, time: p.Time}
@@ -224,7 +258,7 @@ func (s *Store) verify(pos position) (position, error) {
 		// share everything up to its last message.
 		e, err := s.eventAt(ctx, st.LastSeq)
 		if err != nil {
-			return pos, err
+			return pos, st, err
 		}
 		head.seq = st.LastSeq
 		if e != nil {
@@ -235,10 +269,15 @@ func (s *Store) verify(pos position) (position, error) {
 	if head.seq == 0 {
 		id = store.Earliest // as store.Listener says of an empty history
 	}
+	// The ids of the events that vanished are unknown cursors from now
+	// on, before any stream ends for the rewind (see bury).
+	if err := s.bury(ctx, s.passed.After(head.seq)); err != nil {
+		return pos, st, err
+	}
 	s.passed.Forget(head.seq)
 	s.latest.Rewind(head.seq, id)
 	s.listeners.Rewind(head.seq, id)
-	return head, nil
+	return head, st, nil
 }
 
 // passedAny tells whether the feed passed on, among the events it

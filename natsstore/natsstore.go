@@ -39,6 +39,14 @@
 //
 // Outages: each call is bounded by [WithTimeout], so that Append fails
 // rather than hang while no server answers (the hub answers 503). The
+// connection is the application's: give it nats.MaxReconnects(-1), so
+// that it never gives up, and a short nats.ReconnectWait (2 s by
+// default). A server that stops answering without closing its
+// connections (a hung process, a network that drops packets) is noticed
+// by nats.go only by its pings, every two minutes by default: until then
+// the connection does not move to another server of a cluster, and the
+// store fails (its feed reports it within a second and the timeout). Set
+// nats.PingInterval to a few seconds where that matters. The
 // feed is a consumer of the stream that this store creates (ephemeral,
 // in memory, without acknowledgments) and creates again, after the last
 // event it delivered, when it loses it; it reports the outage to its
@@ -46,9 +54,14 @@
 // finds that the stream lost events it delivered (a server restarted
 // without its data, a stream deleted and created again), it tells its
 // listeners that the history was rewound, before any event of the new
-// history. A replicated stream loses no acknowledged event while a
-// majority of its replicas survives: JetStream acknowledges a message,
-// and lets consumers read it, only once a majority has it.
+// history; a stream that the servers lost is created again, empty, by
+// the feed or by the next Append. The ids of the events the feed passed
+// on that the history lost stay unknown cursors for a day (the bucket
+// NAME_vanished): a client that got one resumes from the earliest event,
+// not after a retry of its update that the new history recorded later.
+// A replicated stream loses no acknowledged event while a majority of
+// its replicas survives: JetStream acknowledges a message, and lets
+// consumers read it, only once a majority has it.
 package natsstore
 
 import (
@@ -87,13 +100,11 @@ const (
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = time.Second
 	// block is how long the feed waits for an event before it checks
-	// the connection and, every checkEvery, the history.
+	// the connection and, every checkEvery, the history and its own
+	// progress: a request to the stream's leader, within the timeout,
+	// which tells a server that stopped answering too.
 	block      = 200 * time.Millisecond
 	checkEvery = time.Second
-	// heartbeat is how often the servers tell the feed's consumer that
-	// it is alive when there is nothing to deliver: two missed ones
-	// report the feed failing.
-	heartbeat = time.Second
 	// minDuplicates is the shortest duplicate window of the stream:
 	// JetStream's own default, for the same update appended at once by
 	// several hubs even with a retry window of 0.
@@ -413,6 +424,14 @@ func (s *Store) Append(ctx context.Context, e *store.Event) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 	defer cancel()
 	prev, err := s.getMsg(ctx, msgGetRequest{LastFor: s.idSubject(e.ID)})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// The servers lost the stream (restarted without their data, or
+		// it was deleted): it is made again, as New made it, and the
+		// feeds tell their listeners that the history was rewound.
+		if err = s.createStream(ctx); err == nil {
+			prev, err = s.getMsg(ctx, msgGetRequest{LastFor: s.idSubject(e.ID)})
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("natsstore: append: %w", err)
 	}
@@ -443,7 +462,11 @@ func (s *Store) Append(ctx context.Context, e *store.Event) error {
 
 // isRetry tells whether e, whose update's digest is sum, is a retry of
 // the message m: the latest of its id, with the same update, recorded
-// within the retry window before e's time.
+// within the retry window before e's time. Recorded is when the stream
+// stored it, which may be long after the hub accepted it (the event's
+// Time): nats.go keeps what is published while it reconnects, and sends
+// it on reconnecting, after the append failed; the later of the two
+// times counts, whatever the clocks of the hub and the servers.
 func (s *Store) isRetry(m *rawMsg, e *store.Event, sum string) bool {
 	if s.cfg.window <= 0 || m.Header.Get(digestHeader) != sum {
 		return false
@@ -452,7 +475,11 @@ func (s *Store) isRetry(m *rawMsg, e *store.Event, sum string) bool {
 	if err := store.UnmarshalEvent(m.Data, &got); err != nil || got.ID != e.ID {
 		return false
 	}
-	return !got.Time.Before(e.Time.Add(-s.cfg.window))
+	recorded := got.Time
+	if m.Time.After(recorded) {
+		recorded = m.Time
+	}
+	return !recorded.Before(e.Time.Add(-s.cfg.window))
 }
 
 // msgGetRequest is a request of JetStream's message get API.
@@ -467,25 +494,42 @@ type rawMsg struct {
 	Seq    uint64
 	Header nats.Header
 	Data   []byte
+	Time   time.Time // when the stream stored it; zero from a direct get
+}
+
+// createStream creates the store's stream, or updates it to the store's
+// settings.
+func (s *Store) createStream(ctx context.Context) error {
+	if _, err := s.js.CreateOrUpdateStream(ctx, s.streamConfig()); err != nil {
+		return fmt.Errorf("stream %s: %w", s.name, err)
+	}
+	return nil
 }
 
 // getMsg asks the stream's leader for the message req names, and returns
 // nil when there is none. Unlike a direct get, which any replica may
-// answer, the leader's answer holds every acknowledged append.
+// answer, the leader's answer holds every acknowledged append. An error
+// wraps [jetstream.ErrStreamNotFound] when the stream does not exist.
 func (s *Store) getMsg(ctx context.Context, req msgGetRequest) (*rawMsg, error) {
+	return s.getMsgFrom(ctx, s.name, req)
+}
+
+// getMsgFrom is getMsg on the stream name.
+func (s *Store) getMsgFrom(ctx context.Context, name string, req msgGetRequest) (*rawMsg, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.name, body)
+	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+name, body)
 	if err != nil {
 		return nil, err
 	}
 	var resp struct {
 		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
 		} `json:"message"`
 		Error *struct {
 			Code        int    `json:"code"`
@@ -497,15 +541,18 @@ func (s *Store) getMsg(ctx context.Context, req msgGetRequest) (*rawMsg, error) 
 		return nil, fmt.Errorf("message get: %w", err)
 	}
 	if resp.Error != nil {
-		if resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound) {
+		switch resp.Error.ErrCode {
+		case int(jetstream.JSErrCodeMessageNotFound):
 			return nil, nil
+		case int(jetstream.JSErrCodeStreamNotFound):
+			return nil, fmt.Errorf("message get: %w", jetstream.ErrStreamNotFound)
 		}
 		return nil, fmt.Errorf("message get: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
 	}
 	if resp.Message == nil {
 		return nil, errors.New("message get: empty reply")
 	}
-	m := &rawMsg{Seq: resp.Message.Seq, Data: resp.Message.Data}
+	m := &rawMsg{Seq: resp.Message.Seq, Data: resp.Message.Data, Time: resp.Message.Time}
 	if len(resp.Message.Header) > 0 {
 		if m.Header, err = decodeHeader(resp.Message.Header); err != nil {
 			return nil, err
@@ -561,9 +608,27 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, 
 	defer cancel()
 	var cursor uint64
 	if lastEventID != store.Earliest {
+		// Whether a rewind lost the id is asked meanwhile: a replay
+		// takes as many round trips as before there was such a thing.
+		type answer struct {
+			gone bool
+			err  error
+		}
+		vanished := make(chan answer, 1)
+		go func() {
+			gone, err := s.vanished(cctx, lastEventID)
+			vanished <- answer{gone, err}
+		}()
 		m, err := s.getMsg(cctx, msgGetRequest{Seq: 1, NextFor: s.idSubject(lastEventID)})
+		v := <-vanished
+		if err == nil {
+			err = v.err
+		}
 		if err != nil {
 			return store.Backlog{}, fmt.Errorf("natsstore: replay: %w", err)
+		}
+		if v.gone {
+			m = nil // an unknown cursor
 		}
 		if m != nil {
 			if e, err := decode(m.Seq, m.Data); err == nil && e.ID == lastEventID {
@@ -587,6 +652,70 @@ func (s *Store) Replay(ctx context.Context, lastEventID string) (store.Backlog, 
 	}
 	b.Events = r.events
 	return b, nil
+}
+
+// vanishedTTL is how long the ids of events that a rewound history lost
+// stay unknown cursors: far longer than a client takes to resume.
+const vanishedTTL = 24 * time.Hour
+
+// vanishedBucket is the key-value bucket of the ids of events that a
+// rewound history lost (see bury): keyed by the hash of the id, with the
+// id as the value.
+func (s *Store) vanishedBucket() string { return s.name + "_vanished" }
+
+// bury records the ids of events that the history lost, after the feed
+// passed them on (see verify): for [vanishedTTL], they are unknown
+// cursors. A client that got one and resumes with it must not resume
+// after a retry of its update that the new history recorded later, past
+// updates it never got. The bucket is created here, the first time a
+// history is rewound, and again if the servers lost it with the stream.
+func (s *Store) bury(ctx context.Context, events []store.PassedEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	storage := jetstream.FileStorage
+	if s.cfg.memory {
+		storage = jetstream.MemoryStorage
+	}
+	bucket := s.vanishedBucket()
+	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: bucket, Description: "Mercure hub: ids of updates a rewound history lost (natsstore)",
+		History: 1, TTL: vanishedTTL, Storage: storage, Replicas: s.cfg.replicas,
+	}); err != nil {
+		return fmt.Errorf("vanished ids bucket: %w", err)
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	for _, e := range events {
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: "$KV." + bucket + "." + hash(e.ID), Data: []byte(e.ID)})
+		if err != nil {
+			return fmt.Errorf("vanished ids bucket: %w", err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("vanished ids bucket: %w", err)
+		case <-ctx.Done():
+			return fmt.Errorf("vanished ids bucket: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// vanished tells whether a rewound history lost an event with id, in
+// the last [vanishedTTL] (see bury).
+func (s *Store) vanished(ctx context.Context, id string) (bool, error) {
+	bucket := s.vanishedBucket()
+	m, err := s.getMsgFrom(ctx, "KV_"+bucket, msgGetRequest{LastFor: "$KV." + bucket + "." + hash(id)})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil // no history was rewound
+	}
+	if err != nil {
+		return false, fmt.Errorf("vanished ids: %w", err)
+	}
+	return m != nil && string(m.Data) == id, nil
 }
 
 // replayer reads a backlog from the stream. Its events method works on

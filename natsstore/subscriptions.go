@@ -3,6 +3,7 @@ package natsstore
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,9 +41,22 @@ func WithSubscriptionTTL(d time.Duration) Option {
 // Layout of the shared subscriptions: two key-value buckets. NAME_subs
 // maps HUB.ID to the JSON document of the subscription ID (base64url) of
 // the store HUB (a random name); NAME_hubs holds a key HUB for each
-// store that is alive, which expires unless the store writes it again.
+// store that is alive, which expires unless the store writes it again:
+// each key has its store's TTL (a message TTL: the stores sharing the
+// buckets may have different ones, which a bucket's own TTL could not
+// follow).
 // Listing skips, and purges, the subscriptions of the stores whose key
-// has expired.
+// has expired. A store writes its key before its subscriptions, and a
+// listing reads the subscriptions before the keys: a store whose
+// subscriptions it reads is alive in the keys it reads next, unless its
+// key expired meanwhile.
+//
+// A store that writes all its subscriptions again (the servers may have
+// lost them, or its key expired while it lives, and another store purged
+// them as a dead store's) does so under a new name, then purges those
+// of its former name: a purge of its subscriptions that another store
+// decided before the rewrite, and makes after, hits the former name
+// only.
 
 // presence shares a store's active subscriptions in the buckets. Changes
 // are written by one background writer, batched: the changes of
@@ -51,11 +65,12 @@ func WithSubscriptionTTL(d time.Duration) Option {
 // have lost them, and lists them from memory.
 type presence struct {
 	s          *Store
-	name       string // this store's name in the buckets
 	subs, hubs jetstream.KeyValue
 
 	mu      sync.Mutex
 	cond    *sync.Cond        // signalled after each write
+	name    string            // this store's name in the buckets
+	former  map[string]bool   // its former names, whose entries are to purge
 	local   map[string][]byte // this store's subscriptions
 	changed map[string]bool   // ids to write: true to put, false to delete
 	rewrite bool              // write every local subscription again
@@ -66,46 +81,84 @@ type presence struct {
 	failErr error
 	wake    chan struct{}
 	done    chan struct{} // closed by stop
+
+	// The writer's own.
+	rev        uint64 // the revision of the key name in NAME_hubs, as written
+	announced  bool   // whether the key name was written
+	reconnects uint64 // the connection's reconnects at the last write
 }
+
+func newName() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
 
 func (p *presence) init(ctx context.Context, s *Store) error {
 	p.s = s
-	p.name = strings.ReplaceAll(uuid.NewString(), "-", "")
+	p.name = newName()
+	p.former = make(map[string]bool)
 	p.local = make(map[string][]byte)
 	p.changed = make(map[string]bool)
 	p.cond = sync.NewCond(&p.mu)
 	p.wake = make(chan struct{}, 1)
 	p.done = make(chan struct{})
-	storage := jetstream.FileStorage
-	if s.cfg.memory {
-		storage = jetstream.MemoryStorage
-	}
 	var err error
-	p.subs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.name + "_subs", Description: "Mercure hub subscriptions (natsstore)",
-		History: 1, Storage: storage, Replicas: s.cfg.replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("subscriptions bucket: %w", err)
+	if p.subs, p.hubs, err = p.buckets(ctx); err != nil {
+		return err
 	}
-	p.hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
-		History: 1, TTL: s.cfg.subTTL, Storage: storage, Replicas: s.cfg.replicas,
-	})
-	if err != nil {
+	if p.rev, err = p.announce(ctx, p.name, 0); err != nil {
 		return fmt.Errorf("hubs bucket: %w", err)
 	}
-	if _, err := p.hubs.Put(ctx, p.name, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
-		return fmt.Errorf("hubs bucket: %w", err)
-	}
+	p.announced = true
+	p.reconnects = s.nc.Stats().Reconnects
 	s.wg.Add(1)
 	go p.writer()
 	return nil
 }
 
-// key is the key of the subscription id of this store.
-func (p *presence) key(id string) string {
-	return p.name + "." + base64.RawURLEncoding.EncodeToString([]byte(id))
+// buckets creates the two buckets, or updates them to the store's
+// settings.
+func (p *presence) buckets(ctx context.Context) (subs, hubs jetstream.KeyValue, err error) {
+	s := p.s
+	storage := jetstream.FileStorage
+	if s.cfg.memory {
+		storage = jetstream.MemoryStorage
+	}
+	subs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: s.name + "_subs", Description: "Mercure hub subscriptions (natsstore)",
+		History: 1, Storage: storage, Replicas: s.cfg.replicas,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("subscriptions bucket: %w", err)
+	}
+	hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
+		History: 1, Storage: storage, Replicas: s.cfg.replicas,
+		LimitMarkerTTL: time.Minute, // message TTLs, and markers for the keys they remove
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("hubs bucket: %w", err)
+	}
+	return subs, hubs, nil
+}
+
+// announce writes the key name in NAME_hubs, with the store's TTL, and
+// returns its revision; with rev not 0, only if that is still the key's
+// revision (the key did not expire, nor was it purged or written by
+// another).
+func (p *presence) announce(ctx context.Context, name string, rev uint64) (uint64, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(p.s.cfg.subTTL)}
+	if rev != 0 {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(rev))
+	}
+	m := &nats.Msg{Subject: "$KV." + p.s.name + "_hubs." + name, Data: []byte(time.Now().UTC().Format(time.RFC3339))}
+	ack, err := p.s.js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// key is the key of the subscription id of the store name.
+func key(name, id string) string {
+	return name + "." + base64.RawURLEncoding.EncodeToString([]byte(id))
 }
 
 // UpdateSubscriptions records changes of the subscriptions of the hub
@@ -157,7 +210,8 @@ func (s *Store) UpdateSubscriptions(ctx context.Context, subs []store.Subscripti
 }
 
 // writer publishes the changes, and tells the store alive every third of
-// the TTL, until stop.
+// the TTL, until stop. When that fails (the key is gone: it expired, the
+// servers lost it, another store purged it), it writes everything again.
 func (p *presence) writer() {
 	defer p.s.wg.Done()
 	alive := time.NewTicker(p.s.cfg.subTTL / 3)
@@ -169,10 +223,10 @@ func (p *presence) writer() {
 		case <-p.done:
 			return
 		case <-alive.C:
-			ctx, cancel := context.WithTimeout(p.s.ctx, p.s.cfg.timeout)
-			_, _ = p.hubs.Put(ctx, p.name, []byte(time.Now().UTC().Format(time.RFC3339)))
-			cancel()
-			continue
+			if retry != nil || p.refresh() == nil {
+				continue // a retry to come writes the key anyway
+			}
+			p.lost()
 		case <-p.wake:
 		case <-retry:
 		}
@@ -186,18 +240,47 @@ func (p *presence) writer() {
 	}
 }
 
-// flush publishes the pending changes, at once, and waits for their
-// acknowledgments.
-func (p *presence) flush() error {
+// refresh writes the store's key again, if it is still the one the
+// store wrote last.
+func (p *presence) refresh() error {
+	ctx, cancel := context.WithTimeout(p.s.ctx, p.s.cfg.timeout)
+	defer cancel()
 	p.mu.Lock()
+	name := p.name
+	p.mu.Unlock()
+	rev, err := p.announce(ctx, name, p.rev)
+	if err == nil {
+		p.rev = rev
+	}
+	return err
+}
+
+// flush publishes the pending changes, at once, and waits for their
+// acknowledgments; or, when the servers may have lost the store's
+// entries, writes them all under a new name.
+func (p *presence) flush() error {
+	// A connection that reconnected since the last write may be to
+	// servers that lost the store's writes (restarted without their
+	// data), whether the feed noticed or not.
+	reconnects := p.s.nc.Stats().Reconnects
+	p.mu.Lock()
+	p.rewrite = p.rewrite || reconnects != p.reconnects
 	gen := p.gen
 	changes := p.changed
-	if p.rewrite {
+	rewrite := p.rewrite
+	if rewrite {
+		// A new name has none of the former's entries: only the current
+		// subscriptions are to write.
+		changes = make(map[string]bool, len(p.local))
 		for id := range p.local {
 			changes[id] = true
 		}
+		if p.announced {
+			p.former[p.name] = true
+			p.name, p.announced = newName(), false
+		}
 	}
-	rewrite := p.rewrite
+	name := p.name
 	p.changed, p.rewrite = make(map[string]bool), false
 	docs := make(map[string][]byte, len(changes))
 	for id, active := range changes {
@@ -206,18 +289,24 @@ func (p *presence) flush() error {
 		}
 	}
 	p.mu.Unlock()
-	err := p.publish(changes, docs, rewrite)
+	err := p.publish(name, changes, docs, rewrite)
+	if err == nil && rewrite {
+		p.reconnects = reconnects
+		p.purgeFormer()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.cond.Broadcast()
 	if err != nil {
-		// Keep what failed unless a later call changed it again.
+		// Keep what failed unless a later call changed it again, and
+		// write everything again: what the servers lost is unknown (the
+		// buckets, with their data).
 		for id, active := range changes {
 			if _, again := p.changed[id]; !again {
 				p.changed[id] = active
 			}
 		}
-		p.rewrite = p.rewrite || rewrite
+		p.rewrite = true
 		p.failed, p.failErr = gen, err
 		return err
 	}
@@ -225,21 +314,28 @@ func (p *presence) flush() error {
 	return nil
 }
 
-func (p *presence) publish(changes map[string]bool, docs map[string][]byte, alive bool) error {
+// publish writes changes under the store name: first its key, and the
+// buckets if the servers lost them, when alive is true.
+func (p *presence) publish(name string, changes map[string]bool, docs map[string][]byte, alive bool) error {
 	if len(changes) == 0 && !alive {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(p.s.ctx, p.s.cfg.timeout)
 	defer cancel()
 	if alive {
-		if _, err := p.hubs.Put(ctx, p.name, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+		if _, _, err := p.buckets(ctx); err != nil {
 			return err
 		}
+		rev, err := p.announce(ctx, name, 0)
+		if err != nil {
+			return err
+		}
+		p.rev, p.announced = rev, true
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(changes))
 	bucket := "$KV." + p.s.name + "_subs."
 	for id, active := range changes {
-		m := &nats.Msg{Subject: bucket + p.key(id), Data: docs[id]}
+		m := &nats.Msg{Subject: bucket + key(name, id), Data: docs[id]}
 		if !active {
 			m.Header = nats.Header{"KV-Operation": []string{"PURGE"}, "Nats-Rollup": []string{"sub"}}
 		}
@@ -259,6 +355,24 @@ func (p *presence) publish(changes map[string]bool, docs map[string][]byte, aliv
 		}
 	}
 	return nil
+}
+
+// purgeFormer removes the entries of the store's former names, best
+// effort: those it fails to remove are tried again after the next
+// rewrite, and expire or are purged by the other stores anyway.
+func (p *presence) purgeFormer() {
+	p.mu.Lock()
+	names := slices.Collect(maps.Keys(p.former))
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.s.ctx, p.s.cfg.timeout)
+	defer cancel()
+	for _, name := range names {
+		if p.purge(ctx, name) == nil {
+			p.mu.Lock()
+			delete(p.former, name)
+			p.mu.Unlock()
+		}
+	}
 }
 
 // lost records that the servers may have lost this store's writes: the
@@ -294,22 +408,41 @@ func (p *presence) stop() {
 	}
 }
 
-// withdraw removes this store's subscriptions and its key, best effort:
-// they expire anyway.
+// withdraw removes this store's subscriptions and its key, under its
+// name and its former ones, best effort: they expire anyway. The writer
+// has stopped.
 func (p *presence) withdraw() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.s.cfg.timeout)
 	defer cancel()
-	_ = p.hubs.Purge(ctx, p.name)
-	p.purge(ctx, p.name)
+	p.mu.Lock()
+	names := append(slices.Collect(maps.Keys(p.former)), p.name)
+	p.mu.Unlock()
+	for _, name := range names {
+		_ = p.purge(ctx, name)
+	}
 }
 
-// purge removes the subscriptions of the store name.
-func (p *presence) purge(ctx context.Context, name string) {
+// purge removes the key of the store name and its subscriptions.
+func (p *presence) purge(ctx context.Context, name string) error {
+	if err := p.hubs.Purge(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	return p.purgeSubs(ctx, name)
+}
+
+// purgeSubs removes the subscriptions of the store name.
+func (p *presence) purgeSubs(ctx context.Context, name string) error {
 	st, err := p.s.js.Stream(ctx, "KV_"+p.s.name+"_subs")
 	if err != nil {
-		return
+		return err
 	}
-	_ = st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+p.s.name+"_subs."+name+".>"))
+	return st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+p.s.name+"_subs."+name+".>"))
+}
+
+// missing tells whether err says that a bucket does not exist: the
+// servers lost it, and the stores make it again.
+func missing(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // Subscriptions returns the active subscriptions of every store on the
@@ -318,51 +451,83 @@ func (p *presence) purge(ctx context.Context, name string) {
 // [WithSubscriptionTTL]), which it purges. It implements
 // [store.SubscriptionStore].
 func (s *Store) Subscriptions(ctx context.Context) ([]store.Subscription, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
 	p := &s.presence
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
+	// The subscriptions first, then the keys of the stores alive (see
+	// the layout above). Missing buckets hold nothing: the stores write
+	// theirs again.
+	type entry struct {
+		hub string
+		rev uint64
+		sub store.Subscription
+	}
+	var entries []entry
+	w, err := p.subs.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil && !missing(err) {
+		return nil, fmt.Errorf("natsstore: subscriptions: %w", err)
+	}
+	if err == nil {
+		defer w.Stop()
+		for done := false; !done; {
+			select {
+			case e := <-w.Updates():
+				if e == nil {
+					done = true
+					break
+				}
+				hub, enc, ok := strings.Cut(e.Key(), ".")
+				if !ok {
+					continue
+				}
+				id, err := base64.RawURLEncoding.DecodeString(enc)
+				if err != nil {
+					continue
+				}
+				entries = append(entries, entry{hub, e.Revision(), store.Subscription{ID: string(id), Active: true, JSON: slices.Clone(e.Value())}})
+			case <-ctx.Done():
+				return nil, fmt.Errorf("natsstore: subscriptions: %w", ctx.Err())
+			}
+		}
+	}
 	alive := map[string]bool{}
 	names, err := p.hubs.ListKeys(ctx)
-	if err != nil {
+	if err != nil && !missing(err) {
 		return nil, fmt.Errorf("natsstore: subscriptions: %w", err)
 	}
-	for n := range names.Keys() {
-		alive[n] = true
+	if err == nil {
+		for n := range names.Keys() {
+			alive[n] = true
+		}
+		_ = names.Stop() // done: it reports the closed subscription
 	}
-	_ = names.Stop() // done: it reports the closed subscription
-	w, err := p.subs.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("natsstore: subscriptions: %w", err)
-	}
-	defer w.Stop()
-	var out []store.Subscription
+	p.mu.Lock()
+	own, former := p.name, maps.Clone(p.former)
+	p.mu.Unlock()
+	// A store that wrote its subscriptions again under a new name lists
+	// each twice until it purged the former: the later write wins.
+	latest := map[string]entry{}
 	dead := map[string]bool{}
-	for done := false; !done; {
-		select {
-		case e := <-w.Updates():
-			if e == nil {
-				done = true
-				break
+	for _, e := range entries {
+		switch {
+		case e.hub == own || former[e.hub]:
+		case !alive[e.hub]:
+			dead[e.hub] = true
+		default:
+			if l, ok := latest[e.sub.ID]; !ok || e.rev > l.rev {
+				latest[e.sub.ID] = e
 			}
-			hub, enc, ok := strings.Cut(e.Key(), ".")
-			if !ok || hub == p.name {
-				continue
-			}
-			if !alive[hub] {
-				dead[hub] = true
-				continue
-			}
-			id, err := base64.RawURLEncoding.DecodeString(enc)
-			if err != nil {
-				continue
-			}
-			out = append(out, store.Subscription{ID: string(id), Active: true, JSON: slices.Clone(e.Value())})
-		case <-ctx.Done():
-			return nil, fmt.Errorf("natsstore: subscriptions: %w", ctx.Err())
 		}
 	}
 	for hub := range dead {
-		p.purge(ctx, hub)
+		_ = p.purgeSubs(ctx, hub)
+	}
+	out := make([]store.Subscription, 0, len(latest))
+	for _, e := range latest {
+		out = append(out, e.sub)
 	}
 	p.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(p.local)) {

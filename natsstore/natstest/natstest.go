@@ -1,6 +1,7 @@
 // Package natstest runs nats-server processes with JetStream for the
 // tests of natsstore and of programs that use it: a single server, or a
-// cluster of three whose members a test kills (SIGKILL) and restarts.
+// cluster of three whose members a test kills (SIGKILL) and restarts,
+// with their data or without (Wipe), or pauses (SIGSTOP, on Unix).
 // It needs the nats-server binary, named by MERCURE_TEST_NATS (a path,
 // or "1" for the one on PATH); the tests skip without it. CI installs it
 // from the Go module proxy (go install
@@ -181,6 +182,60 @@ func (s *Server) Kill() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.start()
+}
+
+// Wipe removes the data of the killed server (its JetStream store
+// directory), so that [Server.Restart] starts it empty, as a server
+// whose disk was lost. It fails t if the server runs.
+func (s *Server) Wipe(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		t.Fatalf("natstest: Wipe of %s, which runs: Kill it first", s.Name)
+	}
+	if err := os.RemoveAll(filepath.Join(s.dir, "js")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Leader returns the server of ss that leads the stream name (its
+// Raft leader, as the stream's info names it), asking through nc; it
+// fails t if none does within [Patient].
+func Leader(t testing.TB, nc *nats.Conn, name string, ss ...*Server) *Server {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader *Server
+	var last error
+	if !storetest.Within(Patient, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			last = err
+			return false
+		}
+		info := st.CachedInfo()
+		if info.Cluster == nil {
+			last = fmt.Errorf("stream %s has no cluster info", name)
+			return false
+		}
+		for _, s := range ss {
+			if s.Name == info.Cluster.Leader {
+				leader = s
+				return true
+			}
+		}
+		last = fmt.Errorf("stream %s led by %q", name, info.Cluster.Leader)
+		return false
+	}) {
+		t.Fatalf("natstest: no leader of stream %s among the servers in %v: %v", name, Patient, last)
+	}
+	return leader
 }
 
 // Connect returns a connection to ss (every one of them), closed when

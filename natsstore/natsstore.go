@@ -284,7 +284,13 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{nc: nc, js: js, name: name, cfg: cfg, ctx: ctx, cancel: cancel}
 	fail := func(err error) (*Store, error) {
+		// A writer of the shared subscriptions may have started: it
+		// ends with the store that failed to open.
+		if s.presence.done != nil {
+			s.presence.stop()
+		}
 		cancel()
+		s.wg.Wait()
 		return nil, fmt.Errorf("natsstore: %w", err)
 	}
 	cctx, ccancel := context.WithTimeout(ctx, cfg.timeout)

@@ -11,15 +11,6 @@ import (
 	"github.com/mercurekit/mercure/store"
 )
 
-// Listen implements [store.Store]. l's functions are called from the
-// store's feed goroutine: l.Event one event at a time in Seq order,
-// l.Status when the feed loses the servers and when it is back. Events
-// this Store appended before Listen was called are not passed to
-// l.Event. A listener added during an outage is told at once.
-func (s *Store) Listen(l store.Listener) (cancel func()) {
-	return s.listeners.Add(l)
-}
-
 // errDisconnected reports a connection that is not connected.
 var errDisconnected = errors.New("natsstore: not connected to a NATS server")
 
@@ -79,6 +70,10 @@ func (s *Store) readLoop(last uint64, e *store.Event) {
 // fails, the store closes, or the history must be checked (then err is
 // nil), and returns the last message it passed on.
 func (s *Store) consume(pos position) (position, error) {
+	filter, ok := s.nextFilter()
+	if !ok {
+		return pos, nil
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
 	cfg := jetstream.ConsumerConfig{
@@ -88,7 +83,7 @@ func (s *Store) consume(pos position) (position, error) {
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: max(10*time.Second, 2*s.cfg.timeout),
-		FilterSubjects:    s.filter(),
+		FilterSubjects:    filter,
 	}
 	cons, err := s.js.CreateConsumer(ctx, s.name, cfg)
 	if err != nil {
@@ -107,9 +102,20 @@ func (s *Store) consume(pos position) (position, error) {
 		return pos, err
 	}
 	defer it.Stop()
+	// Retention may have dropped, before this consumer reads them,
+	// messages after pos that a filter passes: it would skip them
+	// silently (see interest.go).
+	st, err := s.info(ctx)
+	if err != nil {
+		return pos, err
+	}
+	if !s.started(it, pos, st.FirstSeq) {
+		return pos, nil // the interest changed meanwhile
+	}
 	s.listeners.Status(nil)
 	s.presence.reconnected()
 	var delivered uint64 // the consumer's sequence of the last message
+	var progress scanned // a filtered consumer's, at the last check
 	checked := time.Now()
 	for !s.closed() {
 		if time.Since(checked) >= checkEvery {
@@ -120,12 +126,20 @@ func (s *Store) consume(pos position) (position, error) {
 			if err != nil {
 				return pos, err
 			}
-			checked = time.Now()
 			if next != pos {
 				return next, nil // rewound: a new consumer from there
 			}
+			if filter != nil {
+				if progress, err = s.checkFiltered(ctx, cons, progress, delivered); err != nil {
+					return pos, err
+				}
+			}
+			checked = time.Now()
 		}
 		msg, err := it.Next(jetstream.NextMaxWait(block))
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) && s.interestChanged() {
+			return pos, nil // a new consumer, with the new filter
+		}
 		if errors.Is(err, nats.ErrTimeout) {
 			if s.nc.Status() != nats.CONNECTED {
 				return pos, errDisconnected
@@ -144,15 +158,25 @@ func (s *Store) consume(pos position) (position, error) {
 			// The connection dropped a message: read again after pos.
 			return pos, nil
 		}
+		s.read.Add(1)
+		s.imu.Lock()
+		if s.interest.changed {
+			s.imu.Unlock()
+			return pos, nil // a new consumer, with the new filter, after pos
+		}
 		delivered = meta.Sequence.Consumer
 		seq := meta.Sequence.Stream
 		if seq <= pos.seq {
+			s.imu.Unlock()
 			continue // cannot be: the consumer starts after pos
 		}
-		if seq != pos.seq+1 && s.filter() == nil {
-			// Retention dropped the messages between before the feed
-			// could read them.
-			s.listeners.Gap()
+		if filter == nil {
+			if seq > s.interest.through+1 {
+				// Retention dropped the messages between before the
+				// feed could read them.
+				s.listeners.Gap()
+			}
+			s.interest.through = seq
 		}
 		e, err := decode(seq, msg.Data())
 		pos.seq = seq
@@ -160,18 +184,24 @@ func (s *Store) consume(pos position) (position, error) {
 			// A message written by something else than a Store: skip
 			// it rather than stall the feed.
 			pos.id, pos.time = "", time.Time{}
+			s.imu.Unlock()
 			continue
 		}
 		pos.id, pos.time = e.ID, e.Time
 		s.latest.Seen(e.Seq, e.ID)
 		s.passed.Add(e.Seq, e.ID, e.Time)
 		s.listeners.Deliver(e)
+		s.imu.Unlock()
 	}
 	return pos, nil
 }
 
-// filter is the subjects the feed reads: nil for every one.
-func (s *Store) filter() []string { return nil }
+// interestChanged tells whether the consumer's filter is out of date.
+func (s *Store) interestChanged() bool {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	return s.interest.changed
+}
 
 // verify checks that the stream still holds pos, the last message the
 // feed passed on, and returns where the feed goes on from: pos again or,
@@ -236,6 +266,9 @@ func (s *Store) verify(pos position) (position, error) {
 		id = store.Earliest // as store.Listener says of an empty history
 	}
 	s.passed.Forget(head.seq)
+	s.imu.Lock()
+	s.interest.through = head.seq // a new history from there
+	s.imu.Unlock()
 	s.latest.Rewind(head.seq, id)
 	s.listeners.Rewind(head.seq, id)
 	return head, nil

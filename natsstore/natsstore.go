@@ -64,6 +64,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -235,6 +236,12 @@ type Store struct {
 
 	latest    store.Latest
 	listeners store.Fanout
+	// imu guards interest, and serialises the feed's deliveries with the
+	// changes of interest (see interest.go).
+	imu      sync.Mutex
+	interest interest
+	// read counts the messages the feed's consumers delivered.
+	read atomic.Uint64
 	// passed keeps the last events the feed passed on (see verify); the
 	// feed's goroutine owns it.
 	passed store.Passed
@@ -299,6 +306,7 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 			s.latest.Seen(lastEvent.Seq, lastEvent.ID)
 		}
 	}
+	s.interest.through = last // the feed reads from there
 	s.wg.Add(1)
 	go s.readLoop(last, lastEvent)
 	return s, nil

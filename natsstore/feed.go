@@ -70,10 +70,7 @@ func (s *Store) readLoop(last uint64, e *store.Event) {
 // fails, the store closes, or the history must be checked (then err is
 // nil), and returns the last message it passed on.
 func (s *Store) consume(pos position) (position, error) {
-	filter, ok := s.nextFilter()
-	if !ok {
-		return pos, nil
-	}
+	filter := s.nextFilter()
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
 	cfg := jetstream.ConsumerConfig{
@@ -130,9 +127,12 @@ func (s *Store) consume(pos position) (position, error) {
 				return next, nil // rewound: a new consumer from there
 			}
 			if filter != nil {
-				if progress, err = s.checkFiltered(ctx, cons, progress, delivered); err != nil {
+				if progress, err = s.checkFiltered(cons, progress, delivered); err != nil {
 					return pos, err
 				}
+			}
+			if s.narrow() {
+				return pos, nil // a new consumer, with the narrower filter
 			}
 			checked = time.Now()
 		}

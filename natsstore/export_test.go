@@ -3,13 +3,13 @@ package natsstore
 // FeedRead returns how many messages the feed's consumers delivered.
 func (s *Store) FeedRead() uint64 { return s.read.Load() }
 
-// FeedFilter returns the subjects the feed's consumer reads (or is being
-// created to read), nil for every one.
+// FeedFilter returns the subjects that the feed's consumer delivering
+// now reads, nil for every one; nil too once the interest grew past them.
 func (s *Store) FeedFilter() []string {
 	s.imu.Lock()
 	defer s.imu.Unlock()
 	if s.interest.changed && s.interest.wide {
 		return nil
 	}
-	return s.interest.current
+	return s.interest.running
 }

@@ -123,6 +123,7 @@ func feedCPU(b *testing.B, streams, updates int, filtered, served bool) {
 	}
 	used, took := cpu()-before, time.Since(start)
 	b.StopTimer()
+	fmt.Fprintln(in, "stop") // the peer's subscribers may go
 	b.ReportMetric(float64(used.Nanoseconds())/float64(updates), "cpu-ns/update")
 	b.ReportMetric(float64(s.FeedRead()-read)/float64(updates), "read/update")
 	b.ReportMetric(float64(updates)/took.Seconds(), "updates/s")
@@ -198,4 +199,5 @@ func TestFeedCPUPeer(t *testing.T) {
 		}
 	}
 	fmt.Println("done")
+	in.Scan() // "stop": A's streams stay open until A has delivered
 }

@@ -77,6 +77,8 @@ type interest struct {
 	current []string
 	wide    bool
 	grown   time.Time
+	// running is the filter of the consumer delivering now, for tests.
+	running []string
 	// through is the last stream sequence up to which every message the
 	// filter passes was passed on, or covered by a Gap (see above).
 	through uint64
@@ -297,6 +299,7 @@ func (s *Store) started(it jetstream.MessagesContext, pos position, first uint64
 	s.checkDropped(first)
 	s.interest.through = max(s.interest.through, pos.seq)
 	s.interest.iter = it
+	s.interest.running = s.interest.current
 	return true
 }
 

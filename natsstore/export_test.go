@@ -8,8 +8,8 @@ func (s *Store) FeedRead() uint64 { return s.read.Load() }
 func (s *Store) FeedFilter() []string {
 	s.imu.Lock()
 	defer s.imu.Unlock()
-	if s.interest.changed && s.interest.wide {
-		return nil
+	if s.interest.current == nil || s.interest.changed && s.interest.wide {
+		return nil // it reads everything, or will before it delivers
 	}
 	return s.interest.running
 }

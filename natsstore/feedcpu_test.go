@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mercurekit/mercure"
 	"github.com/mercurekit/mercure/natsstore"
@@ -200,4 +201,47 @@ func TestFeedCPUPeer(t *testing.T) {
 	}
 	fmt.Println("done")
 	in.Scan() // "stop": A's streams stay open until A has delivered
+}
+
+// The time the server takes to create the feed's consumer with n
+// subjects (natsstore's limit on them, maxFilters, comes from it): the
+// feed passes nothing on meanwhile, and the stream's leader spends it.
+//
+//	MERCURE_TEST_NATS=/root/go/bin/nats-server go test -run '^$' \
+//	    -bench ConsumerSubjects ./natsstore
+func BenchmarkConsumerSubjects(b *testing.B) {
+	for _, n := range []int{10, 100, 300, 1000} {
+		b.Run(fmt.Sprintf("subjects=%d", n), func(b *testing.B) {
+			addr, name := server(b).URL, streamName()
+			nc, err := nats.Connect(addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			s, err := natsstore.New(nc, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			filter := []string{name + ".*.m"}
+			for i := range n - 1 {
+				filter = append(filter, fmt.Sprintf("%s.*.%024x", name, i))
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				c, err := js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
+					MemoryStorage: true, Replicas: 1, FilterSubjects: filter})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := js.DeleteConsumer(ctx, name, c.CachedInfo().Name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

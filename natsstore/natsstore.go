@@ -37,6 +37,11 @@
 // overtakes ends with an error wrapping [store.ErrHistoryGap]; a feed
 // that falls behind retention tells its listeners of the gap.
 //
+// Interest: a hub's feed reads only the messages of the topics its
+// streams select exactly, and the updates with several topics (see
+// [Store.ListenInterest]); a hub with a stream on a URL pattern or *
+// reads everything.
+//
 // Outages: each call is bounded by [WithTimeout], so that Append fails
 // rather than hang while no server answers (the hub answers 503). The
 // feed is a consumer of the stream that this store creates (ephemeral,

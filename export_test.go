@@ -17,6 +17,15 @@ func WithKeyRefreshLimit(d time.Duration) Option {
 	}
 }
 
+// WithInterestLinger sets, for tests, how long a store.InterestStore
+// keeps reading a topic that no stream needs any more.
+func WithInterestLinger(d time.Duration) Option {
+	return func(c *config) error {
+		c.interestLinger = d
+		return nil
+	}
+}
+
 // PatternCompiles returns how many URL patterns the hub has compiled.
 func (h *Hub) PatternCompiles() int { return h.auth.patterns.Compiles() }
 

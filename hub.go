@@ -139,12 +139,24 @@ func newConfig(hubURL string, opts []Option) (config, error) {
 
 // attachStore starts listening to the store (the default one when none
 // was given), from the latest update it holds, and lends it the hub's
-// link when it records updates outside the hub.
+// link when it records updates outside the hub. A store.InterestStore is
+// told which topics the streams select exactly, so that its feed may
+// leave the others out, unless a stream selects more.
 func (h *Hub) attachStore() {
 	if h.store == nil {
 		h.store = defaultStore()
 	}
-	h.unlisten = h.store.Listen(h.listener())
+	if is, ok := h.store.(store.InterestStore); ok {
+		// The store reads only what the streams need (see
+		// engine.FollowInterest), and this hub's instructions.
+		want, cancel := is.ListenInterest(h.listener())
+		h.unlisten = cancel
+		h.engine.FollowInterest(func(all bool, add, remove []string) {
+			want(store.Interest{All: all, Add: add, Remove: remove})
+		}, []string{h.endStreamsTopic()})
+	} else {
+		h.unlisten = h.store.Listen(h.listener())
+	}
 	start := store.Earliest
 	if ls, ok := h.store.(store.LatestStore); ok {
 		start = ls.LatestID()

@@ -42,6 +42,7 @@ type config struct {
 	httpClient       *http.Client
 	privateFetches   bool
 	keyRefreshLimit  time.Duration // tests only; see authserver.DefaultRefreshLimit
+	interestLinger   time.Duration // tests only; 0 means engine.DefaultInterestLinger
 	subscriptions    bool
 	goroutineStreams bool // see WithGoroutineStreams
 	noPoller         bool // tests: see WithoutPoller

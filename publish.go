@@ -214,7 +214,7 @@ func (h *Hub) publish(ctx context.Context, u Update) (string, error) {
 	}
 	// A stream opened from now on does not get it live, however late the
 	// store's feed brings it (on a store shared over the network).
-	h.engine.Published(e.Seq, e.ID, len(v.Bytes))
+	h.engine.Published(e.Seq, e.ID, e.Topics, len(v.Bytes))
 	h.ops.metrics.publishDuration.Observe(time.Since(e.Time))
 	return u.ID, nil
 }

@@ -93,6 +93,8 @@ func (h *Hub) engineConfig() engine.Config {
 		WriteDelay:   h.cfg.limits.WriteDelay,
 		Detach:       !h.cfg.goroutineStreams,
 		NoPoller:     h.cfg.noPoller,
+		// The default outside tests (see WithInterestLinger).
+		InterestLinger: h.cfg.interestLinger,
 	}
 }
 

@@ -11,15 +11,6 @@ import (
 	"github.com/mercurekit/mercure/store"
 )
 
-// Listen implements [store.Store]. l's functions are called from the
-// store's feed goroutine: l.Event one event at a time in Seq order,
-// l.Status when the feed loses the servers and when it is back. Events
-// this Store appended before Listen was called are not passed to
-// l.Event. A listener added during an outage is told at once.
-func (s *Store) Listen(l store.Listener) (cancel func()) {
-	return s.listeners.Add(l)
-}
-
 // errDisconnected reports a connection that is not connected, or
 // reconnected under the feed.
 var errDisconnected = errors.New("natsstore: the connection to the NATS servers was lost")
@@ -80,6 +71,7 @@ func (s *Store) readLoop(last uint64, e *store.Event) {
 // fails, the store closes, or the history must be checked (then err is
 // nil), and returns the last message it passed on.
 func (s *Store) consume(pos position) (position, error) {
+	filter := s.nextFilter()
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
 	defer cancel()
 	cfg := jetstream.ConsumerConfig{
@@ -89,7 +81,7 @@ func (s *Store) consume(pos position) (position, error) {
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: max(10*time.Second, 2*s.cfg.timeout),
-		FilterSubjects:    s.filter(),
+		FilterSubjects:    filter,
 	}
 	// A reconnect after this may be to servers that lost the consumer
 	// (restarted, without their data even), and loses the messages on
@@ -118,9 +110,20 @@ func (s *Store) consume(pos position) (position, error) {
 		return pos, err
 	}
 	defer it.Stop()
+	// Retention may have dropped, before this consumer reads them,
+	// messages after pos that a filter passes: it would skip them
+	// silently (see interest.go).
+	st, err := s.info(ctx)
+	if err != nil {
+		return pos, err
+	}
+	if !s.started(it, pos, st.FirstSeq) {
+		return pos, nil // the interest changed meanwhile
+	}
 	s.listeners.Status(nil)
 	s.presence.reconnected()
 	var delivered uint64 // the consumer's sequence of the last message
+	var progress scanned // a filtered consumer's, at the last check
 	checked := time.Now()
 	// behind is the position at the last check if the stream held
 	// events after it then, 0 otherwise.
@@ -138,19 +141,37 @@ func (s *Store) consume(pos position) (position, error) {
 			if next != pos {
 				return next, nil // rewound: a new consumer from there
 			}
-			if behind != 0 && behind == pos.seq {
-				// A whole check period without a message, while the
-				// stream held more: the consumer stopped delivering (its
-				// server lost, its pull requests lost, paused by an
-				// operator) without a word. A new one takes over.
-				return pos, nil
+			if filter == nil {
+				if behind != 0 && behind == pos.seq {
+					// A whole check period without a message, while the
+					// stream held more: the consumer stopped delivering
+					// (its server lost, its pull requests lost, paused by
+					// an operator) without a word. A new one takes over.
+					return pos, nil
+				}
+				behind = 0
+				if st.Msgs > 0 && st.LastSeq > pos.seq {
+					behind = max(pos.seq, 1) // 0 means not behind
+				}
+			} else {
+				prev := progress
+				if progress, err = s.checkFiltered(cons, progress, delivered); err != nil {
+					return pos, err
+				}
+				if prev.ok && prev.pending > 0 && delivered == prev.delivered {
+					// The same for a filtered consumer: it had events of
+					// the filter to send a check ago, and sent none since.
+					return pos, nil
+				}
 			}
-			behind = 0
-			if st.Msgs > 0 && st.LastSeq > pos.seq {
-				behind = max(pos.seq, 1) // 0 means not behind
+			if s.narrow() {
+				return pos, nil // a new consumer, with the narrower filter
 			}
 		}
 		msg, err := it.Next(jetstream.NextMaxWait(block))
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) && s.interestChanged() {
+			return pos, nil // a new consumer, with the new filter
+		}
 		if errors.Is(err, nats.ErrTimeout) {
 			if s.nc.Status() != nats.CONNECTED || s.nc.Stats().Reconnects != reconnects {
 				return pos, errDisconnected
@@ -170,15 +191,25 @@ func (s *Store) consume(pos position) (position, error) {
 			// pos, rather than take the next for a gap in the stream.
 			return pos, nil
 		}
+		s.read.Add(1)
+		s.imu.Lock()
+		if s.interest.changed {
+			s.imu.Unlock()
+			return pos, nil // a new consumer, with the new filter, after pos
+		}
 		delivered = meta.Sequence.Consumer
 		seq := meta.Sequence.Stream
 		if seq <= pos.seq {
+			s.imu.Unlock()
 			continue // cannot be: the consumer starts after pos
 		}
-		if seq != pos.seq+1 && s.filter() == nil {
-			// Retention dropped the messages between before the feed
-			// could read them.
-			s.listeners.Gap()
+		if filter == nil {
+			if seq > s.interest.through+1 {
+				// Retention dropped the messages between before the
+				// feed could read them.
+				s.listeners.Gap()
+			}
+			s.interest.through = seq
 		}
 		e, err := decode(seq, msg.Data())
 		pos.seq = seq
@@ -186,18 +217,24 @@ func (s *Store) consume(pos position) (position, error) {
 			// A message written by something else than a Store: skip
 			// it rather than stall the feed.
 			pos.id, pos.time = "", time.Time{}
+			s.imu.Unlock()
 			continue
 		}
 		pos.id, pos.time = e.ID, e.Time
 		s.latest.Seen(e.Seq, e.ID)
 		s.passed.Add(e.Seq, e.ID, e.Time)
 		s.listeners.Deliver(e)
+		s.imu.Unlock()
 	}
 	return pos, nil
 }
 
-// filter is the subjects the feed reads: nil for every one.
-func (s *Store) filter() []string { return nil }
+// interestChanged tells whether the consumer's filter is out of date.
+func (s *Store) interestChanged() bool {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	return s.interest.changed
+}
 
 // verify checks that the stream still holds pos, the last message the
 // feed passed on, and returns where the feed goes on from: pos again or,
@@ -275,6 +312,9 @@ func (s *Store) verify(pos position) (_ position, st streamState, err error) {
 		return pos, st, err
 	}
 	s.passed.Forget(head.seq)
+	s.imu.Lock()
+	s.interest.through = head.seq // a new history from there
+	s.imu.Unlock()
 	s.latest.Rewind(head.seq, id)
 	s.listeners.Rewind(head.seq, id)
 	return head, st, nil

@@ -20,6 +20,9 @@ var shared *natstest.Shared
 // end with them, and says how many tests skipped for want of a
 // nats-server (MERCURE_TEST_NATS).
 func TestMain(m *testing.M) {
+	if os.Getenv("MERCURE_FEEDCPU_PEER") != "" {
+		os.Exit(m.Run()) // BenchmarkFeedCPU's other process: no server of its own
+	}
 	var err error
 	if shared, err = natstest.StartShared(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -37,6 +37,11 @@
 // overtakes ends with an error wrapping [store.ErrHistoryGap]; a feed
 // that falls behind retention tells its listeners of the gap.
 //
+// Interest: a hub's feed reads only the messages of the topics its
+// streams select exactly, and the updates with several topics (see
+// [Store.ListenInterest]); a hub with a stream on a URL pattern or *
+// reads everything.
+//
 // Outages: each call is bounded by [WithTimeout], so that Append fails
 // rather than hang while no server answers (the hub answers 503). The
 // connection is the application's: give it nats.MaxReconnects(-1), so
@@ -77,6 +82,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -246,6 +252,12 @@ type Store struct {
 
 	latest    store.Latest
 	listeners store.Fanout
+	// imu guards interest, and serialises the feed's deliveries with the
+	// changes of interest (see interest.go).
+	imu      sync.Mutex
+	interest interest
+	// read counts the messages the feed's consumers delivered.
+	read atomic.Uint64
 	// passed keeps the last events the feed passed on (see verify); the
 	// feed's goroutine owns it.
 	passed store.Passed
@@ -316,6 +328,7 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 			s.latest.Seen(lastEvent.Seq, lastEvent.ID)
 		}
 	}
+	s.interest.through = last // the feed reads from there
 	s.wg.Add(1)
 	go s.readLoop(last, lastEvent)
 	return s, nil

@@ -19,7 +19,7 @@ var streamN atomic.Int64
 
 // server returns the shared nats-server, or skips the test without
 // MERCURE_TEST_NATS.
-func server(t *testing.T) *natstest.Shared {
+func server(t testing.TB) *natstest.Shared {
 	t.Helper()
 	natstest.Binary(t)
 	return shared

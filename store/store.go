@@ -126,8 +126,9 @@ type Store interface {
 // holding a lock of its own: they must not call Listen or a cancel func
 // of the store, nor wait for code that does.
 type Listener struct {
-	// Event is called with every event, in Seq order. It must not block,
-	// nor change the event.
+	// Event is called with every event, in Seq order (with an
+	// [InterestStore], every event of the listener's interest at least).
+	// It must not block, nor change the event.
 	Event func(*Event)
 	// Status, if not nil, is called by a store whose feed can fail (one
 	// on the network): with the error when the feed stops receiving
@@ -149,6 +150,61 @@ type Listener struct {
 	// A listener must take it for a gap and forget every position after
 	// head; Gap is called instead when Rewound is nil.
 	Rewound func(head uint64, id string)
+}
+
+// InterestStore is implemented by stores whose feed can leave out the
+// events that a listener does not need: on a store shared by many hubs,
+// each serving the subscribers of a few topics, a hub then reads the
+// updates of those topics rather than every update of every hub. A hub
+// listens with ListenInterest and tells the store, as its streams open
+// and end, the topics they select byte for byte (spec §Matcher Types:
+// Exact Matching), and its own; a stream with any other matcher (a URL
+// pattern, "*") needs every event.
+type InterestStore interface {
+	Store
+	// ListenInterest is [Store.Listen], and returns want, through which
+	// the listener tells the store which events it needs. Until the first
+	// call of want, it needs every event.
+	//
+	// The store passes l every event that its interest includes: every
+	// event when All is set, otherwise every event with at least one of
+	// its topics. It may pass others too (a store that cannot tell them
+	// apart passes everything), always in Seq order, and reports their
+	// gaps, outages and rewinds to l as [Store.Listen] says, with two
+	// differences. Seqs jump over the events left out: a listener must
+	// not take a jump for a gap. And the store calls l.Gap when retention
+	// dropped events that the interest included before it could pass
+	// them on: it may call it when it cannot tell (a Gap too many ends
+	// streams that then resume, one too few loses events), and may learn
+	// of the drop only after passing later events; it calls Gap as soon
+	// as it knows, before the next event.
+	//
+	// A change of interest takes effect when want returns: every event
+	// appended from then on that the new interest includes is passed on,
+	// and the events that both the old and the new interest include are
+	// passed on across the change without a break. An event appended
+	// before want returned, of a topic that only the new interest
+	// includes, may or may not be. So a hub tells the store of a new
+	// topic before it registers the stream that needs it, and can be
+	// lazy about topics it no longer needs.
+	//
+	// want must not wait for the network: it records the change, which
+	// the store's feed applies. Calls are applied in their order; calls
+	// after cancel are ignored. It must not be called from l's functions.
+	ListenInterest(l Listener) (want func(Interest), cancel func())
+}
+
+// Interest is a change of the events a listener of an [InterestStore]
+// needs: whether it needs every event, and the topics it needs now in
+// addition to, or no longer among, those it held.
+type Interest struct {
+	// All is whether the listener needs every event from now on,
+	// whatever its topics.
+	All bool
+	// Add and Remove are topics that the listener needs from now on, and
+	// that it no longer needs; topics are compared byte for byte. Adding
+	// a topic it holds, or removing one it does not, changes nothing.
+	Add, Remove []string
 }
 
 // Backlog is what [Store.Replay] returns to a reconnecting subscriber.

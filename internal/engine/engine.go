@@ -44,6 +44,10 @@ type Config struct {
 	// goroutine reads each connection, and unfinished writes are retried
 	// on a timer.
 	NoPoller bool
+	// InterestLinger is how long the store keeps reading a topic that no
+	// stream needs any more (see [Engine.FollowInterest]); 0 means
+	// DefaultInterestLinger.
+	InterestLinger time.Duration
 }
 
 // Limits are the hub's limits that the engine enforces.
@@ -124,6 +128,7 @@ type Engine struct {
 	patternsUsed atomic.Bool
 	last         atomic.Pointer[Position] // the latest event recorded (see Last)
 	feed         feed
+	interest     interest // what the store's feed is told to read
 	// waiting counts the publishers waiting for room; lastShed is when
 	// the dispatcher last shed stalled streams.
 	waiting  atomic.Int32
@@ -279,6 +284,7 @@ func (e *Engine) Stop() {
 	e.closed = true
 	e.life.Unlock()
 	e.stop()
+	e.stopInterest()
 	for _, s := range e.snapshot() {
 		s.wake()
 	}
@@ -359,6 +365,17 @@ type Matcher struct {
 // of each budget free: anonymous clients can never take what token and
 // session holders need.
 func (e *Engine) register(s *Stream, ms []Matcher) error {
+	// The store reads the topics of s before s takes its start position.
+	e.acquire(s, ms)
+	if err := e.addMatchers(s, ms); err != nil {
+		e.releaseInterest(s, ms)
+		return err
+	}
+	return nil
+}
+
+// addMatchers adds the matchers of s to the index, as register says.
+func (e *Engine) addMatchers(s *Stream, ms []Matcher) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Events recorded until now are not live for s, though the dispatcher
@@ -409,9 +426,12 @@ func (p *patternError) Unwrap() error { return ErrPatterns }
 // unregister removes the matchers of s from the index.
 func (e *Engine) unregister(s *Stream) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, en := range s.entries {
 		e.index.Remove(en)
+	}
+	e.mu.Unlock()
+	if e.interest.want != nil { // set before any stream opens
+		e.releaseInterest(s, matchersOf(s))
 	}
 }
 

@@ -77,12 +77,18 @@ func (e *Engine) advance(p *Position) {
 	}
 }
 
-// Published records that this hub's publisher got ev recorded (Append
-// returned): a stream that opens from now on does not get it live, even
-// on a store whose feed delivers it later. It also counts ev as one of
-// this hub's own updates until it is dispatched, for WaitRoom.
-func (e *Engine) Published(seq uint64, id string, size int) {
+// Published records that this hub's publisher got the event seq, of
+// topics, recorded (Append returned): a stream that opens from now on
+// does not get it live, even on a store whose feed delivers it later. It
+// also counts it as one of this hub's own updates until it is
+// dispatched, for WaitRoom, unless the store's feed was told not to read
+// its topics (see FollowInterest): then no stream here needs it, and it
+// may never come back.
+func (e *Engine) Published(seq uint64, id string, topics []string, size int) {
 	e.advance(&Position{Seq: seq, ID: id})
+	if !e.Reads(topics) {
+		return
+	}
 	f := &e.feed
 	f.mu.Lock()
 	if seq > f.dispatched {

@@ -98,7 +98,7 @@ func TestPublishedBeforeTheFeed(t *testing.T) {
 	before, stopBefore := serve(t, e, nil, exact("x"))
 	defer stopBefore()
 	ev := &Event{Seq: 1, ID: "u", Topics: []string{"x"}, Bytes: []byte("id: u\ndata: u\n\n")}
-	e.Published(ev.Seq, ev.ID, len(ev.Bytes))
+	e.Published(ev.Seq, ev.ID, ev.Topics, len(ev.Bytes))
 	after, stopAfter := serve(t, e, nil, exact("x"))
 	defer stopAfter()
 	f.seq = 1
@@ -158,7 +158,7 @@ func TestRewind(t *testing.T) {
 	defer stopBefore()
 	f.push(false, "kept", "x")
 	f.push(false, "lost", "x")
-	e.Published(3, "mine", 10) // recorded by the old primary, never fed
+	e.Published(3, "mine", nil, 10) // recorded by the old primary, never fed
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := e.WaitRoom(ctx); !errors.Is(err, context.DeadlineExceeded) {

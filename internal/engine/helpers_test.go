@@ -223,6 +223,6 @@ func (f *feeder) push(private bool, data string, topics ...string) *Event {
 // publisher learns it is recorded.
 func (f *feeder) publish(private bool, data string, topics ...string) *Event {
 	ev := f.push(private, data, topics...)
-	f.e.Published(ev.Seq, ev.ID, len(ev.Bytes))
+	f.e.Published(ev.Seq, ev.ID, ev.Topics, len(ev.Bytes))
 	return ev
 }

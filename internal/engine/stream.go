@@ -99,6 +99,7 @@ type Stream struct {
 	counted    bool      // the stream's end is in the counters (the writer alone touches it)
 	detachable bool      // the connection is to be taken over once set up (the handler alone touches it)
 	headerSent bool      // the event stream's headers are sent (the handler alone touches it)
+	interested bool      // its matchers count in the interest (under e.interest.mu)
 	// queue holds the events waiting to be written, queueBytes their
 	// size; inflight holds the events the writer took and has not fully
 	// written yet, inflightBytes their size. The limits count both.

@@ -218,6 +218,12 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 	return e
 }
 
+// Exact returns the topic of an Exact subscription; ok is false for
+// the other kinds.
+func (e *Entry[T]) Exact() (topic string, ok bool) {
+	return e.exact, e.pattern == nil && e.exact != ""
+}
+
 // Remove unregisters a subscription returned by Add. Removing twice is a no-op.
 func (ix *Index[T]) Remove(e *Entry[T]) {
 	l := e.list

@@ -92,14 +92,19 @@ func TestRetentionByBytesAndAge(t *testing.T) {
 	})
 	t.Run("age", func(t *testing.T) {
 		t.Parallel()
-		s := open(t, server(t).URL, streamName(), natsstore.WithMaxAge(time.Second))
+		url, name := server(t).URL, streamName()
+		s := open(t, url, name, natsstore.WithMaxAge(time.Second))
 		defer s.Close()
 		old := storetest.NewEvent("old")
 		storetest.MustAppend(t, s, old)
-		storetest.WaitFor(t, "the event to age out", func() bool {
-			_, ids := storetest.ReplayIDs(t, s, store.Earliest)
+		var ids []string
+		if !storetest.Within(storetest.Deadline, func() bool {
+			_, ids = storetest.ReplayIDs(t, s, store.Earliest)
 			return len(ids) == 0
-		})
+		}) {
+			i := streamInfo(t, url, name)
+			t.Fatalf("the event did not age out in %v: replay %q; stream state %+v, max age %v", storetest.Deadline, ids, i.State, i.Config.MaxAge)
+		}
 		fresh := storetest.NewEvent("fresh")
 		storetest.MustAppend(t, s, fresh)
 		if _, ids := storetest.ReplayIDs(t, s, store.Earliest); len(ids) != 1 || ids[0] != "fresh" {

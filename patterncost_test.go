@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // patternQuery is a subscribe query with one match_urlpattern per pattern.
@@ -204,5 +205,34 @@ func TestMAT9_TotalPatternSize(t *testing.T) {
 	}
 	if status, detail := th.trySubscribeStatus(patternQuery("https://example.com/0/:id")); status != http.StatusOK {
 		t.Fatalf("a registered pattern, shared: %d %s", status, detail)
+	}
+}
+
+// MAT-9 (issue 41): a topic is parsed as a URL once per update, however
+// many URL patterns test it: they test the components of the topic as
+// resolved once. Not parallel: it counts the parser's runs in the whole
+// process.
+func TestMAT9_TopicsParsedOncePerUpdate(t *testing.T) {
+	th := newTestHub(t)
+	const patterns, topics = 64, 16
+	for i := range patterns {
+		th.subscribe(patternQuery(fmt.Sprintf("https://:h/:a/:b/:c/:d/:e/:f/x%d", i)))
+	}
+	marker := th.subscribe("match=urn%3Amarker")
+	// Topics that only the parser reads, resolved or not: with a user
+	// name.
+	body := "data=x&topic=urn%3Amarker"
+	for i := range topics {
+		body += "&topic=" + url.QueryEscape(fmt.Sprintf("https://user@example.com/a/b/c/d/e/f/g/t%d", i))
+	}
+	before := topicurl.Parses()
+	th.mustPost(body)
+	// Exact subscribers get an update before patterns are evaluated: the
+	// next update's marker tells that the first one's dispatch is over.
+	th.mustPost("data=y&topic=urn%3Amarker")
+	marker.next(t)
+	marker.next(t)
+	if n := topicurl.Parses() - before; n > topics+2 {
+		t.Errorf("%d topics in two updates, tested against %d patterns: %d parses, want at most one per topic", topics+2, patterns, n)
 	}
 }

@@ -347,7 +347,7 @@ func (ix *Index[T]) HasPatterns() bool { return ix.npattern > 0 }
 // those whose literal prefix u has, at most [Index.MaxPerTopic] of them.
 // The caller may evaluate them without the index's lock (patterns are
 // immutable).
-func (ix *Index[T]) Candidates(read uint64, u topicurl.URL, dst []Candidate[T]) []Candidate[T] {
+func (ix *Index[T]) Candidates(read uint64, u *topicurl.URL, dst []Candidate[T]) []Candidate[T] {
 	n := &ix.trie
 	depth := 0
 	rest, pathDone := u.Pathname, false

@@ -39,8 +39,8 @@ func match(ix *Index[int], topics ...string) []int {
 	}
 	for _, topic := range topics {
 		if u, ok := ix.resolver.Resolve(topic); ok { // MAT-8
-			for _, c := range ix.Candidates(read, u, nil) {
-				if c.Group.Pattern().Test(u.Href) {
+			for _, c := range ix.Candidates(read, &u, nil) {
+				if c.Group.Pattern().TestURL(&u) {
 					got = append(got, c.Subs...)
 				}
 			}
@@ -309,7 +309,7 @@ func TestRandomChurn(t *testing.T) {
 			t.Fatalf("step %d: MaxPerTopic %d, longest path %d", step, got, want)
 		}
 		u, _ := r.Resolve(topic)
-		if n := len(ix.Candidates(0, u, nil)); n > ix.MaxPerTopic() {
+		if n := len(ix.Candidates(0, &u, nil)); n > ix.MaxPerTopic() {
 			t.Fatalf("step %d, topic %q: %d candidates, more than MaxPerTopic %d", step, topic, n, ix.MaxPerTopic())
 		}
 	}
@@ -341,7 +341,7 @@ func TestMaxPerTopicCountsEveryPrefixLevel(t *testing.T) {
 		}
 	}
 	u, _ := r.Resolve("https://example.com/books/1")
-	if n := len(ix.Candidates(0, u, nil)); n != 12 {
+	if n := len(ix.Candidates(0, &u, nil)); n != 12 {
 		t.Fatalf("%d candidates for a topic under every level, want 12", n)
 	}
 	for _, e := range entries[:3] {
@@ -386,7 +386,7 @@ func TestReadIsASnapshot(t *testing.T) {
 	u, _ := r.Resolve(topic)
 	read := ix.BeginRead()
 	lists := ix.Exact(read, []string{topic}, nil)
-	cands := ix.Candidates(read, u, nil)
+	cands := ix.Candidates(read, &u, nil)
 	if len(lists) != 1 || len(cands) != 1 {
 		t.Fatalf("got %d lists and %d candidates, want 1 and 1", len(lists), len(cands))
 	}

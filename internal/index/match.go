@@ -126,6 +126,26 @@ func (m *urlMatcher) test(u *topicurl.URL) bool {
 	return true
 }
 
+// pathTail returns the last segment that every pathname the pattern
+// matches ends with, if its literal text says: the text after the last
+// "/" of the literal pathname, or of the literal text it ends with.
+func (m *urlMatcher) pathTail() (string, bool) {
+	for i := range m.checks {
+		c := &m.checks[i]
+		if c.comp != compPathname {
+			continue
+		}
+		lit := c.suf
+		if c.re == nil {
+			lit = c.pre
+		}
+		if j := strings.LastIndexByte(lit, '/'); j >= 0 {
+			return lit[j+1:], true
+		}
+	}
+	return "", false
+}
+
 // specialSchemes are the URL Standard's special schemes but file, as the
 // engine lists them: a pathname is matched segment-wise when the protocol
 // component matches one of them.

@@ -165,7 +165,7 @@ func FuzzPatternEquivalence(f *testing.F) {
 // then looked up in an index and tested by its components. TestURL must
 // agree with the engine's Test of the resolved URL, and the index must
 // offer the pattern for every topic it matches (what it sets aside by
-// literal prefix, it sets aside soundly).
+// literal prefix and tail, it sets aside soundly).
 func checkResolved(r *topicurl.Resolver, p *Pattern, ep *urlpattern.URLPattern, topic string) string {
 	u, ok := r.Resolve(topic)
 	if !ok {
@@ -181,7 +181,7 @@ func checkResolved(r *topicurl.Resolver, p *Pattern, ep *urlpattern.URLPattern, 
 	ix := New[int](r)
 	ix.Add(URLPattern, p.raw, p, 1)
 	if len(ix.Candidates(0, &u, nil)) != 1 {
-		return fmt.Sprintf("pattern %q (keys %q) matches %q, but the index does not offer it", p.raw, p.keys, u.Href)
+		return fmt.Sprintf("pattern %q (keys %q, tail %+v %v) matches %q, but the index does not offer it", p.raw, p.keys, p.tail, p.hasTail, u.Href)
 	}
 	return ""
 }

@@ -36,6 +36,26 @@ type Pattern struct {
 	// pattern only needs evaluating for topics whose URL has the same
 	// leading components.
 	keys []string
+	// tail, when set, is the last segment of every topic the pattern
+	// matches, found in its literal text: a pattern only needs evaluating
+	// for topics that end so (see [tailKey]).
+	tail    tailKey
+	hasTail bool
+}
+
+// tailKey is the last segment of a topic, the text after the last "/":
+// of its pathname for URL patterns, of its whole URL for URI templates,
+// which match it whole.
+type tailKey struct {
+	href bool
+	seg  string
+}
+
+// topicTails returns the tail keys of the resolved topic u, one of each
+// kind.
+func topicTails(u *topicurl.URL) (path, href tailKey) {
+	return tailKey{seg: u.Pathname[strings.LastIndexByte(u.Pathname, '/')+1:]},
+		tailKey{href: true, seg: u.Href[strings.LastIndexByte(u.Href, '/')+1:]}
 }
 
 // Key returns what the pattern is interned by: two patterns with the same
@@ -79,6 +99,7 @@ func compile(raw string, cost Cost, hubURL string, r *topicurl.Resolver) (pat *P
 	pat = &Pattern{raw: raw, key: raw, cost: cost, resolver: r, keys: literalPrefix(p)}
 	if m, ok := newURLMatcher(p); ok {
 		pat.m = m // the engine's compiled state can go
+		pat.tail.seg, pat.hasTail = m.pathTail()
 	} else {
 		pat.p = p
 	}

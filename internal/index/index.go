@@ -233,6 +233,10 @@ func (ix *Index[T]) Pattern(raw string) *Pattern {
 	return nil
 }
 
+// Has reports whether a pattern with the same key as p (see
+// [Pattern.Key]) is registered.
+func (ix *Index[T]) Has(p *Pattern) bool { return ix.patterns[p.key] != nil }
+
 // Shared returns the pattern interned with the same key as p (see
 // [Pattern.Key]), or p when none is.
 func (ix *Index[T]) Shared(p *Pattern) *Pattern {

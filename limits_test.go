@@ -59,7 +59,8 @@ func TestPUB19_PublishSizeLimits(t *testing.T) {
 }
 
 // New checks the limits against each other: a queue that cannot hold one
-// update, a pattern larger than a stream may hold.
+// update, a pattern larger than a stream may hold or than the patterns of
+// a topic may add up to.
 func TestNewChecksLimitsTogether(t *testing.T) {
 	t.Parallel()
 	for name, l := range map[string]mercure.Limits{
@@ -67,6 +68,8 @@ func TestNewChecksLimitsTogether(t *testing.T) {
 		"hub queues under a queue": {QueueBytes: 1 << 20, MaxQueuedBytes: 1 << 19},
 		"pattern over stream":      {Patterns: mercure.PatternLimits{MaxSize: 10000, MaxStreamSize: 5000}},
 		"anonymous over stream":    {AnonymousPatterns: mercure.PatternLimits{MaxSize: 5000}},
+		"pattern over topic":       {Patterns: mercure.PatternLimits{MaxSizePerTopic: 1000}},
+		"anonymous over topic":     {AnonymousPatterns: mercure.PatternLimits{MaxSizePerTopic: 500}},
 		"negative pattern groups":  {Patterns: mercure.PatternLimits{MaxGroups: -1}},
 		"negative patterns/topic":  {MaxPatternsPerTopic: -1},
 	} {

@@ -58,8 +58,9 @@ func (m *matcher) matchesEvent(e *engine.Event, r *topicurl.Resolver) bool {
 	case index.Exact:
 		return slices.Contains(e.Topics, m.value)
 	}
-	for _, u := range e.URLs(r) {
-		if u.Href != "" && m.pattern.Test(u.Href) { // MAT-8: unparsable topics never match
+	urls := e.URLs(r)
+	for i := range urls {
+		if urls[i].Href != "" && m.pattern.TestURL(&urls[i]) { // MAT-8: unparsable topics never match
 			return true
 		}
 	}

@@ -527,6 +527,22 @@ type PatternLimits struct {
 	// not apply to the grants of a token, which its issuer vouches for.
 	// Default 32768; anonymous 4096.
 	MaxStreamSize int
+	// MaxSizePerTopic caps the sum of the sizes of the distinct URL
+	// patterns, every stream's together, that one update topic can be
+	// evaluated against: what each topic of every publish may cost (a
+	// nanosecond or two per instruction and byte of topic, for a
+	// pattern whose literal text the topic passes). The hub offers a
+	// topic only the patterns of the literal prefixes it has, and of
+	// those whose literal text fixes the last path segment (.../x42, or
+	// a URI template's), only the ones of its own: the cap counts them
+	// so, along each chain of prefixes. A stream of this class whose new
+	// pattern would take a topic past it gets 429; a pattern already
+	// registered is shared at no cost. Default 65536; anonymous 8192
+	// (about sixty typical patterns for the same topics; 64 patterns
+	// ending each with its own literal segment count as one), so that
+	// anonymous clients, whoever they are, add a bounded cost to every
+	// publish.
+	MaxSizePerTopic int
 }
 
 // limit is the cost bound of one pattern.
@@ -543,8 +559,8 @@ var defaultLimits = Limits{
 	MaxMatcherBytes:         2 << 10,
 	MaxPatternsPerPrefix:    64,
 	MaxPatternsPerTopic:     128,
-	Patterns:                PatternLimits{MaxGroups: 32, MaxSize: 4096, MaxStreamSize: 32768},
-	AnonymousPatterns:       PatternLimits{MaxGroups: 8, MaxSize: 512, MaxStreamSize: 4096},
+	Patterns:                PatternLimits{MaxGroups: 32, MaxSize: 4096, MaxStreamSize: 32768, MaxSizePerTopic: 65536},
+	AnonymousPatterns:       PatternLimits{MaxGroups: 8, MaxSize: 512, MaxStreamSize: 4096, MaxSizePerTopic: 8192},
 	QueueEvents:             1024,
 	QueueBytes:              8 << 20,
 	MaxConnections:          10_000,
@@ -576,9 +592,11 @@ var limitFields = []limitAccess{
 	limitField("Patterns.MaxGroups", func(l *Limits) *int { return &l.Patterns.MaxGroups }),
 	limitField("Patterns.MaxSize", func(l *Limits) *int { return &l.Patterns.MaxSize }),
 	limitField("Patterns.MaxStreamSize", func(l *Limits) *int { return &l.Patterns.MaxStreamSize }),
+	limitField("Patterns.MaxSizePerTopic", func(l *Limits) *int { return &l.Patterns.MaxSizePerTopic }),
 	limitField("AnonymousPatterns.MaxGroups", func(l *Limits) *int { return &l.AnonymousPatterns.MaxGroups }),
 	limitField("AnonymousPatterns.MaxSize", func(l *Limits) *int { return &l.AnonymousPatterns.MaxSize }),
 	limitField("AnonymousPatterns.MaxStreamSize", func(l *Limits) *int { return &l.AnonymousPatterns.MaxStreamSize }),
+	limitField("AnonymousPatterns.MaxSizePerTopic", func(l *Limits) *int { return &l.AnonymousPatterns.MaxSizePerTopic }),
 	limitField("QueueEvents", func(l *Limits) *int { return &l.QueueEvents }),
 	limitField("QueueBytes", func(l *Limits) *int { return &l.QueueBytes }),
 	limitField("MaxQueuedBytes", func(l *Limits) *int64 { return &l.MaxQueuedBytes }),
@@ -663,6 +681,10 @@ func (l *Limits) check() error {
 		return fmt.Errorf("%w: Limits.WriteDelay (%v) is more than 1s", ErrInvalidOption, l.WriteDelay)
 	case l.AnonymousPatterns.MaxSize > l.AnonymousPatterns.MaxStreamSize:
 		return fmt.Errorf("%w: Limits.AnonymousPatterns.MaxSize (%d) is more than MaxStreamSize (%d)", ErrInvalidOption, l.AnonymousPatterns.MaxSize, l.AnonymousPatterns.MaxStreamSize)
+	case l.Patterns.MaxSize > l.Patterns.MaxSizePerTopic:
+		return fmt.Errorf("%w: Limits.Patterns.MaxSize (%d) is more than MaxSizePerTopic (%d): no pattern of that size could be registered", ErrInvalidOption, l.Patterns.MaxSize, l.Patterns.MaxSizePerTopic)
+	case l.AnonymousPatterns.MaxSize > l.AnonymousPatterns.MaxSizePerTopic:
+		return fmt.Errorf("%w: Limits.AnonymousPatterns.MaxSize (%d) is more than MaxSizePerTopic (%d): no pattern of that size could be registered", ErrInvalidOption, l.AnonymousPatterns.MaxSize, l.AnonymousPatterns.MaxSizePerTopic)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/mercurekit/mercure"
+	"github.com/mercurekit/mercure/internal/index"
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // patternQuery is a subscribe query with one match_urlpattern per pattern.
@@ -204,5 +206,97 @@ func TestMAT9_TotalPatternSize(t *testing.T) {
 	}
 	if status, detail := th.trySubscribeStatus(patternQuery("https://example.com/0/:id")); status != http.StatusOK {
 		t.Fatalf("a registered pattern, shared: %d %s", status, detail)
+	}
+}
+
+// MAT-9 (issue 41): a topic is parsed as a URL once per update, however
+// many URL patterns test it: they test the components of the topic as
+// resolved once. Not parallel: it counts the parser's runs in the whole
+// process.
+func TestMAT9_TopicsParsedOncePerUpdate(t *testing.T) {
+	th := newTestHub(t)
+	const patterns, topics = 64, 16
+	for i := range patterns {
+		th.subscribe(patternQuery(fmt.Sprintf("https://:h/:a/:b/:c/:d/:e/:f/x%d", i)))
+	}
+	marker := th.subscribe("match=urn%3Amarker")
+	// Topics that only the parser reads, resolved or not: with a user
+	// name.
+	body := "data=x&topic=urn%3Amarker"
+	for i := range topics {
+		body += "&topic=" + url.QueryEscape(fmt.Sprintf("https://user@example.com/a/b/c/d/e/f/g/t%d", i))
+	}
+	before := topicurl.Parses()
+	th.mustPost(body)
+	// Exact subscribers get an update before patterns are evaluated: the
+	// next update's marker tells that the first one's dispatch is over.
+	th.mustPost("data=y&topic=urn%3Amarker")
+	marker.next(t)
+	marker.next(t)
+	if n := topicurl.Parses() - before; n > topics+2 {
+		t.Errorf("%d topics in two updates, tested against %d patterns: %d parses, want at most one per topic", topics+2, patterns, n)
+	}
+}
+
+// MAT-9 (issue 41): the new URL patterns of a class of streams must keep
+// what one topic can be evaluated against within the class's
+// MaxSizePerTopic, counted along each chain of literal prefixes; the
+// patterns whose literal text fixes the topic's last segment count once
+// per segment. Past it, a stream gets 429 and says why; a registered
+// pattern is shared at no cost, and other prefixes are not affected.
+func TestMAT9_SizePerTopic(t *testing.T) {
+	t.Parallel()
+	const budget = 1000
+	th := startAuthHub(t, mercure.WithAnonymousSubscribers(), mercure.WithLimits(mercure.Limits{
+		AnonymousPatterns: mercure.PatternLimits{MaxSizePerTopic: budget},
+	}))
+	// Patterns evaluated for every https topic, nothing literal after
+	// the scheme to set them aside.
+	pattern := func(i int) string { return fmt.Sprintf("https://*/:a(\\d+)-%d", i) }
+	size, n := 0, 0
+	for ; ; n++ {
+		status, detail := th.trySubscribeStatus(patternQuery(pattern(n)))
+		if status == http.StatusOK {
+			c, err := index.EstimateCost(pattern(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			size += c.Size
+			continue
+		}
+		if status != http.StatusTooManyRequests || !strings.Contains(detail, fmt.Sprintf("more than %d for anonymous subscribers", budget)) {
+			t.Fatalf("pattern %d: %d %s", n, status, detail)
+		}
+		break
+	}
+	if n == 0 || size > budget {
+		t.Fatalf("%d patterns of %d instructions in all accepted under a budget of %d", n, size, budget)
+	}
+	// Shared, or for topics of other prefixes: accepted. Anonymous
+	// patterns for https topics are not: the anonymous clients together
+	// have spent what they may add to them.
+	for p, want := range map[string]int{
+		pattern(0):                      http.StatusOK,
+		"wss://example.com/:a(\\d+)":    http.StatusOK,
+		"https://example.com/books/:id": http.StatusTooManyRequests,
+	} {
+		if status, detail := th.trySubscribeStatus(patternQuery(p)); status != want {
+			t.Errorf("%s: %d %s, want %d", p, status, detail, want)
+		}
+	}
+	// Patterns that each fix their own last segment cost a topic one
+	// evaluation: as many as the anonymous share of MaxPatternsPerPrefix
+	// (32, over 3 000 instructions in all) are accepted under one prefix.
+	for i := range 32 {
+		if status, detail := th.trySubscribeStatus(patternQuery(fmt.Sprintf("ftp://*/:a(\\d+)/x%d", i))); status != http.StatusOK {
+			t.Fatalf("tail pattern %d: %d %s", i, status, detail)
+		}
+	}
+	// A token holder's class has its own budget: the default.
+	tok := subToken(t, detail("subscribe", exactTopic("https://example.com/private")))
+	for _, p := range []string{pattern(n), "https://example.com/books/:id"} {
+		if status, detail := th.trySubscribeStatus(patternQuery(p), "Authorization", "Bearer "+tok); status != http.StatusOK {
+			t.Errorf("%s, with a token: %d %s", p, status, detail)
+		}
 	}
 }

@@ -14,8 +14,11 @@ type dispatcher struct {
 	lists [][]*Stream // exact and "*" subscribers
 	// cands holds the candidate patterns of each topic in turn:
 	// cands[ends[i-1]:ends[i]] are those of topics[i].
-	cands   []index.Candidate[*Stream]
-	topics  []topicurl.URL
+	cands []index.Candidate[*Stream]
+	// topics are the event's topics that parse as URLs, resolved once
+	// per event: patterns test their components without parsing them
+	// again.
+	topics  []*topicurl.URL
 	ends    []int
 	matched [][]*Stream
 	seen    map[*index.Group[*Stream]]bool // verdicts, with several topics
@@ -55,7 +58,8 @@ func (e *Engine) dispatch(ev *Event) {
 	read := e.index.BeginRead()
 	d.lists = e.index.Exact(read, ev.Topics, d.lists)
 	if e.index.HasPatterns() {
-		for _, u := range urls {
+		for i := range urls {
+			u := &urls[i]
 			if u.Href == "" {
 				continue // MAT-8: an unparsable topic never matches a pattern
 			}
@@ -118,7 +122,7 @@ func (e *Engine) evaluate() {
 	d := &e.dispatcher
 	if len(d.topics) == 1 {
 		for _, c := range d.cands {
-			if c.Group.Pattern().Test(d.topics[0].Href) {
+			if c.Group.Pattern().TestURL(d.topics[0]) {
 				d.matched = append(d.matched, c.Subs)
 			}
 		}
@@ -130,7 +134,7 @@ func (e *Engine) evaluate() {
 	start := 0
 	for i, u := range d.topics {
 		for _, c := range d.cands[start:d.ends[i]] {
-			if !d.seen[c.Group] && c.Group.Pattern().Test(u.Href) {
+			if !d.seen[c.Group] && c.Group.Pattern().TestURL(u) {
 				d.seen[c.Group] = true
 				d.matched = append(d.matched, c.Subs)
 			}

@@ -15,6 +15,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,14 @@ type Limits struct {
 	MaxPatternsPerPrefix int
 	MaxPatternsPerTopic  int
 	MaxTotalPatternSize  int
+	// MaxSizePerTopic and MaxAnonymousSizePerTopic cap, for the new
+	// patterns of a stream with a token or a session and of an anonymous
+	// one, the estimated size of what one topic can be evaluated against
+	// (see [index.Index.WorkThrough]). Unlike the share above, they apply
+	// to anonymous streams on any hub: they are the pattern limits of
+	// the stream's class. 0: no cap.
+	MaxSizePerTopic          int
+	MaxAnonymousSizePerTopic int
 }
 
 // Counters are the engine's metrics, updated whether or not anything
@@ -363,7 +372,9 @@ type Matcher struct {
 // ErrPatterns. Patterns already registered are always accepted: sharing
 // one costs nothing. An anonymous stream's new patterns must leave half
 // of each budget free: anonymous clients can never take what token and
-// session holders need.
+// session holders need. Besides, the new patterns of a stream must keep
+// what one topic can be evaluated against within its class's size
+// (MaxSizePerTopic, MaxAnonymousSizePerTopic).
 func (e *Engine) register(s *Stream, ms []Matcher) error {
 	// The store reads the topics of s before s takes its start position.
 	e.acquire(s, ms)
@@ -389,8 +400,13 @@ func (e *Engine) addMatchers(s *Stream, ms []Matcher) error {
 		perPrefix, perTopic, total = perPrefix/2, perTopic/2, total/2
 		who = " for anonymous subscribers"
 	}
+	perTopicSize, class := e.cfg.Limits.MaxSizePerTopic, ""
+	if s.anonymous {
+		perTopicSize, class = e.cfg.Limits.MaxAnonymousSizePerTopic, " for anonymous subscribers"
+	}
 	for i := range ms {
 		m := &ms[i]
+		shared := m.Kind.Evaluated() && e.index.Has(m.Pattern)
 		s.entries = append(s.entries, e.index.Add(m.Kind, m.Value, m.Pattern, s))
 		if !m.Kind.Evaluated() {
 			continue
@@ -405,6 +421,9 @@ func (e *Engine) addMatchers(s *Stream, ms []Matcher) error {
 			refused = "too many distinct URL patterns would be evaluated for the same topics" + who
 		case e.index.PatternSize() > total:
 			refused = "the hub holds too many URL patterns" + who
+		case !shared && perTopicSize > 0 && e.index.WorkThrough(m.Pattern) > perTopicSize:
+			refused = fmt.Sprintf("the URL patterns that the same topics would be evaluated against would compile to about %d instructions, more than %d%s: use patterns with a longer literal prefix, or that end with a literal path segment",
+				e.index.WorkThrough(m.Pattern), perTopicSize, class)
 		default:
 			continue
 		}

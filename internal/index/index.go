@@ -3,10 +3,13 @@
 //
 // Costs per update topic: one map lookup for exact matchers; for URL
 // patterns, one walk down a trie keyed by the patterns' literal prefixes
-// (scheme, host, leading path segments) and one evaluation of each distinct
-// pattern found on the way, however many subscriptions share it. An update
-// on a topic nobody matches therefore costs the same with ten or ten
-// thousand subscribers.
+// (scheme, host, leading path segments), a map lookup at each node of the
+// way for the patterns whose literal text fixes the topic's last path
+// segment, and one evaluation of each distinct pattern found, however
+// many subscriptions share it. An update on a topic nobody matches
+// therefore costs the same with ten or ten thousand subscribers. The
+// topic is resolved once, by the caller: a pattern tests its components
+// without parsing it again.
 package index
 
 import (
@@ -79,7 +82,8 @@ func (l *list[T]) take(r uint64) []T {
 type Group[T any] struct {
 	pat  *Pattern
 	subs list[T]
-	slot int // position in its trie node's list
+	slot int // position in its trie node's patterns, or in its tail's
+	tail *tail[T]
 }
 
 // Pattern returns the group's compiled pattern.
@@ -94,20 +98,121 @@ type Candidate[T any] struct {
 
 type node[T any] struct {
 	children map[string]*node[T]
+	// patterns are evaluated for every topic through this node; those of
+	// a tail only for the topics that end with its key (see [tailKey]).
 	patterns []*Group[T]
+	tails    map[tailKey]*tail[T]
+	// count is the number of patterns here, tails included.
+	count int
+	// work is the estimated size of the patterns that one topic through
+	// this node is evaluated against here: those of patterns and those of
+	// the largest tail of each kind, whose sizes are in maxTail.
+	work    int
+	maxTail [2]int
 	// down is the most patterns on any path from this node to a leaf,
-	// its own included: at the root, the most patterns that one topic
-	// can be evaluated against.
-	down int
+	// its own included: at the root, the most patterns registered along
+	// the prefixes of one topic. downWork is the most work on any path:
+	// at the root, the most that evaluating one topic can cost.
+	down, downWork int
 }
 
-// recompute sets n.down from n's patterns and children.
-func (n *node[T]) recompute() {
-	m := 0
-	for _, c := range n.children {
-		m = max(m, c.down)
+// tail is the patterns of a node that share a tail key.
+type tail[T any] struct {
+	groups []*Group[T]
+	size   int // estimated size of their patterns
+}
+
+// kind is the index in maxTail of the tails of key k.
+func (k tailKey) kind() int {
+	if k.href {
+		return 1
 	}
-	n.down = len(n.patterns) + m
+	return 0
+}
+
+// recompute sets n.down and n.downWork from n's own and its children's.
+func (n *node[T]) recompute() {
+	d, w := 0, 0
+	for _, c := range n.children {
+		d, w = max(d, c.down), max(w, c.downWork)
+	}
+	n.down, n.downWork = n.count+d, n.work+w
+}
+
+// add places g at n, and returns how much n.work grew.
+func (n *node[T]) add(g *Group[T]) int {
+	size := g.pat.cost.Size
+	n.count++
+	if !g.pat.hasTail {
+		g.slot = len(n.patterns)
+		n.patterns = append(n.patterns, g)
+		n.work += size
+		return size
+	}
+	t := n.tails[g.pat.tail]
+	if t == nil {
+		if n.tails == nil {
+			n.tails = make(map[tailKey]*tail[T])
+		}
+		t = &tail[T]{}
+		n.tails[g.pat.tail] = t
+	}
+	g.slot, g.tail = len(t.groups), t
+	t.groups = append(t.groups, g)
+	t.size += size
+	k := g.pat.tail.kind()
+	if grew := t.size - n.maxTail[k]; grew > 0 {
+		n.maxTail[k] = t.size
+		n.work += grew
+		return grew
+	}
+	return 0
+}
+
+// remove takes g from n.
+func (n *node[T]) remove(g *Group[T]) {
+	size := g.pat.cost.Size
+	n.count--
+	if g.tail == nil {
+		removeAt(&n.patterns, g.slot)
+		n.work -= size
+		return
+	}
+	t := g.tail
+	removeAt(&t.groups, g.slot)
+	g.tail = nil
+	k := g.pat.tail.kind()
+	was := t.size
+	t.size -= size
+	if len(t.groups) == 0 {
+		delete(n.tails, g.pat.tail)
+		if len(n.tails) == 0 {
+			n.tails = nil
+		}
+	}
+	if was < n.maxTail[k] {
+		return // another tail is the largest
+	}
+	m := 0
+	for key, t := range n.tails {
+		if key.kind() == k {
+			m = max(m, t.size)
+		}
+	}
+	n.work += m - n.maxTail[k]
+	n.maxTail[k] = m
+}
+
+// removeAt removes the group at slot from *gs, moving the last one there.
+func removeAt[T any](gs *[]*Group[T], slot int) {
+	s := *gs
+	last := len(s) - 1
+	if slot != last {
+		s[slot] = s[last]
+		s[slot].slot = slot
+	}
+	s[last] = nil
+	*gs = s[:last]
 }
 
 // New returns an empty index resolving topics with r.
@@ -127,6 +232,10 @@ func (ix *Index[T]) Pattern(raw string) *Pattern {
 	}
 	return nil
 }
+
+// Has reports whether a pattern with the same key as p (see
+// [Pattern.Key]) is registered.
+func (ix *Index[T]) Has(p *Pattern) bool { return ix.patterns[p.key] != nil }
 
 // Shared returns the pattern interned with the same key as p (see
 // [Pattern.Key]), or p when none is.
@@ -148,8 +257,30 @@ func (ix *Index[T]) SamePrefix(p *Pattern) int {
 			return 0
 		}
 	}
-	return len(n.patterns)
+	return n.count
 }
+
+// WorkThrough returns the estimated size (see [Cost]) of the distinct
+// patterns that one topic may be evaluated against, on the costliest path
+// of the trie through the node where p is registered, or would be: the
+// patterns of each prefix of that path, and of the largest tail of each
+// kind at each node. What evaluating a topic costs grows with it (about a
+// nanosecond per instruction and byte of topic, at most), so the hub
+// caps it.
+func (ix *Index[T]) WorkThrough(p *Pattern) int {
+	n, above := &ix.trie, 0
+	for _, k := range p.keys {
+		above += n.work
+		if n = n.children[k]; n == nil {
+			return above
+		}
+	}
+	return above + n.downWork
+}
+
+// MaxWork returns the most that evaluating one topic can cost, in the
+// terms of [Index.WorkThrough]: the costliest path of the trie.
+func (ix *Index[T]) MaxWork() int { return ix.trie.downWork }
 
 // PatternSize returns the estimated size of the distinct patterns
 // registered (see [Cost]): what they keep of the heap, give or take.
@@ -195,19 +326,18 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 				n = c
 				path = append(path, n)
 			}
-			ps.slot = len(n.patterns)
-			n.patterns = append(n.patterns, ps)
 			ix.npattern++
 			ix.size += pat.cost.Size
 			// One more pattern here can only raise the paths through n.
+			n.downWork += n.add(ps)
 			n.down++
 			for i := len(path) - 2; i >= 0; i-- {
-				a := path[i]
-				if d := len(a.patterns) + path[i+1].down; d > a.down {
-					a.down = d
-					continue
+				a, c := path[i], path[i+1]
+				d, w := max(a.down, a.count+c.down), max(a.downWork, a.work+c.downWork)
+				if d == a.down && w == a.downWork {
+					break
 				}
-				break
+				a.down, a.downWork = d, w
 			}
 		}
 		e.list, e.pattern = &ps.subs, ps
@@ -270,32 +400,26 @@ func (ix *Index[T]) removePattern(ps *Group[T]) {
 		n = n.children[k]
 		path = append(path, n)
 	}
-	last := len(n.patterns) - 1
-	if ps.slot != last {
-		n.patterns[ps.slot] = n.patterns[last]
-		n.patterns[ps.slot].slot = ps.slot
-	}
-	n.patterns[last] = nil
-	n.patterns = n.patterns[:last]
+	n.remove(ps)
 	// Prune nodes left empty, from the leaf up.
 	for i := len(path) - 1; i > 0; i-- {
 		c := path[i]
-		if len(c.patterns) > 0 || len(c.children) > 0 {
+		if c.count > 0 || len(c.children) > 0 {
 			break
 		}
 		delete(path[i-1].children, ps.pat.keys[i-1])
 	}
-	// Lower the path counts from the leaf up, as far as they change. An
-	// ancestor rescans its children only when the path it counted went
+	// Lower the path's maxima from the leaf up, as far as they change. An
+	// ancestor rescans its children only when a maximum it holds went
 	// through the child that changed.
-	old := n.down
+	oldDown, oldWork := n.down, n.downWork
 	n.recompute()
-	for i := len(path) - 2; i >= 0 && n.down != old; i-- {
+	for i := len(path) - 2; i >= 0 && (n.down != oldDown || n.downWork != oldWork); i-- {
 		a := path[i]
-		if a.down != len(a.patterns)+old {
-			break // its longest path goes elsewhere
+		if a.down != a.count+oldDown && a.downWork != a.work+oldWork {
+			break // its longest paths go elsewhere
 		}
-		old = a.down
+		oldDown, oldWork = a.down, a.downWork
 		a.recompute()
 		n = a
 	}
@@ -350,16 +474,32 @@ func (ix *Index[T]) HasPatterns() bool { return ix.npattern > 0 }
 
 // Candidates appends to dst, for read, the groups whose pattern must be
 // evaluated against the resolved topic u, with their subscriptions:
-// those whose literal prefix u has, at most [Index.MaxPerTopic] of them.
+// those whose literal prefix u has, at most [Index.MaxPerTopic] of them,
+// less those whose tail key u does not have.
 // The caller may evaluate them without the index's lock (patterns are
 // immutable).
-func (ix *Index[T]) Candidates(read uint64, u topicurl.URL, dst []Candidate[T]) []Candidate[T] {
+func (ix *Index[T]) Candidates(read uint64, u *topicurl.URL, dst []Candidate[T]) []Candidate[T] {
 	n := &ix.trie
 	depth := 0
 	rest, pathDone := u.Pathname, false
+	var pathTail, hrefTail tailKey
+	tails := false // pathTail and hrefTail are set
 	for {
 		for _, g := range n.patterns {
 			dst = append(dst, Candidate[T]{Group: g, Subs: g.subs.take(read)})
+		}
+		if n.tails != nil {
+			if !tails {
+				pathTail, hrefTail = topicTails(u)
+				tails = true
+			}
+			for _, k := range [...]tailKey{pathTail, hrefTail} {
+				if t := n.tails[k]; t != nil {
+					for _, g := range t.groups {
+						dst = append(dst, Candidate[T]{Group: g, Subs: g.subs.take(read)})
+					}
+				}
+			}
 		}
 		if len(n.children) == 0 {
 			return dst

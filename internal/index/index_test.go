@@ -39,8 +39,8 @@ func match(ix *Index[int], topics ...string) []int {
 	}
 	for _, topic := range topics {
 		if u, ok := ix.resolver.Resolve(topic); ok { // MAT-8
-			for _, c := range ix.Candidates(read, u, nil) {
-				if c.Group.Pattern().Test(u.Href) {
+			for _, c := range ix.Candidates(read, &u, nil) {
+				if c.Group.Pattern().TestURL(&u) {
 					got = append(got, c.Subs...)
 				}
 			}
@@ -240,7 +240,7 @@ func TestRandomChurn(t *testing.T) {
 	pats := map[string]*Pattern{}
 	results := map[[2]string]bool{}
 	memo := func(p *Pattern, topic string) bool {
-		k := [2]string{p.Raw(), topic}
+		k := [2]string{p.Key(), topic}
 		ok, seen := results[k]
 		if !seen {
 			ok = p.MatchTopic(topic)
@@ -256,7 +256,23 @@ func TestRandomChurn(t *testing.T) {
 			live = slices.Delete(live, i, i+1)
 		} else {
 			s := &sub{}
-			switch rng.IntN(5) {
+			switch rng.IntN(6) {
+			case 5:
+				// URI templates, whose tails are keyed by the whole URL's
+				// last segment, beside URL patterns keyed by the path's.
+				s.kind, s.value = URITemplate, []string{
+					"https://example.com/t/{x}/%d", "https://example.com/t/%d{/x}", "https://example.com/{x}/%d", "https://{h}/t/%d",
+				}[rng.IntN(4)]
+				s.value = fmt.Sprintf(s.value, rng.IntN(4))
+				key := templateKey(s.value)
+				if pats[key] == nil {
+					p, err := CompileTemplate(s.value, r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pats[key] = p
+				}
+				s.pat = pats[key]
 			case 0:
 				s.kind, s.value = Exact, fmt.Sprintf("https://example.com/t/%d", rng.IntN(20))
 			case 3, 4:
@@ -294,7 +310,7 @@ func TestRandomChurn(t *testing.T) {
 		}
 		var want []int
 		for _, s := range live {
-			if s.kind == Exact && s.value == topic || s.kind == URLPattern && memo(s.pat, topic) {
+			if s.kind == Exact && s.value == topic || s.kind.Evaluated() && memo(s.pat, topic) {
 				want = append(want, s.entry.list.vals[s.entry.slot])
 			}
 		}
@@ -308,9 +324,25 @@ func TestRandomChurn(t *testing.T) {
 		if got, want := ix.MaxPerTopic(), longestPath(&ix.trie); got != want {
 			t.Fatalf("step %d: MaxPerTopic %d, longest path %d", step, got, want)
 		}
+		if got, want := ix.MaxWork(), costliestPath(&ix.trie); got != want {
+			t.Fatalf("step %d: MaxWork %d, costliest path %d", step, got, want)
+		}
+		for _, p := range pats {
+			if got, want := ix.WorkThrough(p), workThrough(ix, p); got != want {
+				t.Fatalf("step %d, %q: WorkThrough %d, afresh %d", step, p.Raw(), got, want)
+			}
+		}
 		u, _ := r.Resolve(topic)
-		if n := len(ix.Candidates(0, u, nil)); n > ix.MaxPerTopic() {
+		cands := ix.Candidates(0, &u, nil)
+		if n := len(cands); n > ix.MaxPerTopic() {
 			t.Fatalf("step %d, topic %q: %d candidates, more than MaxPerTopic %d", step, topic, n, ix.MaxPerTopic())
+		}
+		work := 0
+		for _, c := range cands {
+			work += c.Group.pat.cost.Size
+		}
+		if work > ix.MaxWork() {
+			t.Fatalf("step %d, topic %q: candidates of size %d, more than MaxWork %d", step, topic, work, ix.MaxWork())
 		}
 	}
 }
@@ -321,7 +353,50 @@ func longestPath(n *node[int]) int {
 	for _, c := range n.children {
 		m = max(m, longestPath(c))
 	}
-	return len(n.patterns) + m
+	count := len(n.patterns)
+	for _, t := range n.tails {
+		count += len(t.groups)
+	}
+	return count + m
+}
+
+// costliestPath adds up, along the trie's costliest path from n, the
+// sizes of the patterns that one topic can be evaluated against: those of
+// each node and of its largest tail of each kind, computed afresh.
+func costliestPath(n *node[int]) int {
+	m := 0
+	for _, c := range n.children {
+		m = max(m, costliestPath(c))
+	}
+	return ownWork(n) + m
+}
+
+func ownWork(n *node[int]) int {
+	w := 0
+	for _, g := range n.patterns {
+		w += g.pat.cost.Size
+	}
+	var largest [2]int
+	for k, t := range n.tails {
+		size := 0
+		for _, g := range t.groups {
+			size += g.pat.cost.Size
+		}
+		largest[k.kind()] = max(largest[k.kind()], size)
+	}
+	return w + largest[0] + largest[1]
+}
+
+// workThrough is Index.WorkThrough computed afresh.
+func workThrough(ix *Index[int], p *Pattern) int {
+	n, above := &ix.trie, 0
+	for _, k := range p.keys {
+		above += ownWork(n)
+		if n = n.children[k]; n == nil {
+			return above
+		}
+	}
+	return above + costliestPath(n)
 }
 
 // TestMaxPerTopicCountsEveryPrefixLevel checks the bound on the attack
@@ -341,7 +416,7 @@ func TestMaxPerTopicCountsEveryPrefixLevel(t *testing.T) {
 		}
 	}
 	u, _ := r.Resolve("https://example.com/books/1")
-	if n := len(ix.Candidates(0, u, nil)); n != 12 {
+	if n := len(ix.Candidates(0, &u, nil)); n != 12 {
 		t.Fatalf("%d candidates for a topic under every level, want 12", n)
 	}
 	for _, e := range entries[:3] {
@@ -386,7 +461,7 @@ func TestReadIsASnapshot(t *testing.T) {
 	u, _ := r.Resolve(topic)
 	read := ix.BeginRead()
 	lists := ix.Exact(read, []string{topic}, nil)
-	cands := ix.Candidates(read, u, nil)
+	cands := ix.Candidates(read, &u, nil)
 	if len(lists) != 1 || len(cands) != 1 {
 		t.Fatalf("got %d lists and %d candidates, want 1 and 1", len(lists), len(cands))
 	}
@@ -470,4 +545,58 @@ func removalsDuringARead(t *testing.T) uint64 {
 		t.Fatalf("%d subscriptions left, want 1", n)
 	}
 	return after.Mallocs - before.Mallocs
+}
+
+// TestTailsSetPatternsAside checks the index by last segment on the
+// shape of issue 41: 64 patterns whose literal prefix is the scheme alone,
+// each ending with its own literal segment. A topic is offered only the
+// pattern of its own last segment, if any, and the cost of evaluating a
+// topic counts one of them; the counts of patterns per prefix and per
+// topic, which bound the heap, still count them all.
+func TestTailsSetPatternsAside(t *testing.T) {
+	ix, r := newIndex(t)
+	const n = 64
+	var size int
+	for i := range n {
+		p := mustCompile(t, fmt.Sprintf("https://:h/:a/:b/:c/:d/:e/:f/x%d", i), r)
+		ix.Add(URLPattern, p.Raw(), p, i)
+		size = max(size, p.cost.Size)
+		tpl, err := CompileTemplate(fmt.Sprintf("https://{h}/{a}/{b}/{c}/{d}/{e}/{f}/x%d", i), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix.Add(URITemplate, tpl.Raw(), tpl, n+i)
+		size = max(size, tpl.cost.Size)
+	}
+	for topic, want := range map[string][]int{
+		"https://localhost/a/b/c/d/e/f/g/u1": nil,
+		"https://localhost/a/b/c/d/e/f/x5":   {5, n + 5},
+		"https://localhost/a/b/c/d/e/f/g/x5": {5, n + 5}, // offered, then not matched
+		"https://localhost/x5?q#f":           {5},        // the template sees the whole URL
+	} {
+		u, _ := r.Resolve(topic)
+		var got []int
+		for _, c := range ix.Candidates(0, &u, nil) {
+			got = append(got, c.Subs...)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: candidates %v, want %v", topic, got, want)
+		}
+	}
+	if got := match(ix, "https://localhost/a/b/c/d/e/f/x5"); !slices.Equal(got, []int{5, n + 5}) {
+		t.Errorf("matches %v", got)
+	}
+	if got := match(ix, "https://localhost/a/b/c/d/e/f/g/x5"); got != nil {
+		t.Errorf("matches %v", got)
+	}
+	if got, want := ix.SamePrefix(mustCompile(t, "https://:h/x", r)), 2*n; got != want {
+		t.Errorf("SamePrefix %d, want %d", got, want)
+	}
+	if got, want := ix.MaxPerTopic(), 2*n; got != want {
+		t.Errorf("MaxPerTopic %d, want %d", got, want)
+	}
+	if got := ix.MaxWork(); got > 2*size {
+		t.Errorf("MaxWork %d, more than a pattern and a template (%d each at most)", got, size)
+	}
 }

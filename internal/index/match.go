@@ -12,7 +12,8 @@ import (
 	"weak"
 
 	"github.com/dunglas/go-urlpattern"
-	whatwg "github.com/nlnwa/whatwg-url/url"
+
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // A compiled go-urlpattern URLPattern keeps eight components, each with its
@@ -34,10 +35,6 @@ import (
 // checked against the engine's own Test by TestMatcherEquivalence and
 // FuzzPatternEquivalence.
 
-// hrefParser parses the URL a pattern is tested against, the way the
-// engine's Test does (WHATWG basic URL parser, default options).
-var hrefParser = whatwg.NewParser()
-
 // URL components, in the order the engine matches them.
 const (
 	compProtocol = iota
@@ -54,19 +51,26 @@ const (
 // is nil; else start with pre, end with suf and match re in between. The
 // literal text that a component starts and ends with is checked apart, so
 // that patterns differing only there (an app's "/users/42/*" and
-// "/users/43/*") share one expression for the rest.
+// "/users/43/*") share one expression for the rest, and so that a topic
+// that does not have it is rejected before any expression runs.
 type check struct {
 	comp     uint8
 	pre, suf string
 	re       *regexp.Regexp
 }
 
-func (c *check) match(v string) bool {
+// literal reports whether v passes the literal part of c: all of it when
+// c has no expression.
+func (c *check) literal(v string) bool {
 	if c.re == nil {
 		return v == c.pre
 	}
-	return len(v) >= len(c.pre)+len(c.suf) && strings.HasPrefix(v, c.pre) && strings.HasSuffix(v, c.suf) &&
-		c.re.MatchString(v[len(c.pre):len(v)-len(c.suf)])
+	return len(v) >= len(c.pre)+len(c.suf) && strings.HasPrefix(v, c.pre) && strings.HasSuffix(v, c.suf)
+}
+
+// match reports whether v satisfies c.
+func (c *check) match(v string) bool {
+	return c.literal(v) && (c.re == nil || c.re.MatchString(v[len(c.pre):len(v)-len(c.suf)]))
 }
 
 // urlMatcher evaluates a compiled URL pattern: every check must pass.
@@ -75,41 +79,71 @@ func (c *check) match(v string) bool {
 // not match).
 type urlMatcher struct {
 	checks []check // literal ones first: they are cheaper
+	// nlit is the number of checks without an expression, at the start
+	// of checks.
+	nlit int
 }
 
-// test reports whether the absolute URL href matches, as the engine's
-// Test(href, "") does.
-func (m *urlMatcher) test(href string) bool {
-	u, err := hrefParser.BasicParser(href, nil, nil, whatwg.NoState)
-	if err != nil {
-		return false
+// component returns the component comp of u.
+func component(u *topicurl.URL, comp uint8) string {
+	switch comp {
+	case compProtocol:
+		return u.Scheme
+	case compUsername:
+		return u.Username
+	case compPassword:
+		return u.Password
+	case compHostname:
+		return u.Hostname
+	case compPort:
+		return u.Port
+	case compPathname:
+		return u.Pathname
+	case compSearch:
+		return u.Query
 	}
+	return u.Fragment
+}
+
+// test reports whether the URL u, parsed already, matches, as the
+// engine's Test(u.Href, "") does. The literal text of every component is
+// compared before any regular expression runs: most topics that a pattern
+// does not select fail there, for the cost of a few comparisons.
+func (m *urlMatcher) test(u *topicurl.URL) bool {
 	for i := range m.checks {
 		c := &m.checks[i]
-		var v string
-		switch c.comp {
-		case compProtocol:
-			v = u.Scheme()
-		case compUsername:
-			v = u.Username()
-		case compPassword:
-			v = u.Password()
-		case compHostname:
-			v = u.Hostname()
-		case compPort:
-			v = u.Port()
-		case compPathname:
-			v = u.Pathname()
-		case compSearch:
-			v = u.Query()
-		case compHash:
-			v = u.Fragment()
+		if !c.literal(component(u, c.comp)) {
+			return false
 		}
-		if !c.match(v) {
+	}
+	for i := m.nlit; i < len(m.checks); i++ {
+		c := &m.checks[i]
+		v := component(u, c.comp)
+		if !c.re.MatchString(v[len(c.pre) : len(v)-len(c.suf)]) {
 			return false
 		}
 	}
 	return true
+}
+
+// pathTail returns the last segment that every pathname the pattern
+// matches ends with, if its literal text says: the text after the last
+// "/" of the literal pathname, or of the literal text it ends with.
+func (m *urlMatcher) pathTail() (string, bool) {
+	for i := range m.checks {
+		c := &m.checks[i]
+		if c.comp != compPathname {
+			continue
+		}
+		lit := c.suf
+		if c.re == nil {
+			lit = c.pre
+		}
+		if j := strings.LastIndexByte(lit, '/'); j >= 0 {
+			return lit[j+1:], true
+		}
+	}
+	return "", false
 }
 
 // specialSchemes are the URL Standard's special schemes but file, as the
@@ -193,7 +227,7 @@ func newURLMatcher(p *urlpattern.URLPattern) (*urlMatcher, bool) {
 			res = append(res, c)
 		}
 	}
-	m.checks = append(lits, res...)
+	m.checks, m.nlit = append(lits, res...), len(lits)
 	return &m, true
 }
 

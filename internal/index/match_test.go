@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/dunglas/go-urlpattern"
+
+	"github.com/mercurekit/mercure/internal/topicurl"
 )
 
 // enginePattern compiles raw with the engine alone, the way compile
@@ -113,6 +115,9 @@ func TestMatcherEquivalence(t *testing.T) {
 					t.Errorf("pattern %q, href %q: Test %v, engine %v", raw, href, got, want)
 				}
 			}
+			if err := checkResolved(r, p, ep, topic); err != "" {
+				t.Error(err)
+			}
 		}
 	}
 	if fallbacks > 0 {
@@ -150,7 +155,35 @@ func FuzzPatternEquivalence(f *testing.F) {
 				t.Fatalf("pattern %q (matcher %v), href %q: Test %v, engine %v", raw, p.m != nil, href, got, want)
 			}
 		}
+		if err := checkResolved(r, p, ep, topic); err != "" {
+			t.Fatal(err)
+		}
 	})
+}
+
+// checkResolved checks the path the hub takes: topic resolved once,
+// then looked up in an index and tested by its components. TestURL must
+// agree with the engine's Test of the resolved URL, and the index must
+// offer the pattern for every topic it matches (what it sets aside by
+// literal prefix and tail, it sets aside soundly).
+func checkResolved(r *topicurl.Resolver, p *Pattern, ep *urlpattern.URLPattern, topic string) string {
+	u, ok := r.Resolve(topic)
+	if !ok {
+		return ""
+	}
+	want := engineTest(ep, u.Href)
+	if got := p.TestURL(&u); got != want {
+		return fmt.Sprintf("pattern %q (matcher %v), topic %q resolved to %+v: TestURL %v, engine %v", p.raw, p.m != nil, topic, u, got, want)
+	}
+	if !want {
+		return ""
+	}
+	ix := New[int](r)
+	ix.Add(URLPattern, p.raw, p, 1)
+	if len(ix.Candidates(0, &u, nil)) != 1 {
+		return fmt.Sprintf("pattern %q (keys %q, tail %+v %v) matches %q, but the index does not offer it", p.raw, p.keys, p.tail, p.hasTail, u.Href)
+	}
+	return ""
 }
 
 // TestRegexpsShared checks that distinct patterns of one shape share

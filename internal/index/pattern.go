@@ -36,6 +36,26 @@ type Pattern struct {
 	// pattern only needs evaluating for topics whose URL has the same
 	// leading components.
 	keys []string
+	// tail, when set, is the last segment of every topic the pattern
+	// matches, found in its literal text: a pattern only needs evaluating
+	// for topics that end so (see [tailKey]).
+	tail    tailKey
+	hasTail bool
+}
+
+// tailKey is the last segment of a topic, the text after the last "/":
+// of its pathname for URL patterns, of its whole URL for URI templates,
+// which match it whole.
+type tailKey struct {
+	href bool
+	seg  string
+}
+
+// topicTails returns the tail keys of the resolved topic u, one of each
+// kind.
+func topicTails(u *topicurl.URL) (path, href tailKey) {
+	return tailKey{seg: u.Pathname[strings.LastIndexByte(u.Pathname, '/')+1:]},
+		tailKey{href: true, seg: u.Href[strings.LastIndexByte(u.Href, '/')+1:]}
 }
 
 // Key returns what the pattern is interned by: two patterns with the same
@@ -79,6 +99,7 @@ func compile(raw string, cost Cost, hubURL string, r *topicurl.Resolver) (pat *P
 	pat = &Pattern{raw: raw, key: raw, cost: cost, resolver: r, keys: literalPrefix(p)}
 	if m, ok := newURLMatcher(p); ok {
 		pat.m = m // the engine's compiled state can go
+		pat.tail.seg, pat.hasTail = m.pathTail()
 	} else {
 		pat.p = p
 	}
@@ -89,11 +110,24 @@ func compile(raw string, cost Cost, hubURL string, r *topicurl.Resolver) (pat *P
 // the pattern; a topic that does not parse as a URL never does (MAT-8).
 func (p *Pattern) MatchTopic(topic string) bool {
 	u, ok := p.resolver.Resolve(topic)
-	return ok && p.Test(u.Href)
+	return ok && p.TestURL(&u)
 }
 
 // Test reports whether the resolved absolute URL href matches the pattern.
-func (p *Pattern) Test(href string) (ok bool) {
+// It parses href: to test a topic against several patterns, resolve it
+// once and call [Pattern.TestURL].
+func (p *Pattern) Test(href string) bool {
+	if p.m != nil {
+		u, ok := topicurl.ParseAbsolute(href)
+		return ok && p.TestURL(&u)
+	}
+	return p.TestURL(&topicurl.URL{Href: href})
+}
+
+// TestURL reports whether the resolved topic u matches the pattern,
+// without parsing it again: a URL pattern tests u's components, a URI
+// template its Href.
+func (p *Pattern) TestURL(u *topicurl.URL) (ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false // MAT-8/MAT-9: any failure is "no match"
@@ -101,11 +135,11 @@ func (p *Pattern) Test(href string) (ok bool) {
 	}()
 	switch {
 	case p.tpl != nil:
-		return p.tpl.Match(href)
+		return p.tpl.Match(u.Href)
 	case p.m != nil:
-		return p.m.test(href)
+		return p.m.test(u)
 	}
-	return p.p.Test(href, "")
+	return p.p.Test(u.Href, "")
 }
 
 // literalPrefix returns the trie keys of a compiled pattern: as many of

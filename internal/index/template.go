@@ -41,7 +41,13 @@ func compileTemplate(raw string, cost Cost, r *topicurl.Resolver) (*Pattern, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q", uritemplate.ErrTemplate, raw)
 	}
-	return &Pattern{raw: raw, key: templateKey(raw), cost: cost, tpl: tpl, resolver: r, keys: templateKeys(tpl.Prefix())}, nil
+	p := &Pattern{raw: raw, key: templateKey(raw), cost: cost, tpl: tpl, resolver: r, keys: templateKeys(tpl.Prefix())}
+	// A topic the template matches ends with its literal suffix, so its
+	// URL's last segment is the suffix's, if the suffix has a "/".
+	if i := strings.LastIndexByte(tpl.Suffix(), '/'); i >= 0 {
+		p.tail, p.hasTail = tailKey{href: true, seg: tpl.Suffix()[i+1:]}, true
+	}
+	return p, nil
 }
 
 // templateKeys returns the trie keys of a template from the literal text

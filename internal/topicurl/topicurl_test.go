@@ -114,15 +114,18 @@ func TestResolve(t *testing.T) {
 		topic string
 		want  URL
 	}{
-		{"/books/7", URL{"https://example.com/books/7", "https", "example.com", "/books/7"}},
-		{"https://Example.COM:443/a/../b", URL{"https://example.com/b", "https", "example.com", "/b"}},
-		{"books/1", URL{"https://example.com/.well-known/books/1", "https", "example.com", "/.well-known/books/1"}},
-		{"urn:isbn:123", URL{"urn:isbn:123", "urn", "", "isbn:123"}},
-		{"HTTP://B\u00dcCHER.example:8080/x?q#f", URL{"http://xn--bcher-kva.example:8080/x?q#f", "http", "xn--bcher-kva.example", "/x"}},
-		{"http://0x7f.1/x", URL{"http://127.0.0.1/x", "http", "127.0.0.1", "/x"}},
-		{"http://[0:0::1]/x", URL{"http://[::1]/x", "http", "[::1]", "/x"}},
-		{"/a b/%6D", URL{"https://example.com/a%20b/%6D", "https", "example.com", "/a%20b/%6D"}},
-		{"foo:/x/../y", URL{"foo:/y", "foo", "", "/y"}},
+		{"/books/7", URL{Href: "https://example.com/books/7", Scheme: "https", Hostname: "example.com", Pathname: "/books/7"}},
+		{"https://Example.COM:443/a/../b", URL{Href: "https://example.com/b", Scheme: "https", Hostname: "example.com", Pathname: "/b"}},
+		{"books/1", URL{Href: "https://example.com/.well-known/books/1", Scheme: "https", Hostname: "example.com", Pathname: "/.well-known/books/1"}},
+		{"urn:isbn:123", URL{Href: "urn:isbn:123", Scheme: "urn", Pathname: "isbn:123"}},
+		{"HTTP://B\u00dcCHER.example:8080/x?q#f", URL{Href: "http://xn--bcher-kva.example:8080/x?q#f", Scheme: "http", Hostname: "xn--bcher-kva.example", Port: "8080", Pathname: "/x", Query: "q", Fragment: "f"}},
+		{"http://0x7f.1/x", URL{Href: "http://127.0.0.1/x", Scheme: "http", Hostname: "127.0.0.1", Pathname: "/x"}},
+		{"http://[0:0::1]/x", URL{Href: "http://[::1]/x", Scheme: "http", Hostname: "[::1]", Pathname: "/x"}},
+		{"/a b/%6D", URL{Href: "https://example.com/a%20b/%6D", Scheme: "https", Hostname: "example.com", Pathname: "/a%20b/%6D"}},
+		{"foo:/x/../y", URL{Href: "foo:/y", Scheme: "foo", Pathname: "/y"}},
+		{"https://u:p@example.com/x?a#b", URL{Href: "https://u:p@example.com/x?a#b", Scheme: "https", Username: "u", Password: "p", Hostname: "example.com", Pathname: "/x", Query: "a", Fragment: "b"}},
+		// Canonical already: the fast path.
+		{"http://localhost:3000/x?a=1#b", URL{Href: "http://localhost:3000/x?a=1#b", Scheme: "http", Hostname: "localhost", Port: "3000", Pathname: "/x", Query: "a=1", Fragment: "b"}},
 	}
 	for _, tc := range tests {
 		got, ok := r.Resolve(tc.topic)

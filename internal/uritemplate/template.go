@@ -3,6 +3,8 @@ package uritemplate
 import (
 	"errors"
 	"regexp"
+	"regexp/syntax"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,8 +28,11 @@ type Template struct {
 	raw      string
 	resolved string
 	prefix   string // literal text of resolved before its first expression
-	vars     int
-	re       *regexp.Regexp
+	// suffix is literal text that every match ends with, read from re:
+	// Match compares it before it runs re.
+	suffix string
+	vars   int
+	re     *regexp.Regexp
 }
 
 // ErrTemplate reports a string that is not a URI template with at least
@@ -106,7 +111,29 @@ func Compile(raw string, resolve func(topic string) (string, bool)) (tpl *Templa
 	if i := strings.IndexByte(resolved, '{'); i >= 0 {
 		prefix = resolved[:i]
 	}
-	return &Template{raw: raw, resolved: resolved, prefix: prefix, vars: len(t.Varnames()), re: t.Regexp()}, nil
+	re := t.Regexp()
+	return &Template{raw: raw, resolved: resolved, prefix: prefix, suffix: literalSuffix(re), vars: len(t.Varnames()), re: re}, nil
+}
+
+// literalSuffix returns the literal text that every string re matches
+// ends with, as far as its syntax tree says: the literals, case-sensitive,
+// that come last before the end of the text it is anchored to.
+func literalSuffix(re *regexp.Regexp) string {
+	tree, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil || tree.Op != syntax.OpConcat {
+		return ""
+	}
+	subs := tree.Sub
+	if len(subs) == 0 || subs[len(subs)-1].Op != syntax.OpEndText {
+		return ""
+	}
+	subs = subs[:len(subs)-1]
+	var lits []string
+	for i := len(subs) - 1; i >= 0 && subs[i].Op == syntax.OpLiteral && subs[i].Flags&syntax.FoldCase == 0; i-- {
+		lits = append(lits, string(subs[i].Rune))
+	}
+	slices.Reverse(lits)
+	return strings.Join(lits, "")
 }
 
 // resolveLiterals resolves the literal text of the template raw: each
@@ -179,6 +206,12 @@ func (t *Template) Prefix() string { return t.prefix }
 // Vars returns the number of variables of the template.
 func (t *Template) Vars() int { return t.vars }
 
+// Suffix returns literal text that every topic the template matches ends
+// with, "" when it does not tell.
+func (t *Template) Suffix() string { return t.suffix }
+
 // Match reports whether the resolved topic href is an expansion of the
 // template.
-func (t *Template) Match(href string) bool { return t.re.MatchString(href) }
+func (t *Template) Match(href string) bool {
+	return strings.HasSuffix(href, t.suffix) && t.re.MatchString(href)
+}

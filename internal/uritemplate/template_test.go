@@ -124,3 +124,52 @@ func TestVars(t *testing.T) {
 		}
 	}
 }
+
+func TestTemplateSuffix(t *testing.T) {
+	resolve := resolver(t)
+	for tpl, want := range map[string]string{
+		"https://{h}/{a}/x5":                   "/x5",
+		"https://example.com/{id}.json":        ".json",
+		"https://example.com/books/{id}":       "",
+		"https://example.com/books/{id}{?x}":   "",
+		"/a/{b}/c%20d":                         "/c%20d",
+		"https://example.com/{a}/x{#f}":        "",
+		"https://example.com/{+path}/comments": "/comments",
+	} {
+		c, err := Compile(tpl, resolve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Suffix() != want {
+			t.Errorf("Suffix(%q) = %q, want %q", tpl, c.Suffix(), want)
+		}
+	}
+}
+
+// FuzzTemplateSuffix checks that the literal suffix that Match compares
+// first never turns a match away: every string the template's regular
+// expression matches ends with it.
+func FuzzTemplateSuffix(f *testing.F) {
+	for _, s := range [][2]string{
+		{"https://{h}/{a}/x5", "https://a/b/x5"}, {"/books/{id}.json", "/books/1.json"},
+		{"https://example.com/{+path}/c", "https://example.com/a/b/c"}, {"{scheme}://{+host}/x", "https://h/x"},
+		{"/a{/b*}/c", "/a/1/2/c"}, {"/a/{b}X", "/a/bX"}, {"/a/{b}%41", "/a/bA"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	resolve := resolver(f)
+	f.Fuzz(func(t *testing.T, raw, topic string) {
+		if len(raw) > 128 || len(topic) > 256 {
+			return
+		}
+		tpl, err := Compile(raw, resolve)
+		if err != nil {
+			return
+		}
+		for _, href := range []string{topic, func() string { h, _ := resolve(topic); return h }()} {
+			if got, want := tpl.Match(href), tpl.re.MatchString(href); got != want {
+				t.Fatalf("%q (suffix %q), %q: Match %v, expression %v", raw, tpl.Suffix(), href, got, want)
+			}
+		}
+	})
+}

@@ -163,9 +163,12 @@ func (e *Engine) deliver(s *Stream) {
 	}
 	switch {
 	case !ok:
+		d.kicked = append(d.kicked, s)
+		if !s.started() {
+			break // refused: its handler answers (see Serve)
+		}
 		e.counters.Overflows.Add(1)
 		e.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
-		d.kicked = append(d.kicked, s)
 	case wake && !s.wakePending:
 		s.wakePending = true
 		d.woken = append(d.woken, s)

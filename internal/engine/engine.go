@@ -83,7 +83,12 @@ type Counters struct {
 	FeedGaps       atomic.Uint64
 	Deliveries     atomic.Uint64
 	DeliveredBytes atomic.Uint64
-	StreamsClosed  [NumEndReasons]atomic.Uint64
+	// StreamsOpened counts the streams that started (their status and
+	// headers written), StreamsClosed those of them that ended, by
+	// reason: a stream that never started is in neither (see
+	// [ErrNotStarted]).
+	StreamsOpened atomic.Uint64
+	StreamsClosed [NumEndReasons]atomic.Uint64
 	// DispatchDuration is the fan-out of one event to the streams'
 	// queues; DeliveryDelay from an event's Time to its write to a
 	// stream, sampled (the first event written to each stream, then one
@@ -107,6 +112,13 @@ var (
 	ErrTooManyAnonymousFromClient = errors.New("too many anonymous connections from this client: authenticate to subscribe")
 	// ErrPatterns wraps why a stream's URL patterns were refused.
 	ErrPatterns = errors.New("URL pattern budget exceeded")
+	// ErrNotStarted wraps why a registered stream ended before any byte
+	// of it was written: ErrClosed (the engine stopped), or ErrBehind.
+	// The caller answers the request (a temporary refusal).
+	ErrNotStarted = errors.New("the stream could not start")
+	// ErrBehind: the stream's queue filled up before its headers were
+	// sent: it could not start without missing updates.
+	ErrBehind = errors.New("more updates came than the stream could queue before it started")
 )
 
 // Engine runs the streams of one hub.

@@ -98,7 +98,11 @@ type Stream struct {
 	expiryWhy  EndReason // why the stream ends at its expiry (see armExpiry)
 	counted    bool      // the stream's end is in the counters (the writer alone touches it)
 	detachable bool      // the connection is to be taken over once set up (the handler alone touches it)
-	headerSent bool      // the event stream's headers are sent (the handler alone touches it)
+	// headerSent is whether the stream started: its status and headers
+	// are written; flushed whether they went out (the first flush). Both
+	// are set by the handler under mu. Until flushed, an overflow does not
+	// cut the handler's writes (see cut).
+	headerSent, flushed bool
 	// queue holds the events waiting to be written, queueBytes their
 	// size; inflight holds the events the writer took and has not fully
 	// written yet, inflightBytes their size. The limits count both.
@@ -268,10 +272,18 @@ func (s *Stream) abortOpen(why EndReason) bool {
 
 // cut makes a write stuck on a peer that stopped reading fail at once:
 // its deadline moves to the past. On HTTP/2 that is a message to the
-// connection's goroutine: the caller holds no engine-wide lock.
+// connection's goroutine: the caller holds no engine-wide lock. The
+// dispatcher cuts the streams that overflowed, but for those whose status
+// line is not out yet (its first flush): a cut then would leave the client
+// without one, and the handler checks the stream's state before each
+// write; one that finds it aborted before the headers answers the request
+// itself (a refusal, see Serve). Shed and AbortAll cut whatever the
+// stream's stage: its write is stuck, or the hub is stopping.
 func (s *Stream) cut() {
 	s.mu.Lock()
-	s.cutLocked()
+	if s.flushed || s.conns != nil {
+		s.cutLocked()
+	}
 	s.mu.Unlock()
 }
 
@@ -303,6 +315,13 @@ func (s *Stream) abortLocked(why EndReason) {
 	// What the writer holds stays counted until it gives it up.
 	s.e.unqueue(s.queue)
 	s.queue, s.queueBytes = nil, 0
+}
+
+// started reports whether s has started: its headers are written.
+func (s *Stream) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.headerSent
 }
 
 // Ending reports whether s has left the open state.
@@ -350,10 +369,18 @@ func (s *Stream) sampleDelay(ev *Event) {
 
 // flush flushes the response, as a write (see write).
 func (s *Stream) flush() error {
-	s.writeHeader()
+	if err := s.writeHeader(); err != nil {
+		return err
+	}
 	s.writing.Store(time.Now().UnixNano())
-	defer s.writing.Store(0)
-	return s.h.rc.Flush()
+	err := s.h.rc.Flush()
+	s.writing.Store(0)
+	if err == nil && !s.flushed { // the handler alone sets it
+		s.mu.Lock()
+		s.flushed = true
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // write writes b under a write deadline, so that a peer that stopped
@@ -365,7 +392,9 @@ func (s *Stream) flush() error {
 // While a write is in progress, s.writing says since when: a write stuck
 // on a client that stopped reading shows as a stall (see shed).
 func (s *Stream) write(b []byte) error {
-	s.writeHeader()
+	if err := s.writeHeader(); err != nil {
+		return err
+	}
 	now := time.Now()
 	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
 		if err := s.extendDeadline(now.Add(timeout)); err != nil {
@@ -458,16 +487,19 @@ func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 
 // settle counts the end of s in the counters, once, for the reason it
 // ends (see finalReason): before its client can see the end, when the
-// writer knows it in advance.
+// writer knows it in advance. A stream that never started (see
+// Engine.Serve) is counted in neither StreamsOpened nor StreamsClosed.
 func (s *Stream) settle(r *http.Request) {
 	if s.counted {
 		return
 	}
 	s.counted = true
 	s.mu.Lock()
-	why := s.finalReason(r)
+	why, started := s.finalReason(r), s.headerSent
 	s.mu.Unlock()
-	s.e.counters.StreamsClosed[why].Add(1)
+	if started {
+		s.e.counters.StreamsClosed[why].Add(1)
+	}
 }
 
 // serve serves s once its headers (and its history, if any) are

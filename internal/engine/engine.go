@@ -35,6 +35,11 @@ type Config struct {
 	// WriteTimeout bounds each write: a connection that takes nothing for
 	// that long ends its stream.
 	WriteTimeout time.Duration
+	// StallGrace is how long a stream's connection may take nothing of
+	// what its writer hands it before the stream counts as stalled: past
+	// its queue's bound, or past the queues' budget, it then ends for
+	// overflow. 0: a quarter of WriteTimeout.
+	StallGrace time.Duration
 	// WriteDelay spaces each stream's writes at least that far apart.
 	WriteDelay time.Duration
 	// Detach takes HTTP/1.1 connections over from net/http once their
@@ -137,9 +142,13 @@ type Engine struct {
 	last         atomic.Pointer[Position] // the latest event recorded (see Last)
 	feed         feed
 	// waiting counts the publishers waiting for room; lastShed is when
-	// the dispatcher last shed stalled streams.
-	waiting  atomic.Int32
-	lastShed atomic.Int64 // unix nanoseconds
+	// the dispatcher last shed stalled streams; dispatchWaits is whether
+	// the dispatcher waits for the queues to be back under their budget,
+	// and budgetRoom tells it they may be (see waitBudget).
+	waiting       atomic.Int32
+	lastShed      atomic.Int64 // unix nanoseconds
+	dispatchWaits atomic.Bool
+	budgetRoom    chan struct{}
 	dispatcher
 
 	// life guards closed, streams, counts and the stream WaitGroup.
@@ -181,6 +190,8 @@ func New(cfg Config) *Engine {
 		index:    index.New[*Stream](cfg.Resolver),
 		streams:  make(map[*Stream]struct{}),
 		counts:   connCounter{perClient: make(map[string]int), anonPerClient: make(map[string]int)},
+
+		budgetRoom: make(chan struct{}, 1),
 	}
 	e.conns.noPoll = cfg.NoPoller
 	e.writers.init(e)

@@ -98,6 +98,10 @@ type Stream struct {
 	expiryWhy  EndReason // why the stream ends at its expiry (see armExpiry)
 	counted    bool      // the stream's end is in the counters (the writer alone touches it)
 	detachable bool      // the connection is to be taken over once set up (the handler alone touches it)
+	// live is whether the stream is past its set-up (headers and replay):
+	// its writer now writes its queue. Until then, its queue's bound is
+	// hard (see enqueue).
+	live bool
 	// headerSent is whether the stream started: its status and headers
 	// are written; flushed whether they went out (the first flush). Both
 	// are set by the handler under mu. Until flushed, an overflow does not
@@ -116,6 +120,9 @@ type Stream struct {
 	// deadline is the write deadline set last, by the writer, in unix
 	// nanoseconds (0: none).
 	deadline int64
+	// sending is when the writer took what it is writing now (see step),
+	// in unix nanoseconds; 0 once that is written.
+	sending int64
 	// conns is a detached stream's connection (rc and w are then nil),
 	// set under mu when it is taken over; then its writer alone touches
 	// what it points to, but for the connection itself.
@@ -158,12 +165,24 @@ func (t *streamTimers) stop() {
 	}
 }
 
-// enqueue queues ev for the stream's writer without blocking, unless the
-// stream's queue is full (Limits.QueueEvents, Limits.QueueBytes, events
-// in flight included). It returns the bytes it queued, false when the
-// queue is full (the stream is then aborted: its client will resume from
-// history with Last-Event-ID), and whether the writer is to be woken.
-func (s *Stream) enqueue(ev *Event) (queued int, ok, wake bool) {
+// enqueue queues ev for the stream's writer without blocking. It
+// returns the bytes it queued, false when the stream ended for overflow
+// instead (its client will resume from history with Last-Event-ID), and
+// whether the writer is to be woken. now is the dispatch's time.
+//
+// A queue past its bound (Limits.QueueEvents, Limits.QueueBytes, events
+// in flight included) blames its stream only when the stream is behind by
+// its own connection (see behindLocked): a stream whose writer has not
+// reached it yet, in a burst that the writers take time to spread over
+// many streams, or whose connection takes what it is handed, keeps its
+// events past its bound. The queues' budget bounds what they all hold
+// then: past it, this hub's publishers and the dispatcher wait for the
+// writers, and the stalled streams are shed (see shed, WaitRoom). Until
+// the stream is live (its headers and replay written by its handler,
+// which is not its writer), the bound is hard: a stream that cannot start
+// is refused (see Serve), and one that is replaying history is behind by
+// that history.
+func (s *Stream) enqueue(ev *Event, now int64) (queued int, ok, wake bool) {
 	lim := &s.e.cfg.Limits
 	s.mu.Lock()
 	if s.state != stateOpen {
@@ -177,7 +196,8 @@ func (s *Stream) enqueue(ev *Event) (queued int, ok, wake bool) {
 	// reconnect to replay it.
 	n := len(ev.Bytes)
 	if unsent := len(s.queue) + len(s.inflight); unsent > 0 &&
-		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes) {
+		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes) &&
+		(!s.live || s.behindLocked(now)) {
 		s.abortLocked(EndQueueOverflow)
 		s.mu.Unlock()
 		return 0, false, false
@@ -223,12 +243,12 @@ func (s *Stream) wake() {
 	}
 }
 
-// written records that the writer wrote the events it took (or gave
-// them up): they no longer count against the limits.
+// written records that the writer wrote what it took (or gave it up):
+// its events no longer count against the limits.
 func (s *Stream) written() {
 	s.mu.Lock()
 	evs := s.inflight
-	s.inflight, s.inflightBytes = nil, 0
+	s.inflight, s.inflightBytes, s.sending = nil, 0, 0
 	s.mu.Unlock()
 	s.e.unqueue(evs)
 }
@@ -390,22 +410,35 @@ func (s *Stream) flush() error {
 // of the timeout.
 //
 // While a write is in progress, s.writing says since when: a write stuck
-// on a client that stopped reading shows as a stall (see shed).
+// on a client that stopped reading shows as a stall (see shed). b goes in
+// pieces of writePiece at most, so that a client that takes a large
+// update slowly shows its progress (see stuckLocked), as a detached
+// stream's partial writes do.
 func (s *Stream) write(b []byte) error {
 	if err := s.writeHeader(); err != nil {
 		return err
 	}
-	now := time.Now()
-	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
-		if err := s.extendDeadline(now.Add(timeout)); err != nil {
+	for len(b) > 0 {
+		now := time.Now()
+		if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
+			if err := s.extendDeadline(now.Add(timeout)); err != nil {
+				return err
+			}
+		}
+		piece := b[:min(len(b), writePiece)]
+		s.writing.Store(now.UnixNano())
+		_, err := s.h.w.Write(piece)
+		s.writing.Store(0)
+		if err != nil {
 			return err
 		}
+		b = b[len(piece):]
 	}
-	s.writing.Store(now.UnixNano())
-	defer s.writing.Store(0)
-	_, err := s.h.w.Write(b)
-	return err
+	return nil
 }
+
+// writePiece is the most a goroutine writer writes in one call.
+const writePiece = 64 << 10
 
 // errAborted ends a stream whose writes were cut.
 var errAborted = errors.New("stream aborted")
@@ -509,6 +542,9 @@ func (s *Stream) settle(r *http.Request) {
 // serve returns, and cleans up after itself.
 func (s *Stream) serve(r *http.Request, minSeq uint64) {
 	s.minSeq = minSeq
+	s.mu.Lock()
+	s.live = true
+	s.mu.Unlock()
 	s.armExpiry()
 	if s.detachable && s.e.detach(s) {
 		return

@@ -505,6 +505,7 @@ func burst(args []string) {
 	size := fs.Int("size", 256<<10, "bytes of each update's data (the POST body must fit the hub's -max-body-bytes)")
 	publishers := fs.Int("publishers", 4, "publishers posting side by side, each as soon as its last POST is answered")
 	quiet := fs.Duration("quiet", 10*time.Second, "give up on the healthy streams after this long without progress")
+	then := fs.Duration("then", 0, "after the burst, wait this long, publish one more update and report the overflows again (past the stall grace, 3.75 s by default, the stalled streams overflow)")
 	stats := fs.String("stats", "127.0.0.1:6060", "the hub's -stats address")
 	_ = fs.Parse(args)
 	u, err := url.Parse(*hubURL)
@@ -615,6 +616,19 @@ wait:
 		*n, *healthyN, *updates, *size, *publishers, took.Seconds(), refusals, got, *updates,
 		after.Overflows-before.Overflows, after.Closed["queue_overflow"]-before.Closed["queue_overflow"],
 		after.Closed["write_error"]-before.Closed["write_error"], after.Streams)
+	if *then > 0 {
+		time.Sleep(*then)
+		res, err := http.PostForm(*hubURL, url.Values{"topic": {topic}, "data": {"then"}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		res.Body.Close()
+		time.Sleep(time.Second)
+		m := readHubMetrics(*stats)
+		fmt.Printf("one more update %v after the burst: overflows +%d, closed for queue_overflow +%d, write_error +%d; streams open %d\n",
+			*then, m.Overflows-before.Overflows, m.Closed["queue_overflow"]-before.Closed["queue_overflow"],
+			m.Closed["write_error"]-before.Closed["write_error"], m.Streams)
+	}
 	for _, c := range stalled {
 		c.Close()
 	}

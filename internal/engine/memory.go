@@ -84,12 +84,15 @@ func (e *Engine) stallGrace() time.Duration {
 const shedEvery = 100 * time.Millisecond
 
 // shed ends the stalled streams when the queues are over their budget,
-// anonymous ones first, those that hold the most first, until the queues are back under three
-// quarters of the budget: a client that stopped reading pays for what it
-// pins, not the streams that keep up (they are never ended for the
-// budget; this hub's publishers wait for them instead, see WaitRoom). The
-// dispatcher calls it after its dispatches, and the waiting publishers
-// while they wait; it runs at most every shedEvery.
+// anonymous ones first, those that hold the most first, until the queues
+// are back under three quarters of the budget: a client that stopped
+// reading (or, past its queue's bound, reads too slowly to take a
+// queue's worth within the write timeout) pays for what it pins, not the
+// streams that keep up (they are never ended for the budget; this hub's
+// publishers and its dispatcher wait for them instead, see WaitRoom and
+// waitBudget). The dispatcher calls it after its dispatches and while it
+// waits, and the waiting publishers while they wait; it runs at most
+// every shedEvery.
 func (e *Engine) shed(now time.Time) {
 	last := e.lastShed.Load()
 	if !e.overBudget() || now.UnixNano()-last < int64(shedEvery) || !e.lastShed.CompareAndSwap(last, now.UnixNano()) {
@@ -126,18 +129,21 @@ func (e *Engine) shed(now time.Time) {
 		}
 		e.counters.Shed.Add(1)
 		e.counters.Overflows.Add(1)
-		e.log.Debug("mercure: the queues are over their budget; ending a subscriber that stopped reading", "client", c.s.client, "unsent", c.size)
+		e.log.Debug("mercure: the queues are over their budget; ending a subscriber that stopped reading, or reads too slowly", "client", c.s.client, "unsent", c.size)
 	}
 }
 
 // stalled reports whether s made no progress writing for the stall
-// grace, with events unsent, and how many bytes it holds then.
+// grace, with events unsent, or, past its queue's bound, is behind by its
+// connection (see behindLocked), and how many bytes it holds then.
 func (s *Stream) stalled(now time.Time) (size int, ok bool) {
+	lim := &s.e.cfg.Limits
 	s.mu.Lock()
 	size = s.queueBytes + s.inflightBytes
-	stuck := s.stuckLocked(now.UnixNano())
+	past := len(s.queue)+len(s.inflight) > lim.QueueEvents || size > lim.QueueBytes
+	ok = size > 0 && (s.stuckLocked(now.UnixNano()) || past && s.behindLocked(now.UnixNano()))
 	s.mu.Unlock()
-	return size, size > 0 && stuck
+	return size, ok
 }
 
 // stuckLocked reports whether the connection of s took nothing of what

@@ -458,8 +458,10 @@ type Limits struct {
 	// this hub's publishers wait for room (see MaxPendingUpdates), the hub
 	// hands no more updates to the streams until their writers have made
 	// room, and the streams whose connections took nothing for a quarter
-	// of WriteTimeout are disconnected, anonymous ones first, those that
-	// hold the most first; the others are never disconnected for it.
+	// of WriteTimeout (or, past their own queue's bound, not a queue's
+	// worth within WriteTimeout) are disconnected, anonymous ones first,
+	// those that hold the most first; the others are never disconnected
+	// for it.
 	// Default 128 MiB, or QueueBytes if more.
 	MaxQueuedBytes int64
 	// MaxTotalPatternSize caps the estimated size (see

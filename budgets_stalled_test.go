@@ -3,9 +3,15 @@
 package mercure_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +91,114 @@ func TestBudgets_HealthyBeside2000StalledReaders(t *testing.T) {
 			t.Errorf("%d streams open and closed %v: want the %d healthy ones open, and only stalled ones cut", open, m.StreamsClosed, healthy)
 		}
 	})
+}
+
+// The reproduction of issue 41 item 1 at its scale: readers that never
+// read (small receive buffers, as above) and three that keep up, then a
+// burst of large updates published as fast as the hub accepts them (four
+// publishers, none waiting for the readers), with the default queues
+// (1 024 events, 8 MiB): 400 stalled readers and 120 updates of 256 KiB,
+// then 200 and 60 of 1 MiB. The burst fills every stream's queue past its
+// bound before the writers have been round to all of them; the hub used
+// to end the healthy streams with the stalled ones for it (they got none
+// of the updates, or a few). Now a queue past its bound ends its stream
+// only when its own connection holds it back: every healthy reader gets
+// every update, in both stream engines, and stays connected. The burst
+// (30 and 60 MB, under the queues' 128 MiB budget) ends well within the
+// stall grace (a quarter of a long write timeout, as above), so nothing
+// waits for it, and the stalled streams stay open until their clients
+// close. The server's send buffers are the kernel's: each healthy reader
+// takes 30 to 60 MB, and with 32 KiB (less than one segment on loopback,
+// whose MSS is about 64 KiB) each buffer's worth waited for the reader's
+// delayed ACK, and the readers got about 1.6 MB/s (37 s for the second
+// burst). The stalled sockets take a few tens of KiB each before they
+// block: the test took about 3 s, 3 s of CPU (most of it the kernel's
+// copies) and 180 MB at its peak, beside other runs (load average 9).
+func TestBudgets_HealthyBesideStalledReadersInABurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("600 connections, 90 MB published")
+	}
+	if os.Getenv("MERCURE_TEST_GOROUTINE_STREAMS") == "1" {
+		t.Skip("runs both engines itself: once per CI run is enough")
+	}
+	// Its own process, as the test above: the connections and the
+	// burst's bytes, without the parallel tests' load on its process.
+	if !alone.InProcess(t) {
+		return
+	}
+	// One after the other: each hub and its connections end before the
+	// next one's start, and the process holds one burst at a time (the
+	// stalled queues pin it: 30 or 60 MB, and the heap grows to about
+	// twice that between collections). The history keeps one update.
+	streamModes(t, func(t *testing.T, opts ...mercure.Option) {
+		for _, c := range []struct{ stalled, updates, size int }{{400, 120, 256 << 10}, {200, 60, 1 << 20}} {
+			t.Run(fmt.Sprintf("%d×%dKiB", c.updates, c.size>>10), func(t *testing.T) {
+				th := startHub(t, nil, append(opts, withHistory(t, 1), mercure.WithInsecurePublishing(), mercure.WithLimits(mercure.Limits{
+					MaxBodyBytes: 2 << 20, MaxConnections: 1000,
+				}), mercure.WithLimits(mercure.Limits{WriteTimeout: 20 * time.Second}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))...)
+				stalled := stalledStreams(t, th, "match=x", c.stalled)
+				const healthy = 3
+				got := burst(t, th, healthy, 4, c.updates, c.size)
+				for i, n := range got {
+					if n != c.updates {
+						t.Errorf("%d stalled readers, %d updates of %d KiB: healthy reader %d got %d", c.stalled, c.updates, c.size>>10, i, n)
+					}
+				}
+				m := th.Metrics()
+				t.Logf("%d stalled readers, %d updates of %d KiB: healthy readers got %v; %d open, %d overflows, closed %v",
+					c.stalled, c.updates, c.size>>10, got, m.Streams, m.Overflows, m.StreamsClosed)
+				// Only stalled streams may have ended (none should, the
+				// burst ending within their stall grace).
+				if m.Streams < healthy || m.Overflows > uint64(len(stalled)) {
+					t.Errorf("%d streams open, %d overflows: want the healthy ones open, only stalled ones cut", m.Streams, m.Overflows)
+				}
+			})
+		}
+	})
+}
+
+// burst opens n streams of "match=x" on th that read all they get,
+// publishes updates of size bytes to x from publishers side by side, each
+// as soon as its previous one is accepted, and returns how many updates
+// each reader got: all of them, unless its stream ended.
+func burst(t *testing.T, th *testHub, n, publishers, updates, size int) []int {
+	t.Helper()
+	got := make([]int, n)
+	var readers sync.WaitGroup
+	for i := range n {
+		res := openUntilCleanup(t, th, "match=x")
+		readers.Go(func() {
+			// Counts "\ndata:" however the reads split it, without
+			// keeping the updates' lines.
+			buf := make([]byte, 64<<10)
+			var tail []byte
+			for got[i] < updates {
+				k, err := res.Body.Read(buf)
+				b := append(tail, buf[:k]...)
+				got[i] += bytes.Count(b, []byte("\ndata:"))
+				tail = append(tail[:0], b[max(0, len(b)-5):]...)
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	data := strings.Repeat("d", size)
+	var next atomic.Int64
+	var pubs sync.WaitGroup
+	for range publishers {
+		pubs.Go(func() {
+			for next.Add(1) <= int64(updates) {
+				if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	pubs.Wait()
+	readers.Wait()
+	return got
 }
 
 // smallSendBuffers gives the server's connections a send buffer of 32 KiB:

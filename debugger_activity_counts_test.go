@@ -24,7 +24,8 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 	t.Parallel() // a second waiting for the sampler: beside the other tests
 	th := startMountedHub(t, withAuthIssuer(t), mercure.WithDebugger(), mercure.WithAnonymousSubscribers(),
 		mercure.WithLogger(nil),
-		mercure.WithLimits(mercure.Limits{QueueEvents: 2}), mercure.WithLimits(mercure.Limits{WriteTimeout: time.Hour}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}))
+		mercure.WithLimits(mercure.Limits{QueueEvents: 2}), mercure.WithLimits(mercure.Limits{WriteTimeout: time.Hour}), mercure.WithLimits(mercure.Limits{KeepAlive: time.Hour}),
+		mercure.WithStallGrace(50*time.Millisecond)) // the stalled stream overflows once stuck that long
 	reader := th.subscribe("match=x")
 	if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: "first"}); err != nil {
 		t.Fatal(err)
@@ -35,9 +36,10 @@ func TestDebugger_ActivityFigures(t *testing.T) {
 	stalledStreams(t, th, "match=x", 1) // overflows
 	data := strings.Repeat("y", 64<<10)
 	published := 1
+	start := time.Now()
 	for ; th.Metrics().Overflows == 0; published++ {
-		if published == 200 {
-			t.Fatal("no overflow")
+		if time.Since(start) > testwait.Deadline {
+			t.Fatalf("no overflow after %d updates", published)
 		}
 		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data}); err != nil {
 			t.Fatal(err)

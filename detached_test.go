@@ -211,13 +211,15 @@ func TestDetached_WriteTimeout(t *testing.T) {
 // A stream whose queue overflows is dropped; the others go on.
 func TestDetached_Overflow(t *testing.T) {
 	t.Parallel()
-	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithLimits(mercure.Limits{WriteTimeout: time.Hour}))
+	th := newDetachedHub(t, mercure.WithLimits(mercure.Limits{QueueEvents: 8}), mercure.WithLimits(mercure.Limits{WriteTimeout: time.Hour}),
+		mercure.WithStallGrace(50*time.Millisecond)) // past its queue's bound, stalled that long: it overflows
 	slow := dialStream(t, th, "match=x") // never read
 	fast := th.subscribe("match=x")
 	data := strings.Repeat("y", 64<<10)
+	start := time.Now()
 	for i := 0; th.Metrics().Overflows == 0; i++ {
-		if i == 2000 {
-			t.Fatal("no overflow")
+		if time.Since(start) > testwait.Deadline {
+			t.Fatalf("no overflow after %d updates", i)
 		}
 		if _, err := th.Publish(context.Background(), mercure.Update{Topics: []string{"x"}, Data: data, ID: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)

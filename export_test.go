@@ -39,6 +39,19 @@ func WithoutPoller() Option {
 	}
 }
 
+// WithStallGrace sets how long a stream's connection may take nothing
+// of what it is sent before the stream counts as stalled (a quarter of
+// Limits.WriteTimeout by default): past its queue's bound, or past the
+// queues' budget, it then ends for overflow. Tests of overflows use a
+// short grace with a long write timeout, so that a stalled stream
+// overflows long before its write times out.
+func WithStallGrace(d time.Duration) Option {
+	return func(c *config) error {
+		c.stallGrace = d
+		return nil
+	}
+}
+
 // WithDetachedStreams takes HTTP/1.1 streams over after their headers,
 // whatever the default: the tests of detached streams use it.
 func WithDetachedStreams() Option {

@@ -26,7 +26,7 @@ const (
 	CloseQueueOverflow CloseReason = "queue_overflow" // the client fell behind (see [Limits.QueueEvents])
 	CloseWriteError    CloseReason = "write_error"    // a write failed or timed out
 	CloseHistoryGap    CloseReason = "history_gap"    // the store's feed or a replay skipped events
-	CloseReplayError   CloseReason = "replay_error"   // history could not be read, or no replay slot was free
+	CloseReplayError   CloseReason = "replay_error"   // history could not be read, or the replay took too long
 	CloseShutdown      CloseReason = "shutdown"       // the hub shut down
 	CloseRevoked       CloseReason = "revoked"        // WithAuthorizer: the session behind the stream ended
 	CloseGrantsChanged CloseReason = "grants_changed" // WithAuthorizer: the session's subscribe grants or payload changed
@@ -112,7 +112,6 @@ func refusalIndex(status int) int {
 // counters are the hub's metrics; the engine keeps those of its streams
 // (see [engine.Counters]).
 type counters struct {
-	streamsOpened atomic.Uint64
 	publishedHTTP atomic.Uint64
 	publishedGo   atomic.Uint64
 	publishedTx   atomic.Uint64
@@ -155,7 +154,7 @@ type Histogram struct {
 type Metrics struct {
 	// Streams is the number of subscriber connections open now. A
 	// connection counts from when it takes its slot, a moment before it
-	// receives updates.
+	// receives updates and before it starts (see StreamsOpened).
 	Streams int
 	// Dispatched counts the updates this hub has dispatched to its
 	// subscribers, including those published through other hubs sharing
@@ -174,9 +173,16 @@ type Metrics struct {
 	// history). [Hub.Ready] reports it.
 	FeedError error
 
-	// StreamsOpened counts the subscriber connections opened (each once
-	// it receives every update published from then on), and
-	// StreamsClosed those closed, by reason.
+	// StreamsOpened counts the streams that started: their status and
+	// headers sent, each receiving every update published since it took
+	// its slot. StreamsClosed counts those that ended, by reason: the
+	// difference is the number of started streams open. A subscribe
+	// request refused before its stream started is in neither: when its
+	// replay cannot begin (too many replays, history unavailable), and
+	// when its stream cannot start, because more updates came than its
+	// queue holds (see [Limits].QueueEvents) before its headers were sent,
+	// or because the hub began shutting down: it gets 503 with
+	// Retry-After (see SubscribesDeferred), and its client comes back.
 	StreamsOpened uint64
 	StreamsClosed map[CloseReason]uint64
 	// UpdatesPublished counts the updates recorded, by source: "http"
@@ -213,12 +219,13 @@ type Metrics struct {
 	StoreErrors uint64
 	// SubscribesDeferred counts the subscribe requests refused for now
 	// (503: the store's history or the authorizer unavailable, too many
-	// replays, a hub shutting down; 429: a connection or pattern budget
-	// spent) that were answered, because their client prefers an event
-	// stream (a browser's EventSource), with 200 and a stream holding
-	// only a comment with the status and a retry field: the client
-	// reconnects then instead of giving up. Clients that read problem
-	// documents get the status and are not counted.
+	// replays, a stream that could not start, a hub shutting down; 429:
+	// a connection or pattern budget spent) that were answered, because
+	// their client prefers an event stream (a browser's EventSource),
+	// with 200 and a stream holding only a comment with the status and a
+	// retry field: the client reconnects then instead of giving up.
+	// Clients that read problem documents get the status and are not
+	// counted.
 	SubscribesDeferred uint64
 	// Subscriptions is the number of this hub's active subscriptions
 	// (with [WithSubscriptions]; 0 without).
@@ -234,7 +241,7 @@ func (h *Hub) Metrics() Metrics {
 		Dispatched:       ec.Dispatched.Load(),
 		Overflows:        ec.Overflows.Load(),
 		QueuedBytes:      h.engine.QueuedBytes(),
-		StreamsOpened:    c.streamsOpened.Load(),
+		StreamsOpened:    ec.StreamsOpened.Load(),
 		StreamsClosed:    make(map[CloseReason]uint64, engine.NumEndReasons-1),
 		UpdatesPublished: map[string]uint64{"http": c.publishedHTTP.Load(), "go": c.publishedGo.Load(), "tx": c.publishedTx.Load()},
 		UpdatesRefused:   make(map[string]uint64, len(refusalStatuses)),

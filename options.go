@@ -46,12 +46,16 @@ type config struct {
 	subscriptions    bool
 	goroutineStreams bool // see WithGoroutineStreams
 	noPoller         bool // tests: see WithoutPoller
-	tracerProvider   trace.TracerProvider
-	authorizer       Authorizer     // see WithAuthorizer
-	recheck          time.Duration  // with authorizer: the re-check interval
-	debugger         bool           // see WithDebugger
-	playground       *Signer        // see WithInsecurePlayground; nil without
-	legacy           *LegacyClients // see WithLegacyClients
+	// stallGrace, for tests, is how long a stream's connection may take
+	// nothing before the stream counts as stalled (see WithStallGrace); 0
+	// for a quarter of Limits.WriteTimeout.
+	stallGrace     time.Duration
+	tracerProvider trace.TracerProvider
+	authorizer     Authorizer     // see WithAuthorizer
+	recheck        time.Duration  // with authorizer: the re-check interval
+	debugger       bool           // see WithDebugger
+	playground     *Signer        // see WithInsecurePlayground; nil without
+	legacy         *LegacyClients // see WithLegacyClients
 }
 
 func defaultConfig() config {
@@ -433,18 +437,33 @@ type Limits struct {
 	// which anyone can open. See [PatternLimits].
 	Patterns, AnonymousPatterns PatternLimits
 	// QueueEvents and QueueBytes bound the updates waiting to be written
-	// to one subscriber. A subscriber that falls this far behind is
-	// disconnected, so that it never slows the hub or other subscribers;
-	// it resumes from history with Last-Event-ID. Defaults 1024 events and
-	// 8 MiB, or MaxBodyBytes if more: an empty queue takes any event.
+	// to one subscriber whose own connection holds them back. A subscriber
+	// this far behind is disconnected once its connection has taken
+	// nothing of what it was sent for a quarter of WriteTimeout (it
+	// stopped reading), or has not taken a queue's worth within
+	// WriteTimeout (it reads too slowly for the hub's traffic), so that it
+	// never slows the hub or other subscribers for longer; it resumes from
+	// history with Last-Event-ID. A subscriber behind only because the
+	// hub's writers have not reached it yet (a burst that they spread over
+	// many streams), or whose connection takes what it is sent, keeps its
+	// updates past the bound: MaxQueuedBytes bounds them all. A stream
+	// whose queue fills before its headers are sent is refused for now
+	// (503 with Retry-After), and one still replaying history is
+	// disconnected at the bound. Defaults 1024 events and 8 MiB, or
+	// MaxBodyBytes if more: an empty queue takes any event.
 	QueueEvents int
 	QueueBytes  int
 	// MaxQueuedBytes caps the bytes waiting in all the streams' queues
-	// together: when they reach it, a stream that already has events
-	// waiting is disconnected rather than given more, as if its own queue
-	// were full. Events shared by several queues count once per queue,
-	// so the memory they take is less. Default 128 MiB, or QueueBytes if
-	// more.
+	// together, counted as the memory they take: an update's bytes once,
+	// however many queues hold it, and a few words per queue. Past it,
+	// this hub's publishers wait for room (see MaxPendingUpdates), the hub
+	// hands no more updates to the streams until their writers have made
+	// room, and the streams whose connections took nothing for a quarter
+	// of WriteTimeout (or, past their own queue's bound, not a queue's
+	// worth within WriteTimeout) are disconnected, anonymous ones first,
+	// those that hold the most first; the others are never disconnected
+	// for it.
+	// Default 128 MiB, or QueueBytes if more.
 	MaxQueuedBytes int64
 	// MaxTotalPatternSize caps the estimated size (see
 	// [PatternLimits].MaxSize) of all the distinct URL patterns of the

@@ -92,6 +92,7 @@ func (h *Hub) engineConfig() engine.Config {
 		},
 		KeepAlive:    h.cfg.limits.KeepAlive,
 		WriteTimeout: h.cfg.limits.WriteTimeout,
+		StallGrace:   h.cfg.stallGrace,
 		WriteDelay:   h.cfg.limits.WriteDelay,
 		Detach:       !h.cfg.goroutineStreams,
 		NoPoller:     h.cfg.noPoller,

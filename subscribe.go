@@ -356,6 +356,12 @@ func (h *Hub) serveStream(ctx context.Context, w http.ResponseWriter, rw *refusa
 	sub.interned = h.internGrants(sub.principal)
 	switch err := h.engine.Serve(w, r, spec); {
 	case err == nil:
+	case errors.Is(err, engine.ErrNotStarted):
+		// Registered, then ended before its first byte (its owner cleaned
+		// up after it): a refusal, not a stream that opened and closed.
+		h.log.DebugContext(ctx, "mercure: a stream could not start; refused for now", "client", sub.client, "error", err)
+		rw.Header().Del("Mercure-Last-Event-ID") // set by a replay for its headers
+		h.refuse(rw, r, unavailableFor(http.StatusServiceUnavailable, err.Error()))
 	case errors.Is(err, http.ErrNotSupported):
 		h.log.ErrorContext(ctx, "mercure: the response writer cannot flush; streams need http.Flusher")
 	default: // refused before its registration: nothing was written
@@ -367,12 +373,11 @@ func (h *Hub) serveStream(ctx context.Context, w http.ResponseWriter, rw *refusa
 	}
 }
 
-// streamOpened records a stream the engine registered: counted, indexed
-// by owner for EndStreams, re-checked when a session authorized it, its
+// streamOpened records a stream the engine registered: indexed by owner
+// for EndStreams, re-checked when a session authorized it, its
 // subscriptions listed from its first byte.
 func (h *Hub) streamOpened(sub *subscriber, st *engine.Stream, r *http.Request) {
 	sub.stream = st
-	h.ops.metrics.streamsOpened.Add(1)
 	h.addOwner(sub)
 	if p := sub.principal; p != nil && p.session {
 		h.startRecheck(sub, r) // instead of an expiry

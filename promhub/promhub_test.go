@@ -303,6 +303,10 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 		// count an event it has just written to it until its writer's
 		// bookkeeping catches up; the stalled one below falls behind.
 		mercure.WithLimits(mercure.Limits{QueueEvents: 2, MaxBodyBytes: 100}),
+		// The stalled stream below falls behind once its queue is full and
+		// its write has been stuck for a quarter of this (its writer has
+		// no deadlines to time out).
+		mercure.WithLimits(mercure.Limits{WriteTimeout: 2 * time.Second}),
 	)
 	pub := "Bearer " + token(t, signer, mercure.Grant{Subject: "p", Publish: []mercure.Match{{Pattern: "*"}}})
 	noGrant := "Bearer " + token(t, signer, mercure.Grant{Subject: "p", Publish: []mercure.Match{{Pattern: "https://example.com/other"}}})
@@ -425,8 +429,8 @@ func TestCollector_ScriptedSequence(t *testing.T) {
 	case <-time.After(storetest.Deadline):
 		t.Fatal("the stalled stream got no event")
 	}
-	for i := 0; e.hub.Metrics().Overflows == 0; i++ {
-		if i == 1000 {
+	for start := time.Now(); e.hub.Metrics().Overflows == 0; {
+		if time.Since(start) > storetest.Deadline {
 			t.Fatal("no overflow")
 		}
 		e.hub.Publish(context.Background(), mercure.Update{Topics: []string{stallTopic}, Data: "e"})

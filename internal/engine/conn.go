@@ -557,7 +557,8 @@ func (s *Stream) offload() {
 }
 
 // writeConn writes b to the connection under a write deadline, as the
-// goroutine writer does through the ResponseWriter.
+// goroutine writer does through the ResponseWriter, and records the
+// progress (see stuckLocked).
 func (s *Stream) writeConn(b []byte) error {
 	now := time.Now()
 	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
@@ -566,6 +567,9 @@ func (s *Stream) writeConn(b []byte) error {
 		}
 	}
 	_, err := s.conns.conn.Write(b)
+	if err == nil {
+		s.lastWrite.Store(time.Now().UnixNano())
+	}
 	return err
 }
 

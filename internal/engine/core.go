@@ -18,6 +18,9 @@ type plan struct {
 	farewell []byte // written after the events
 	end      bool   // end the response cleanly once these are written
 	abort    bool   // end now: write nothing
+	// more is whether events are left in the queue, past the queue's
+	// worth that the writer takes at a time: it runs again for them.
+	more bool
 }
 
 // step decides what s's writer does now, from the stream's state and
@@ -64,21 +67,55 @@ func (s *Stream) step(now time.Time) (p plan) {
 			return plan{}
 		}
 	}
-	spare := s.spare
-	if cap(spare) > 64 && len(spare) < cap(spare)/8 {
-		spare = nil // a burst is over: give its memory back
+	if take, size := s.worth(); take < len(s.queue) {
+		// Past its bound (see enqueue): a queue's worth at a time, so
+		// that what the writer hands the connection is bounded (see
+		// behindLocked), and the writers take turns among the streams.
+		// The rest stays queued, in the same array past the events taken:
+		// they never share a slot.
+		p.events, p.more = s.queue[:take:take], true
+		s.queue = s.queue[take:]
+		s.inflight, s.inflightBytes = p.events, size
+		s.queueBytes -= size
+		s.flags |= flagUrgent // the rest goes without a write delay
+	} else {
+		spare := s.spare
+		if cap(spare) > 64 && len(spare) < cap(spare)/8 {
+			spare = nil // a burst is over: give its memory back
+		}
+		p.events = s.queue
+		s.queue, s.spare = spare[:0], nil
+		s.inflight, s.inflightBytes = p.events, s.queueBytes
+		s.queueBytes = 0
 	}
-	p.events = s.queue
-	s.queue, s.spare = spare[:0], nil
-	s.inflight, s.inflightBytes = p.events, s.queueBytes
-	s.queueBytes = 0
-	if ending {
+	if ending && !p.more {
 		p.farewell, p.end = s.farewell, true
+	}
+	if len(p.events) > 0 || keepAlive || ending {
+		s.sending = now.UnixNano() // until written (see behindLocked)
 	}
 	s.mu.Unlock()
 	// Events keep the stream alive as well.
 	p.comment = keepAlive && p.farewell == nil && !s.writes(p.events)
 	return p
+}
+
+// worth returns how many of the queue's first events make a queue's
+// worth (Limits.QueueEvents and QueueBytes, at least one event), and
+// their size. The caller holds s.mu.
+func (s *Stream) worth() (n, size int) {
+	lim := &s.e.cfg.Limits
+	if len(s.queue) <= lim.QueueEvents && s.queueBytes <= lim.QueueBytes {
+		return len(s.queue), s.queueBytes
+	}
+	for n < len(s.queue) && n < lim.QueueEvents {
+		b := len(s.queue[n].Bytes)
+		if n > 0 && size+b > lim.QueueBytes {
+			break
+		}
+		n, size = n+1, size+b
+	}
+	return n, size
 }
 
 // writes reports whether one of events is to be written: not covered by
@@ -115,6 +152,9 @@ func (s *Stream) done(p plan, all bool, now time.Time) {
 	}
 	clear(p.events) // an idle stream pins no event
 	s.spare = p.events[:0]
+	if p.more {
+		s.wake() // for the rest of the queue
+	}
 }
 
 // armDelay arms the write delay's timer to fire after wait.

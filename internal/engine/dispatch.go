@@ -11,6 +11,7 @@ import (
 // the next. Only the dispatcher goroutine touches it, one event at a time.
 type dispatcher struct {
 	event *Event
+	now   int64       // when the dispatch began, in unix nanoseconds
 	lists [][]*Stream // exact and "*" subscribers
 	// cands holds the candidate patterns of each topic in turn:
 	// cands[ends[i-1]:ends[i]] are those of topics[i].
@@ -49,7 +50,7 @@ func (e *Engine) dispatch(ev *Event) {
 	e.counters.Dispatched.Add(1) // before any stream has it: stats never lag a client
 	start := time.Now()
 	d := &e.dispatcher
-	d.event = ev
+	d.event, d.now = ev, start.UnixNano()
 	var urls []topicurl.URL
 	if e.patternsUsed.Load() {
 		urls = ev.URLs(e.resolver) // resolved once per event, not per pattern
@@ -160,16 +161,19 @@ func (e *Engine) deliver(s *Stream) {
 	if ev.Private && !s.owner.ReadsPrivate(ev) {
 		return
 	}
-	n, ok, wake := s.enqueue(ev)
+	n, ok, wake := s.enqueue(ev, d.now)
 	if ok && n > 0 {
 		d.bytes += int64(n)
 		d.delivered++
 	}
 	switch {
 	case !ok:
+		d.kicked = append(d.kicked, s)
+		if !s.started() {
+			break // refused: its handler answers (see Serve)
+		}
 		e.counters.Overflows.Add(1)
 		e.log.Debug("mercure: subscriber too slow, disconnected", "client", s.client)
-		d.kicked = append(d.kicked, s)
 	case wake && !s.wakePending:
 		s.wakePending = true
 		d.woken = append(d.woken, s)

@@ -123,14 +123,22 @@ func TestWaitRoom(t *testing.T) {
 }
 
 // A stream stuck on a peer that stopped reading is cut, on overflow and
-// at shutdown, without an engine-wide lock held.
+// at shutdown, without an engine-wide lock held. Its status line is out
+// (the peer stopped reading after it): a stream whose status line is not
+// is refused rather than cut on overflow (see
+// TestStreamAbortedBeforeItsHeadersDoesNotStart).
 func TestAbortsHappenOutsideEngineLocks(t *testing.T) {
 	for _, via := range []string{"overflow", "shutdown"} {
 		t.Run(via, func(t *testing.T) {
-			e := New(func() Config { c := testConfig(t); c.Limits.QueueEvents = 1; return c }())
+			e := New(func() Config {
+				c := testConfig(t)
+				c.Limits.QueueEvents = 1
+				c.StallGrace = time.Millisecond // past its queue's bound, a stream stuck that long overflows
+				return c
+			}())
 			f := &feeder{e: e}
 			w := newBlockingWriter()
-			w.engine = e
+			w.engine, w.passes = e, 1 // the position block
 			_, stop, err := serveErr(e, w, nil, exact("x"))
 			if err != nil {
 				t.Fatal(err)
@@ -139,8 +147,18 @@ func TestAbortsHappenOutsideEngineLocks(t *testing.T) {
 			testwait.For(t, "the stream to block on its peer", w.writing.Load)
 			if via == "overflow" {
 				f.push(false, "2", "x") // queued
-				f.push(false, "3", "x") // over QueueEvents: the stream is cut
-				testwait.For(t, "the stream to be cut", func() bool { return e.Counters().Overflows.Load() == 1 })
+				// Past the queue's bound, once the stream has been stuck
+				// for the stall grace: the stream is cut.
+				testwait.For(t, "the stream to be cut", func() bool {
+					f.push(false, "n", "x")
+					if err := e.WaitDispatched(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					return e.Counters().Overflows.Load() == 1
+				})
+				if !w.cut.Load() { // the dispatch that counted it cut it
+					t.Fatal("the write was not cut on overflow")
+				}
 			}
 			e.Stop()
 			ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
@@ -159,18 +177,22 @@ func TestAbortsHappenOutsideEngineLocks(t *testing.T) {
 	}
 }
 
-// blockingWriter is a ResponseWriter whose writes block until a write
-// deadline in the past cuts them, like a peer that stopped reading. With
-// engine set, it records whether the engine held one of its locks when
-// the deadline was set: on HTTP/2 that is a message to the connection's
-// goroutine, which must never wait on the engine.
+// blockingWriter is a ResponseWriter whose writes, past the first
+// passes, block until a write deadline in the past cuts them, like a peer
+// that stopped reading. With engine set, it records whether the engine
+// held one of its locks when the deadline was set: on HTTP/2 that is a
+// message to the connection's goroutine, which must never wait on the
+// engine.
 type blockingWriter struct {
 	httptest.ResponseRecorder
 	engine    *Engine
+	passes    int32 // writes that go through
+	writes    atomic.Int32
 	release   chan struct{}
 	once      sync.Once
 	writing   atomic.Bool // a write is waiting
 	underLock atomic.Int32
+	cut       atomic.Bool // the write was cut
 }
 
 func newBlockingWriter() *blockingWriter {
@@ -178,6 +200,9 @@ func newBlockingWriter() *blockingWriter {
 }
 
 func (w *blockingWriter) Write(b []byte) (int, error) {
+	if w.writes.Add(1) <= w.passes {
+		return len(b), nil
+	}
 	w.writing.Store(true)
 	<-w.release
 	return 0, errors.New("write deadline exceeded")
@@ -198,7 +223,10 @@ func (w *blockingWriter) SetWriteDeadline(d time.Time) error {
 			mu.Unlock()
 		}
 	}
-	w.once.Do(func() { close(w.release) })
+	w.once.Do(func() {
+		w.cut.Store(true)
+		close(w.release)
+	})
 	return nil
 }
 

@@ -36,6 +36,11 @@ type Config struct {
 	// WriteTimeout bounds each write: a connection that takes nothing for
 	// that long ends its stream.
 	WriteTimeout time.Duration
+	// StallGrace is how long a stream's connection may take nothing of
+	// what its writer hands it before the stream counts as stalled: past
+	// its queue's bound, or past the queues' budget, it then ends for
+	// overflow. 0: a quarter of WriteTimeout.
+	StallGrace time.Duration
 	// WriteDelay spaces each stream's writes at least that far apart.
 	WriteDelay time.Duration
 	// Detach takes HTTP/1.1 connections over from net/http once their
@@ -96,7 +101,12 @@ type Counters struct {
 	FeedGaps       atomic.Uint64
 	Deliveries     atomic.Uint64
 	DeliveredBytes atomic.Uint64
-	StreamsClosed  [NumEndReasons]atomic.Uint64
+	// StreamsOpened counts the streams that started (their status and
+	// headers written), StreamsClosed those of them that ended, by
+	// reason: a stream that never started is in neither (see
+	// [ErrNotStarted]).
+	StreamsOpened atomic.Uint64
+	StreamsClosed [NumEndReasons]atomic.Uint64
 	// DispatchDuration is the fan-out of one event to the streams'
 	// queues; DeliveryDelay from an event's Time to its write to a
 	// stream, sampled (the first event written to each stream, then one
@@ -120,6 +130,13 @@ var (
 	ErrTooManyAnonymousFromClient = errors.New("too many anonymous connections from this client: authenticate to subscribe")
 	// ErrPatterns wraps why a stream's URL patterns were refused.
 	ErrPatterns = errors.New("URL pattern budget exceeded")
+	// ErrNotStarted wraps why a registered stream ended before any byte
+	// of it was written: ErrClosed (the engine stopped), or ErrBehind.
+	// The caller answers the request (a temporary refusal).
+	ErrNotStarted = errors.New("the stream could not start")
+	// ErrBehind: the stream's queue filled up before its headers were
+	// sent: it could not start without missing updates.
+	ErrBehind = errors.New("more updates came than the stream could queue before it started")
 )
 
 // Engine runs the streams of one hub.
@@ -139,9 +156,13 @@ type Engine struct {
 	feed         feed
 	interest     interest // what the store's feed is told to read
 	// waiting counts the publishers waiting for room; lastShed is when
-	// the dispatcher last shed stalled streams.
-	waiting  atomic.Int32
-	lastShed atomic.Int64 // unix nanoseconds
+	// the dispatcher last shed stalled streams; dispatchWaits is whether
+	// the dispatcher waits for the queues to be back under their budget,
+	// and budgetRoom tells it they may be (see waitBudget).
+	waiting       atomic.Int32
+	lastShed      atomic.Int64 // unix nanoseconds
+	dispatchWaits atomic.Bool
+	budgetRoom    chan struct{}
 	dispatcher
 
 	// life guards closed, streams, counts and the stream WaitGroup.
@@ -183,6 +204,8 @@ func New(cfg Config) *Engine {
 		index:    index.New[*Stream](cfg.Resolver),
 		streams:  make(map[*Stream]struct{}),
 		counts:   connCounter{perClient: make(map[string]int), anonPerClient: make(map[string]int)},
+
+		budgetRoom: make(chan struct{}, 1),
 	}
 	e.conns.noPoll = cfg.NoPoller
 	e.writers.init(e)

@@ -240,7 +240,7 @@ func (e *Engine) drainFeed() {
 				e.feedGap()
 				continue
 			}
-			if !e.stopped() {
+			if e.waitBudget(); !e.stopped() {
 				e.dispatch(ev)
 			}
 			n++
@@ -261,6 +261,38 @@ func (e *Engine) drainFeed() {
 		f.spare = batch[:0]
 		f.mu.Unlock()
 	}
+}
+
+// waitBudget holds the dispatcher while the queues are over their budget
+// (Limits.MaxQueuedBytes), as this hub's publishers are held (see
+// WaitRoom): the writers of what is queued make room, and the stalled
+// streams are shed. A queue takes events past its own bound while its
+// stream is not behind by its own connection (see enqueue): the budget
+// bounds them all, the updates of other hubs sharing the store included,
+// which no publisher of this hub holds back (past the feed's own bound,
+// they are dropped and the streams resume from history: see push). It
+// returns at once after Stop.
+func (e *Engine) waitBudget() {
+	if !e.overBudget() {
+		return
+	}
+	e.wake() // the writers of what was queued since the last wake
+	t := time.NewTimer(shedEvery)
+	defer t.Stop()
+	for !e.stopped() {
+		e.dispatchWaits.Store(true)
+		if !e.overBudget() { // after the flag: freed signals from now on
+			break
+		}
+		e.shed(time.Now())
+		select {
+		case <-e.budgetRoom:
+		case <-t.C: // look again, and shed again if need be
+			t.Reset(shedEvery)
+		case <-e.ctx.Done():
+		}
+	}
+	e.dispatchWaits.Store(false)
 }
 
 // feedGap ends every open stream when the store's feed skipped events: no

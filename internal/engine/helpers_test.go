@@ -182,10 +182,11 @@ func serveErr(e *Engine, w http.ResponseWriter, o Subscriber, ms ...Matcher) (*r
 			Opened: func(*Stream) { close(opened) }, Started: func() { close(started) }})
 	}()
 	rec, _ := w.(*recorder)
+	steps := []chan struct{}{opened, started}
 	if rec == nil {
-		started = opened
+		steps = steps[:1]
 	}
-	for _, step := range []chan struct{}{opened, started} {
+	for _, step := range steps {
 		select {
 		case <-step:
 		case err := <-done:

@@ -13,7 +13,7 @@ const (
 	EndQueueOverflow           // the client fell behind
 	EndWriteError              // a write failed or timed out
 	EndHistoryGap              // the store's feed or a replay skipped events
-	EndReplayError             // history could not be read, or no replay slot was free
+	EndReplayError             // history could not be read, or the replay took too long
 	EndShutdown                // the hub shut down, or drained the stream
 	EndRevoked                 // the session behind the stream ended
 	EndGrantsChanged           // the session's subscribe grants or payload changed

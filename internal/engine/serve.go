@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -56,8 +57,13 @@ type Spec struct {
 //     connection may be taken over from net/http (Config.Detach), and its
 //     stream then goes on after Serve returns.
 //
-// Once the stream is registered, Serve returns nil, or the error of the
-// first flush when the response cannot be flushed (http.ErrNotSupported:
+// Once the stream is registered, Serve returns nil; or an error wrapping
+// [ErrNotStarted] when the stream ended before any byte of it was
+// written (its queue overflowed, or the engine stopped, while it was
+// being set up), for the caller to answer the request (a temporary
+// refusal: the stream did not start, and counts in neither
+// Counters.StreamsOpened nor StreamsClosed); or the error of the first
+// flush when the response cannot be flushed (http.ErrNotSupported:
 // middleware without Unwrap?), the stream then ended. The owner's Ended
 // runs once the stream has ended, whatever happened.
 func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, spec Spec) error {
@@ -71,7 +77,10 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, spec Spec) error 
 	minSeq, err := s.setUp(r, spec.Replay)
 	if err != nil {
 		e.close(s, r, false)
-		if errors.Is(err, errEnded) {
+		switch {
+		case errors.Is(err, errNotStarted):
+			return s.notStarted()
+		case errors.Is(err, errEnded):
 			return nil
 		}
 		return err
@@ -84,8 +93,25 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, spec Spec) error 
 }
 
 // errEnded is what setUp returns for a stream that ends before its live
-// events: a replay that failed, a write that failed.
-var errEnded = errors.New("stream ended before its live events")
+// events: a replay that failed, a write that failed; errNotStarted what
+// a write returns, and setUp, when the stream was aborted before its
+// headers were written.
+var (
+	errEnded      = errors.New("stream ended before its live events")
+	errNotStarted = errors.New("stream aborted before its headers")
+)
+
+// notStarted is what Serve returns for s, which was aborted before its
+// headers were written (see errNotStarted).
+func (s *Stream) notStarted() error {
+	s.mu.Lock()
+	why := s.why
+	s.mu.Unlock()
+	if why == EndQueueOverflow {
+		return fmt.Errorf("%w: %w", ErrNotStarted, ErrBehind)
+	}
+	return fmt.Errorf("%w: %w", ErrNotStarted, ErrClosed) // AbortAll
+}
 
 // newStream returns the stream of spec, written to w. It is not
 // registered yet: see open.
@@ -113,17 +139,24 @@ func (e *Engine) newStream(w http.ResponseWriter, spec Spec) *Stream {
 
 // setUp writes the stream's headers and its history, or its starting
 // position, and flushes; it returns the highest Seq the history covered.
-// It returns errEnded when the stream ended meanwhile, the flush's error
-// when the response cannot be flushed.
+// It returns errNotStarted when the stream was aborted before its
+// headers were written, errEnded when it ended otherwise meanwhile, the
+// flush's error when the response cannot be flushed.
 func (s *Stream) setUp(r *http.Request, replay func(*Replay) (uint64, bool)) (minSeq uint64, err error) {
 	s.detachable = s.e.detachable(s.h.w, r)
 	if replay != nil {
 		rp := &Replay{s: s}
 		var ok bool
 		if minSeq, ok = replay(rp); !ok || rp.err != nil {
+			if errors.Is(rp.err, errNotStarted) {
+				return 0, errNotStarted
+			}
 			return 0, errEnded
 		}
 	} else if err := s.write(positionBlock(s.h.start.ID)); err != nil {
+		if errors.Is(err, errNotStarted) {
+			return 0, errNotStarted
+		}
 		return 0, errEnded
 	}
 	if err := s.flush(); err != nil {
@@ -151,11 +184,22 @@ func positionBlock(id string) []byte {
 
 // writeHeader sends the event stream's status and headers (SUB-14: at
 // once, however long what follows takes), unless they are sent already.
-func (s *Stream) writeHeader() {
-	if s.headerSent {
-		return
+// A stream aborted before then never starts: writeHeader then writes
+// nothing and returns errNotStarted, and the request is answered as a
+// refusal (see Engine.Serve). From the moment it commits to the headers,
+// the stream counts as opened.
+func (s *Stream) writeHeader() error {
+	if s.headerSent { // the handler alone sets it
+		return nil
+	}
+	s.mu.Lock()
+	if s.state == stateAborted {
+		s.mu.Unlock()
+		return errNotStarted
 	}
 	s.headerSent = true
+	s.mu.Unlock()
+	s.e.counters.StreamsOpened.Add(1)
 	hdr := s.h.w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
@@ -164,6 +208,7 @@ func (s *Stream) writeHeader() {
 		hdr.Set("Connection", "close") // the engine keeps the connection
 	}
 	s.h.w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // Replay is a stream's writer while its history is written (see

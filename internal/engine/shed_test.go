@@ -83,3 +83,52 @@ func TestShedEndsAnonymousStreamsFirst(t *testing.T) {
 		t.Fatalf("%d bytes queued after shedding, want the token holder's %d", q, 3000+entryCost)
 	}
 }
+
+// Past the queues' budget, a stream past its own queue's bound that takes
+// bytes, but has not taken what its writer handed it within the write
+// timeout, is shed as a stalled one is: it reads too slowly for the
+// hub's traffic, and the dispatcher, waiting for the budget, queues
+// nothing that would end it for overflow. Within its bound, or handed
+// its events more recently, a stream that takes bytes is kept.
+func TestShedEndsStreamsTooSlowPastTheirBound(t *testing.T) {
+	const timeout = time.Second
+	e := newEngine(t, func(c *Config) {
+		c.Limits.QueueEvents, c.Limits.QueueBytes, c.Limits.MaxQueuedBytes = 2, 1000, 1000
+		c.WriteTimeout, c.StallGrace = timeout, time.Hour // none is stuck
+	})
+	now := time.Now()
+	slow := func(events int, sending time.Duration) *Stream {
+		s := &Stream{e: e, state: stateOpen, live: true, blocked: true, inflightBytes: 100, sending: now.Add(-sending).UnixNano()}
+		for i := range events {
+			s.queue = append(s.queue, testEvent(uint64(i+1)))
+		}
+		s.lastWrite.Store(now.UnixNano()) // it takes bytes
+		return s
+	}
+	pastTooSlow, pastRecent, withinTooSlow := slow(3, timeout), slow(3, timeout/2), slow(1, timeout)
+	streams := []*Stream{pastTooSlow, pastRecent, withinTooSlow}
+	e.life.Lock()
+	for _, s := range streams {
+		e.streams[s] = struct{}{}
+	}
+	e.life.Unlock()
+	defer func() {
+		e.life.Lock()
+		for _, s := range streams {
+			delete(e.streams, s)
+		}
+		e.life.Unlock()
+	}()
+	e.queued.Store(1 << 20) // over the budget, whatever shed frees
+
+	e.shed(now)
+	for s, want := range map[*Stream]state{pastTooSlow: stateAborted, pastRecent: stateOpen, withinTooSlow: stateOpen} {
+		if s.state != want {
+			t.Errorf("a stream with %d events queued, handed its last ones %v ago: state %v, want %v",
+				len(s.queue)+1, time.Duration(now.UnixNano()-s.sending), s.state, want)
+		}
+	}
+	if pastTooSlow.why != EndQueueOverflow || e.counters.Shed.Load() != 1 {
+		t.Fatalf("ended for %v, %d shed: want the stream too slow past its bound shed for overflow", pastTooSlow.why, e.counters.Shed.Load())
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // The stream's state machine, as a table: from each state, each event,
@@ -25,10 +26,10 @@ func TestStreamStates(t *testing.T) {
 		{"End", func(s *Stream) { s.End(EndShutdown, []byte("retry: 1000\n\n")) }},
 		{"abort", func(s *Stream) { s.abort(EndWriteError) }},
 		{"setEnd", func(s *Stream) { s.setEnd(EndHistoryGap) }},
-		{"enqueue", func(s *Stream) { s.enqueue(testEvent(2)) }},
+		{"enqueue", func(s *Stream) { s.enqueue(testEvent(2), time.Now().UnixNano()) }},
 		{"enqueue past the queue's bound", func(s *Stream) {
 			for i := range s.e.cfg.Limits.QueueEvents + 1 {
-				s.enqueue(testEvent(uint64(10 + i)))
+				s.enqueue(testEvent(uint64(10+i)), time.Now().UnixNano())
 			}
 		}},
 	}
@@ -83,7 +84,7 @@ func TestStreamStates(t *testing.T) {
 				s.mu.Lock()
 				got := outcome{state: s.state, why: s.why, farewell: s.farewell != nil, queued: len(s.queue)}
 				s.mu.Unlock()
-				_, ok, _ := s.enqueue(testEvent(1000))
+				_, ok, _ := s.enqueue(testEvent(1000), time.Now().UnixNano())
 				s.mu.Lock()
 				got.accepts = ok && len(s.queue) > got.queued
 				s.mu.Unlock()

@@ -98,8 +98,16 @@ type Stream struct {
 	expiryWhy  EndReason // why the stream ends at its expiry (see armExpiry)
 	counted    bool      // the stream's end is in the counters (the writer alone touches it)
 	detachable bool      // the connection is to be taken over once set up (the handler alone touches it)
-	headerSent bool      // the event stream's headers are sent (the handler alone touches it)
 	interested bool      // its matchers count in the interest (under e.interest.mu)
+	// live is whether the stream is past its set-up (headers and replay):
+	// its writer now writes its queue. Until then, its queue's bound is
+	// hard (see enqueue).
+	live bool
+	// headerSent is whether the stream started: its status and headers
+	// are written; flushed whether they went out (the first flush). Both
+	// are set by the handler under mu. Until flushed, an overflow does not
+	// cut the handler's writes (see cut).
+	headerSent, flushed bool
 	// queue holds the events waiting to be written, queueBytes their
 	// size; inflight holds the events the writer took and has not fully
 	// written yet, inflightBytes their size. The limits count both.
@@ -113,6 +121,9 @@ type Stream struct {
 	// deadline is the write deadline set last, by the writer, in unix
 	// nanoseconds (0: none).
 	deadline int64
+	// sending is when the writer took what it is writing now (see step),
+	// in unix nanoseconds; 0 once that is written.
+	sending int64
 	// conns is a detached stream's connection (rc and w are then nil),
 	// set under mu when it is taken over; then its writer alone touches
 	// what it points to, but for the connection itself.
@@ -155,12 +166,24 @@ func (t *streamTimers) stop() {
 	}
 }
 
-// enqueue queues ev for the stream's writer without blocking, unless the
-// stream's queue is full (Limits.QueueEvents, Limits.QueueBytes, events
-// in flight included). It returns the bytes it queued, false when the
-// queue is full (the stream is then aborted: its client will resume from
-// history with Last-Event-ID), and whether the writer is to be woken.
-func (s *Stream) enqueue(ev *Event) (queued int, ok, wake bool) {
+// enqueue queues ev for the stream's writer without blocking. It
+// returns the bytes it queued, false when the stream ended for overflow
+// instead (its client will resume from history with Last-Event-ID), and
+// whether the writer is to be woken. now is the dispatch's time.
+//
+// A queue past its bound (Limits.QueueEvents, Limits.QueueBytes, events
+// in flight included) blames its stream only when the stream is behind by
+// its own connection (see behindLocked): a stream whose writer has not
+// reached it yet, in a burst that the writers take time to spread over
+// many streams, or whose connection takes what it is handed, keeps its
+// events past its bound. The queues' budget bounds what they all hold
+// then: past it, this hub's publishers and the dispatcher wait for the
+// writers, and the stalled streams are shed (see shed, WaitRoom). Until
+// the stream is live (its headers and replay written by its handler,
+// which is not its writer), the bound is hard: a stream that cannot start
+// is refused (see Serve), and one that is replaying history is behind by
+// that history.
+func (s *Stream) enqueue(ev *Event, now int64) (queued int, ok, wake bool) {
 	lim := &s.e.cfg.Limits
 	s.mu.Lock()
 	if s.state != stateOpen {
@@ -174,7 +197,8 @@ func (s *Stream) enqueue(ev *Event) (queued int, ok, wake bool) {
 	// reconnect to replay it.
 	n := len(ev.Bytes)
 	if unsent := len(s.queue) + len(s.inflight); unsent > 0 &&
-		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes) {
+		(unsent >= lim.QueueEvents || s.queueBytes+s.inflightBytes+n > lim.QueueBytes) &&
+		(!s.live || s.behindLocked(now)) {
 		s.abortLocked(EndQueueOverflow)
 		s.mu.Unlock()
 		return 0, false, false
@@ -220,12 +244,12 @@ func (s *Stream) wake() {
 	}
 }
 
-// written records that the writer wrote the events it took (or gave
-// them up): they no longer count against the limits.
+// written records that the writer wrote what it took (or gave it up):
+// its events no longer count against the limits.
 func (s *Stream) written() {
 	s.mu.Lock()
 	evs := s.inflight
-	s.inflight, s.inflightBytes = nil, 0
+	s.inflight, s.inflightBytes, s.sending = nil, 0, 0
 	s.mu.Unlock()
 	s.e.unqueue(evs)
 }
@@ -269,10 +293,18 @@ func (s *Stream) abortOpen(why EndReason) bool {
 
 // cut makes a write stuck on a peer that stopped reading fail at once:
 // its deadline moves to the past. On HTTP/2 that is a message to the
-// connection's goroutine: the caller holds no engine-wide lock.
+// connection's goroutine: the caller holds no engine-wide lock. The
+// dispatcher cuts the streams that overflowed, but for those whose status
+// line is not out yet (its first flush): a cut then would leave the client
+// without one, and the handler checks the stream's state before each
+// write; one that finds it aborted before the headers answers the request
+// itself (a refusal, see Serve). Shed and AbortAll cut whatever the
+// stream's stage: its write is stuck, or the hub is stopping.
 func (s *Stream) cut() {
 	s.mu.Lock()
-	s.cutLocked()
+	if s.flushed || s.conns != nil {
+		s.cutLocked()
+	}
 	s.mu.Unlock()
 }
 
@@ -304,6 +336,13 @@ func (s *Stream) abortLocked(why EndReason) {
 	// What the writer holds stays counted until it gives it up.
 	s.e.unqueue(s.queue)
 	s.queue, s.queueBytes = nil, 0
+}
+
+// started reports whether s has started: its headers are written.
+func (s *Stream) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.headerSent
 }
 
 // Ending reports whether s has left the open state.
@@ -351,10 +390,18 @@ func (s *Stream) sampleDelay(ev *Event) {
 
 // flush flushes the response, as a write (see write).
 func (s *Stream) flush() error {
-	s.writeHeader()
+	if err := s.writeHeader(); err != nil {
+		return err
+	}
 	s.writing.Store(time.Now().UnixNano())
-	defer s.writing.Store(0)
-	return s.h.rc.Flush()
+	err := s.h.rc.Flush()
+	s.writing.Store(0)
+	if err == nil && !s.flushed { // the handler alone sets it
+		s.mu.Lock()
+		s.flushed = true
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // write writes b under a write deadline, so that a peer that stopped
@@ -364,20 +411,35 @@ func (s *Stream) flush() error {
 // of the timeout.
 //
 // While a write is in progress, s.writing says since when: a write stuck
-// on a client that stopped reading shows as a stall (see shed).
+// on a client that stopped reading shows as a stall (see shed). b goes in
+// pieces of writePiece at most, so that a client that takes a large
+// update slowly shows its progress (see stuckLocked), as a detached
+// stream's partial writes do.
 func (s *Stream) write(b []byte) error {
-	s.writeHeader()
-	now := time.Now()
-	if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
-		if err := s.extendDeadline(now.Add(timeout)); err != nil {
+	if err := s.writeHeader(); err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		now := time.Now()
+		if timeout := s.e.cfg.WriteTimeout; s.deadline-now.UnixNano() < int64(timeout/2) {
+			if err := s.extendDeadline(now.Add(timeout)); err != nil {
+				return err
+			}
+		}
+		piece := b[:min(len(b), writePiece)]
+		s.writing.Store(now.UnixNano())
+		_, err := s.h.w.Write(piece)
+		s.writing.Store(0)
+		if err != nil {
 			return err
 		}
+		b = b[len(piece):]
 	}
-	s.writing.Store(now.UnixNano())
-	defer s.writing.Store(0)
-	_, err := s.h.w.Write(b)
-	return err
+	return nil
 }
+
+// writePiece is the most a goroutine writer writes in one call.
+const writePiece = 64 << 10
 
 // errAborted ends a stream whose writes were cut.
 var errAborted = errors.New("stream aborted")
@@ -459,16 +521,19 @@ func (e *Engine) close(s *Stream, r *http.Request, detached bool) {
 
 // settle counts the end of s in the counters, once, for the reason it
 // ends (see finalReason): before its client can see the end, when the
-// writer knows it in advance.
+// writer knows it in advance. A stream that never started (see
+// Engine.Serve) is counted in neither StreamsOpened nor StreamsClosed.
 func (s *Stream) settle(r *http.Request) {
 	if s.counted {
 		return
 	}
 	s.counted = true
 	s.mu.Lock()
-	why := s.finalReason(r)
+	why, started := s.finalReason(r), s.headerSent
 	s.mu.Unlock()
-	s.e.counters.StreamsClosed[why].Add(1)
+	if started {
+		s.e.counters.StreamsClosed[why].Add(1)
+	}
 }
 
 // serve serves s once its headers (and its history, if any) are
@@ -478,6 +543,9 @@ func (s *Stream) settle(r *http.Request) {
 // serve returns, and cleans up after itself.
 func (s *Stream) serve(r *http.Request, minSeq uint64) {
 	s.minSeq = minSeq
+	s.mu.Lock()
+	s.live = true
+	s.mu.Unlock()
 	s.armExpiry()
 	if s.detachable && s.e.detach(s) {
 		return

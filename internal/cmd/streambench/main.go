@@ -6,6 +6,7 @@
 //	streambench serve -addr 127.0.0.1:8443 -tls -stats 127.0.0.1:6060 &
 //	streambench idle -url https://127.0.0.1:8443/.well-known/mercure -h2 -n 2000 -pubs 200 -pid $! -stats 127.0.0.1:6060
 //	streambench stall -url http://127.0.0.1:8443/.well-known/mercure -n 1000 -updates 5 -size 1000000 -pid $! -stats 127.0.0.1:6060
+//	streambench burst -url http://127.0.0.1:8443/.well-known/mercure -n 400 -healthy 3 -updates 120 -size 262144 -stats 127.0.0.1:6060
 //
 // serve runs the library's hub in its default configuration, plus
 // anonymous subscribers and publishing without a token, and serves the
@@ -14,7 +15,10 @@
 // and live heap per stream, then publishes to all of them and reports
 // the hub's CPU time per delivery. stall opens n streams that never read
 // and one that does, publishes large updates one at a time, and reports
-// the healthy stream's delay per update and the hub's memory.
+// the healthy stream's delay per update and the hub's memory. burst opens
+// n streams that never read and a few that do, publishes updates as fast
+// as the hub accepts them, and reports how many each healthy stream got,
+// the streams ended for overflow and how long the publishers took.
 package main
 
 import (
@@ -48,7 +52,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		log.Fatal("usage: streambench serve|idle|stall [flags]")
+		log.Fatal("usage: streambench serve|idle|stall|burst [flags]")
 	}
 	switch os.Args[1] {
 	case "serve":
@@ -57,6 +61,8 @@ func main() {
 		idle(os.Args[2:])
 	case "stall":
 		stall(os.Args[2:])
+	case "burst":
+		burst(os.Args[2:])
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}
@@ -70,6 +76,7 @@ func serve(args []string) {
 	stats := fs.String("stats", "127.0.0.1:6060", "address serving /stats and /debug/pprof/")
 	maxConns := fs.Int("max-connections", 30000, "Limits.MaxConnections")
 	profileRate := fs.Int("memprofilerate", 0, "runtime.MemProfileRate (0 keeps Go's default, 1 records every allocation)")
+	maxBody := fs.Int64("max-body-bytes", 0, "Limits.MaxBodyBytes (0 keeps the default)")
 	_ = fs.Parse(args)
 	if *profileRate > 0 {
 		runtime.MemProfileRate = *profileRate
@@ -82,7 +89,7 @@ func serve(args []string) {
 	opts := []mercure.Option{
 		mercure.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 		mercure.WithAnonymousSubscribers(), mercure.WithInsecurePublishing(),
-		mercure.WithLimits(mercure.Limits{MaxConnections: *maxConns}),
+		mercure.WithLimits(mercure.Limits{MaxConnections: *maxConns, MaxBodyBytes: *maxBody}),
 	}
 	if *goroutine {
 		opts = append(opts, mercure.WithGoroutineStreams())
@@ -114,6 +121,12 @@ func serve(args []string) {
 			}
 		}
 	}()
+	http.HandleFunc("/hub", func(w http.ResponseWriter, _ *http.Request) {
+		m := hub.Metrics()
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"streams": m.Streams, "opened": m.StreamsOpened, "closed": m.StreamsClosed, "overflows": m.Overflows,
+		})
+	})
 	http.HandleFunc("/peak", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, peakLive.Swap(0))
 	})
@@ -457,6 +470,165 @@ func stall(args []string) {
 		*n, *updates, *size, delays[len(delays)/2].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond),
 		rssAfter, hwm, heap0["heap_alloc"]>>10, peakLive>>10, heap1["heap_alloc"]>>10)
 	healthy.Close()
+	for _, c := range stalled {
+		c.Close()
+	}
+}
+
+// hubMetrics is what serve's /hub says of the hub's counters.
+type hubMetrics struct {
+	Streams   int               `json:"streams"`
+	Opened    uint64            `json:"opened"`
+	Closed    map[string]uint64 `json:"closed"`
+	Overflows uint64            `json:"overflows"`
+}
+
+func readHubMetrics(addr string) hubMetrics {
+	res, err := http.Get("http://" + addr + "/hub")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m hubMetrics
+	if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+		log.Fatal(err)
+	}
+	return m
+}
+
+func burst(args []string) {
+	fs := flag.NewFlagSet("burst", flag.ExitOnError)
+	hubURL := fs.String("url", "http://127.0.0.1:8443/.well-known/mercure", "hub URL (plain HTTP)")
+	n := fs.Int("n", 400, "streams that never read (4 KiB receive buffers)")
+	healthyN := fs.Int("healthy", 3, "streams that read all they get")
+	updates := fs.Int("updates", 120, "updates published")
+	size := fs.Int("size", 256<<10, "bytes of each update's data (the POST body must fit the hub's -max-body-bytes)")
+	publishers := fs.Int("publishers", 4, "publishers posting side by side, each as soon as its last POST is answered")
+	quiet := fs.Duration("quiet", 10*time.Second, "give up on the healthy streams after this long without progress")
+	then := fs.Duration("then", 0, "after the burst, wait this long, publish one more update and report the overflows again (past the stall grace, 3.75 s by default, the stalled streams overflow)")
+	stats := fs.String("stats", "127.0.0.1:6060", "the hub's -stats address")
+	_ = fs.Parse(args)
+	u, err := url.Parse(*hubURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	const topic = "https://bench.example/fanout"
+	get := fmt.Sprintf("GET %s?match=%s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Path, url.QueryEscape(topic), u.Host)
+	open := func(rcvbuf int) (net.Conn, *bufio.Reader) {
+		d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+			if rcvbuf == 0 {
+				return nil
+			}
+			return c.Control(func(fd uintptr) {
+				_ = setRcvBuf(fd, rcvbuf)
+			})
+		}}
+		conn, err := d.Dial("tcp", u.Host)
+		if err != nil {
+			log.Fatal(err)
+		}
+		_, _ = io.WriteString(conn, get)
+		br := bufio.NewReaderSize(conn, 512)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != 200 {
+			log.Fatalf("subscribe: %v %v", err, res)
+		}
+		return conn, br
+	}
+	before := readHubMetrics(*stats)
+	stalled := make([]net.Conn, *n)
+	for i := range stalled {
+		stalled[i], _ = open(4 << 10) // set before connecting: see detached_stall_test.go
+	}
+	counts := make([]*counter, *healthyN)
+	var readers sync.WaitGroup
+	for i := range counts {
+		conn, br := open(0)
+		c := &counter{wake: make(chan struct{}, 1)}
+		counts[i] = c
+		readers.Go(func() {
+			defer conn.Close()
+			buf := make([]byte, 64<<10)
+			for c.n.Load() < int64(*updates) {
+				k, err := br.Read(buf)
+				c.feed(buf[:k])
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	data := strings.Repeat("x", *size)
+	var next atomic.Int64
+	var refused sync.Map
+	var pubs sync.WaitGroup
+	t0 := time.Now()
+	for range *publishers {
+		pubs.Go(func() {
+			for k := next.Add(1) - 1; k < int64(*updates); k = next.Add(1) - 1 {
+				res, err := http.PostForm(*hubURL, url.Values{"topic": {topic}, "data": {data}})
+				if err != nil {
+					log.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					v, _ := refused.LoadOrStore(res.StatusCode, new(atomic.Int64))
+					v.(*atomic.Int64).Add(1)
+				}
+			}
+		})
+	}
+	pubs.Wait()
+	took := time.Since(t0)
+	// The healthy streams get the rest, or stop making progress.
+	done := make(chan struct{})
+	go func() { readers.Wait(); close(done) }()
+	last := int64(-1)
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-time.After(*quiet):
+		}
+		var sum int64
+		for _, c := range counts {
+			sum += c.n.Load()
+		}
+		if sum == last {
+			break
+		}
+		last = sum
+	}
+	after := readHubMetrics(*stats)
+	got := make([]int64, len(counts))
+	for i, c := range counts {
+		got[i] = c.n.Load()
+	}
+	var refusals []string
+	refused.Range(func(k, v any) bool {
+		refusals = append(refusals, fmt.Sprintf("%d×%d", v.(*atomic.Int64).Load(), k))
+		return true
+	})
+	fmt.Printf("stalled=%d healthy=%d updates=%d×%d B publishers=%d: published in %.2fs (refused: %v); healthy got %v of %d; overflows +%d, closed for queue_overflow +%d, write_error +%d; streams open %d\n",
+		*n, *healthyN, *updates, *size, *publishers, took.Seconds(), refusals, got, *updates,
+		after.Overflows-before.Overflows, after.Closed["queue_overflow"]-before.Closed["queue_overflow"],
+		after.Closed["write_error"]-before.Closed["write_error"], after.Streams)
+	if *then > 0 {
+		time.Sleep(*then)
+		res, err := http.PostForm(*hubURL, url.Values{"topic": {topic}, "data": {"then"}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		res.Body.Close()
+		time.Sleep(time.Second)
+		m := readHubMetrics(*stats)
+		fmt.Printf("one more update %v after the burst: overflows +%d, closed for queue_overflow +%d, write_error +%d; streams open %d\n",
+			*then, m.Overflows-before.Overflows, m.Closed["queue_overflow"]-before.Closed["queue_overflow"],
+			m.Closed["write_error"]-before.Closed["write_error"], m.Streams)
+	}
 	for _, c := range stalled {
 		c.Close()
 	}

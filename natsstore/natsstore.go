@@ -278,7 +278,10 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	}
 	cctx, ccancel := context.WithTimeout(ctx, cfg.timeout)
 	defer ccancel()
-	if _, err := js.CreateOrUpdateStream(cctx, s.streamConfig()); err != nil {
+	if err := create(cctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, s.streamConfig())
+		return err
+	}); err != nil {
 		return fail(fmt.Errorf("stream %s: %w", name, err))
 	}
 	if err := s.presence.init(cctx, s); err != nil {
@@ -302,6 +305,27 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	s.wg.Add(1)
 	go s.readLoop(last, lastEvent)
 	return s, nil
+}
+
+// createAttempt bounds one request that creates or updates the stream or
+// a bucket (see create).
+const createAttempt = time.Second
+
+// create calls request, which creates or updates the stream or a bucket,
+// again while it times out, each time for at most createAttempt, until
+// ctx ends. The servers of a cluster (nats-server 2.15) answer none of
+// the identical creations that several stores send at once, the hubs of
+// a cluster started together, though they create the stream: the request
+// after finds it, and returns at once.
+func create(ctx context.Context, request func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, createAttempt)
+		err := request(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			return err
+		}
+	}
 }
 
 // validName tells whether name can name a stream and the first token of

@@ -80,17 +80,22 @@ func (p *presence) init(ctx context.Context, s *Store) error {
 	if s.cfg.memory {
 		storage = jetstream.MemoryStorage
 	}
-	var err error
-	p.subs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.name + "_subs", Description: "Mercure hub subscriptions (natsstore)",
-		History: 1, Storage: storage, Replicas: s.cfg.replicas,
+	err := create(ctx, func(ctx context.Context) (err error) {
+		p.subs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: s.name + "_subs", Description: "Mercure hub subscriptions (natsstore)",
+			History: 1, Storage: storage, Replicas: s.cfg.replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("subscriptions bucket: %w", err)
 	}
-	p.hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
-		History: 1, TTL: s.cfg.subTTL, Storage: storage, Replicas: s.cfg.replicas,
+	err = create(ctx, func(ctx context.Context) (err error) {
+		p.hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
+			History: 1, TTL: s.cfg.subTTL, Storage: storage, Replicas: s.cfg.replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("hubs bucket: %w", err)

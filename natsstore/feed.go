@@ -3,6 +3,7 @@ package natsstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -111,6 +112,10 @@ func (s *Store) consume(pos position) (position, error) {
 	s.presence.reconnected()
 	var delivered uint64 // the consumer's sequence of the last message
 	checked := time.Now()
+	// heard is when the consumer last delivered a message, or was found
+	// with none to deliver; owed is the stream's last message when the
+	// feed, idle, last asked, which the consumer owes by the next check.
+	heard, owed := checked, uint64(0)
 	for !s.closed() {
 		if time.Since(checked) >= checkEvery {
 			// A replaced history (a restarted server, a stream created
@@ -124,6 +129,22 @@ func (s *Store) consume(pos position) (position, error) {
 			if next != pos {
 				return next, nil // rewound: a new consumer from there
 			}
+			// A consumer whose server died, while the connection (to
+			// another server) stays up, delivers nothing, and its
+			// missing heartbeats go unnoticed: the iterator takes the
+			// no-responders answers to its pull requests for signs of
+			// life.
+			if checked.Sub(heard) >= 2*heartbeat {
+				if owed > pos.seq {
+					return pos, fmt.Errorf("natsstore: the feed's consumer delivered none of messages %d to %d in %v", pos.seq+1, owed, checkEvery)
+				}
+				if owed, err = s.lastSeq(); err != nil {
+					return pos, err
+				}
+				if owed <= pos.seq {
+					heard = checked
+				}
+			}
 		}
 		msg, err := it.Next(jetstream.NextMaxWait(block))
 		if errors.Is(err, nats.ErrTimeout) {
@@ -136,6 +157,7 @@ func (s *Store) consume(pos position) (position, error) {
 		if err != nil {
 			return pos, err
 		}
+		heard, owed = time.Now(), 0
 		meta, err := msg.Metadata()
 		if err != nil {
 			continue // not a message of the stream
@@ -168,6 +190,14 @@ func (s *Store) consume(pos position) (position, error) {
 		s.listeners.Deliver(e)
 	}
 	return pos, nil
+}
+
+// lastSeq returns the sequence of the stream's last message.
+func (s *Store) lastSeq() (uint64, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	defer cancel()
+	st, err := s.info(ctx)
+	return st.LastSeq, err
 }
 
 // filter is the subjects the feed reads: nil for every one.

@@ -61,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/textproto"
 	"strconv"
 	"sync"
@@ -308,18 +309,19 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 }
 
 // createAttempt bounds one request that creates or updates the stream or
-// a bucket (see create).
+// a bucket (see create), give or take half of it.
 const createAttempt = time.Second
 
 // create calls request, which creates or updates the stream or a bucket,
-// again while it times out, each time for at most createAttempt, until
-// ctx ends. The servers of a cluster (nats-server 2.15) answer none of
-// the identical creations that several stores send at once, the hubs of
-// a cluster started together, though they create the stream: the request
-// after finds it, and returns at once.
+// again while it times out, each time for about createAttempt, until ctx
+// ends. The servers of a cluster (nats-server 2.15) answer none of the
+// identical creations or updates that several stores send at once, the
+// hubs of a cluster started together, though they create the stream: the
+// request after finds it, and returns at once. The attempts' bounds
+// vary, so that the stores' next requests do not meet again.
 func create(ctx context.Context, request func(context.Context) error) error {
 	for {
-		actx, cancel := context.WithTimeout(ctx, createAttempt)
+		actx, cancel := context.WithTimeout(ctx, createAttempt/2+rand.N(createAttempt))
 		err := request(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {

@@ -239,6 +239,10 @@ type Store struct {
 	// passed keeps the last events the feed passed on (see verify); the
 	// feed's goroutine owns it.
 	passed store.Passed
+	// shorter is when verify first found the stream's state ending
+	// before the last message the feed passed on, zero if it does not;
+	// the feed's goroutine owns it.
+	shorter time.Time
 
 	presence presence
 }

@@ -236,6 +236,10 @@ func (s *Store) interestChanged() bool {
 	return s.interest.changed
 }
 
+// staleState is how long the stream's state must end before the last
+// message the feed passed on for verify to take that message for lost.
+const staleState = 3 * time.Second
+
 // verify checks that the stream still holds pos, the last message the
 // feed passed on, and returns where the feed goes on from: pos again or,
 // when the history lost it (a server that restarted without its data, a
@@ -262,6 +266,19 @@ func (s *Store) verify(pos position) (_ position, st streamState, err error) {
 	if pos.seq == 0 {
 		return pos, st, nil
 	}
+	// The leader's state may lag, by seconds on a loaded machine, behind
+	// a message that a consumer on another replica has already
+	// delivered: a history that ends before pos is taken for one that
+	// lost pos only once it has for staleState.
+	if st.LastSeq < pos.seq {
+		if s.shorter.IsZero() {
+			s.shorter = time.Now()
+		}
+		if time.Since(s.shorter) < staleState {
+			return pos, st, nil
+		}
+	}
+	s.shorter = time.Time{}
 	if st.LastSeq >= pos.seq {
 		if pos.seq < st.FirstSeq || pos.id == "" {
 			return pos, st, nil // dropped by retention, or not a Store's

@@ -79,6 +79,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/textproto"
 	"strconv"
 	"sync"
@@ -261,6 +262,10 @@ type Store struct {
 	// passed keeps the last events the feed passed on (see verify); the
 	// feed's goroutine owns it.
 	passed store.Passed
+	// shorter is when verify first found the stream's state ending
+	// before the last message the feed passed on, zero if it does not;
+	// the feed's goroutine owns it.
+	shorter time.Time
 
 	presence presence
 }
@@ -307,7 +312,10 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	}
 	cctx, ccancel := context.WithTimeout(ctx, cfg.timeout)
 	defer ccancel()
-	if _, err := js.CreateOrUpdateStream(cctx, s.streamConfig()); err != nil {
+	if err := create(cctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, s.streamConfig())
+		return err
+	}); err != nil {
 		return fail(fmt.Errorf("stream %s: %w", name, err))
 	}
 	if err := s.presence.init(cctx, s); err != nil {
@@ -332,6 +340,28 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	s.wg.Add(1)
 	go s.readLoop(last, lastEvent)
 	return s, nil
+}
+
+// createAttempt bounds one request that creates or updates the stream or
+// a bucket (see create), give or take half of it.
+const createAttempt = time.Second
+
+// create calls request, which creates or updates the stream or a bucket,
+// again while it times out, each time for about createAttempt, until ctx
+// ends. The servers of a cluster (nats-server 2.15) answer none of the
+// identical creations or updates that several stores send at once, the
+// hubs of a cluster started together, though they create the stream: the
+// request after finds it, and returns at once. The attempts' bounds
+// vary, so that the stores' next requests do not meet again.
+func create(ctx context.Context, request func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, createAttempt/2+rand.N(createAttempt))
+		err := request(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			return err
+		}
+	}
 }
 
 // validName tells whether name can name a stream and the first token of

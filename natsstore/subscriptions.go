@@ -121,17 +121,25 @@ func (p *presence) buckets(ctx context.Context) (subs, hubs jetstream.KeyValue, 
 	if s.cfg.memory {
 		storage = jetstream.MemoryStorage
 	}
-	subs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.name + "_subs", Description: "Mercure hub subscriptions (natsstore)",
-		History: 1, Storage: storage, Replicas: s.cfg.replicas,
+	// create: hubs starting at once on a cluster may not get an answer
+	// to the same creation (see create).
+	err = create(ctx, func(ctx context.Context) (err error) {
+		subs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: s.name + "_subs", Description: "Mercure hub subscriptions (natsstore)",
+			History: 1, Storage: storage, Replicas: s.cfg.replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscriptions bucket: %w", err)
 	}
-	hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
-		History: 1, Storage: storage, Replicas: s.cfg.replicas,
-		LimitMarkerTTL: time.Minute, // message TTLs, and markers for the keys they remove
+	err = create(ctx, func(ctx context.Context) (err error) {
+		hubs, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: s.name + "_hubs", Description: "Mercure hubs alive (natsstore)",
+			History: 1, Storage: storage, Replicas: s.cfg.replicas,
+			LimitMarkerTTL: time.Minute, // message TTLs, and markers for the keys they remove
+		})
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("hubs bucket: %w", err)

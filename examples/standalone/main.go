@@ -38,6 +38,31 @@
 // primary and standbys, name them all, HOST:PORT,HOST:PORT, with
 // target_session_attrs=read-write: the hub follows a promoted standby.
 //
+// nats://[USER:PASS@]HOST:PORT[,HOST:PORT...] keeps the history in a
+// JetStream stream of an existing NATS cluster (or server) that every
+// hub started with the same URL shares (nats-server 2.11 or later, with
+// JetStream enabled). tls:// connects with TLS, checking the servers'
+// certificates against the system's roots or tls_ca=FILE; tls_cert=FILE
+// and tls_key=FILE add a client certificate. USER:PASS@ (or TOKEN@)
+// authenticate to every server of the cluster, creds=FILE with a
+// credentials file (a user JWT and its seed), nkey=FILE with an nkey
+// seed. stream=NAME names the stream (mercure by default); replicas=N
+// keeps it on N servers (1 by default; 3 on a cluster of three), an
+// update being acknowledged once a majority of them has it, so that a
+// server's death loses nothing acknowledged. -history bounds it.
+//
+// -nats-embed DIR needs no server at all: the hub runs a NATS node with
+// JetStream inside its own process, its data in DIR, and keeps the
+// history there. Three hubs, each with -nats-embed, -nats-cluster
+// HOST:PORT (its node's address for the others) and -nats-routes
+// HOST:PORT,HOST:PORT,HOST:PORT (the three nodes' addresses, its own
+// included), are a replicated cluster: each update is kept by the three,
+// acknowledged once two have it, and the cluster goes on while any two
+// run (docs/clusters.md). -nats-listen HOST:PORT opens a client port for
+// NATS tools; -nats-replicas N overrides the copies kept (3 with routes,
+// else 1). The cluster port is neither authenticated nor encrypted: keep
+// it on a private network.
+//
 // -debugger serves the hub's debugger page at the hub path followed by
 // /debug/ (http://localhost:3000/.well-known/mercure/debug/): subscribe,
 // publish, who is connected and the hub's activity, with the viewer's
@@ -118,12 +143,24 @@ type server struct {
 
 // configure parses the flags of the launch contract into a server.
 func configure(args []string, log *slog.Logger) (*server, error) {
+	return configureContext(context.Background(), args, log)
+}
+
+// configureContext is configure, its waits for the store (the embedded
+// NATS cluster's) ended early when ctx ends: a signal.
+func configureContext(ctx context.Context, args []string, log *slog.Logger) (*server, error) {
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	var (
 		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
 		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history          = fs.Int("history", memstore.DefaultMaxEvents, "number of past updates kept for reconnecting subscribers")
-		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), or postgres://USER@HOST:PORT[,HOST:PORT...]/DB[?prefix=NAME][&target_session_attrs=read-write]")
+		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), postgres://USER@HOST:PORT[,HOST:PORT...]/DB[?prefix=NAME][&target_session_attrs=read-write], or nats://[USER:PASS@|TOKEN@]HOST:PORT[,HOST:PORT...][?stream=NAME][&replicas=N] on a NATS cluster with JetStream (tls://... for TLS, with tls_ca=FILE, tls_cert=FILE&tls_key=FILE; creds=FILE or nkey=FILE to authenticate; replicas=N keeps the stream on N servers, default 1)")
+		natsDir          = fs.String("nats-embed", "", "run a NATS node with JetStream inside this process, its data in this directory, as the hub's store (no -store); with -nats-cluster and -nats-routes, hubs are one replicated cluster")
+		natsCluster      = fs.String("nats-cluster", "", "with -nats-embed: this node's cluster address, HOST:PORT, that the other nodes' -nats-routes name (neither authenticated nor encrypted: a private network only)")
+		natsRoutes       = fs.String("nats-routes", "", "with -nats-cluster: the cluster addresses of the nodes, HOST:PORT,HOST:PORT,..., this node's own may be included (the same list on every hub)")
+		natsListen       = fs.String("nats-listen", "", "with -nats-embed: a client port for NATS tools, HOST:PORT (default: none)")
+		natsReplicas     = fs.Int("nats-replicas", 0, "with -nats-embed: the nodes that keep each update, acknowledged once a majority has it (default 3 with routes, 2 for a cluster of two, else 1)")
+		natsWait         = fs.Duration("nats-wait", 2*time.Minute, "with -nats-embed: how long to wait for the NATS cluster before giving up (a new cluster needs all its nodes, a running one a majority)")
 		insecurePublish  = fs.Bool("insecure-publish", false, "accept publishes without a valid token (closed networks only!)")
 		cpuProfile       = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		writeDelay       = fs.Duration("write-delay", 0, "space each stream's writes at least this far apart (fewer system calls under heavy fan-out)")
@@ -165,6 +202,12 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		return nil, err
 	}
 	if err := setLogLevel(*logLevel); err != nil {
+		return nil, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	embed, err := checkNATSEmbed(given, *natsDir, *natsCluster, *natsRoutes, *natsListen, *natsReplicas, *natsWait)
+	if err != nil {
 		return nil, err
 	}
 	if *metricsAddr != "" && *metricsAddr == *addr && !strings.HasSuffix(*addr, ":0") {
@@ -249,6 +292,13 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 	// The store last: nothing can fail between its opening and the hub's.
 	var closeStore func() error
 	switch {
+	case embed.dir != "":
+		st, closeFn, err := openEmbedded(ctx, embed, int64(max(*history, 1)), log)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = closeFn
 	case *storeSpec == "memory":
 		st, err := memstore.New(memstore.WithMaxEvents(*history), memstore.WithMaxBytes(*historyBytes))
 		if err != nil {
@@ -276,8 +326,15 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 		}
 		opts = append(opts, mercure.WithStore(st))
 		closeStore = closeFn
+	case isNATSURL(*storeSpec):
+		st, closeFn, err := openNATS(*storeSpec, int64(max(*history, 1)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mercure.WithStore(st))
+		closeStore = closeFn
 	default:
-		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH, redis://HOST:PORT/DB, redis-sentinel://HOST:PORT/DB?master=NAME, redis-cluster://HOST:PORT or postgres://USER@HOST:PORT/DB", *storeSpec)
+		return nil, fmt.Errorf("-store %q: want memory, bolt:PATH, redis://HOST:PORT/DB, redis-sentinel://HOST:PORT/DB?master=NAME, redis-cluster://HOST:PORT, postgres://USER@HOST:PORT/DB or nats://HOST:PORT", *storeSpec)
 	}
 	var closeTraces func(context.Context) error
 	if *traces != "" {
@@ -605,7 +662,11 @@ func readJWKS(path string) (jwk.Set, error) {
 }
 
 func run(args []string, log *slog.Logger) error {
-	s, err := configure(args, log)
+	// Before the store opens: an embedded NATS node may wait minutes for
+	// its cluster, and a signal then ends the wait.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := configureContext(ctx, args, log)
 	if err != nil {
 		return err
 	}
@@ -630,8 +691,6 @@ func run(args []string, log *slog.Logger) error {
 			return errors.Join(err, s.shutdown(nil, log))
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return s.serve(ctx, ln, log)
 }
 

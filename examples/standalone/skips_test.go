@@ -25,7 +25,14 @@ var (
 // other processes, rather than computing: unless -parallel says
 // otherwise, up to 8 of them run at once, not GOMAXPROCS (2 on a
 // 2-core machine, which ran them two by two).
+//
+// Run with MERCURE_STANDALONE_PROCESS=1, the test binary is a hub: the
+// command itself, with its flags (see hubProcess).
 func TestMain(m *testing.M) {
+	if os.Getenv(hubProcessEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
 	storetest.Parallel(8) // the browser tests wait on Chromium, not on a CPU
 	code := storetest.ReportSkips("examples/standalone", m).Run()
 	chrome.Close()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,13 +15,17 @@ import (
 	"github.com/mercurekit/mercure/internal/seqcheck"
 )
 
-// follower is a subscriber that behaves as an EventSource: it resumes
-// with the last id it saw (its position block included), on its hub.
+// follower is a subscriber that behaves as an EventSource behind a load
+// balancer: it resumes with the last id it saw (its position block
+// included), on its hub, or on the next hub alive once its hub is dead.
 type follower struct {
-	base   string
+	hubs   []*hub
+	at     int // its hub; its goroutine's
+	lat    *latencies
 	rec    seqcheck.Recorder
 	opened atomic.Int32
 	ends   atomic.Int32 // streams the hub ended
+	moved  atomic.Int32 // times it moved to another hub
 
 	mu    sync.Mutex
 	opens []time.Time // when each connection the recorder holds opened
@@ -54,7 +59,11 @@ var streamClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 
 // run connects until ctx ends, and again 200 ms after a refusal.
 func (f *follower) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		if !f.connect(ctx) {
+		if h := pick(f.hubs, f.at); h != f.hubs[f.at] {
+			f.at = slices.Index(f.hubs, h)
+			f.moved.Add(1)
+		}
+		if !f.connect(ctx, f.hubs[f.at]) {
 			select {
 			case <-ctx.Done():
 			case <-time.After(200 * time.Millisecond): // refused: try again
@@ -65,9 +74,9 @@ func (f *follower) run(ctx context.Context) {
 
 // connect opens one stream, resuming from the last id seen, and reads it
 // until it ends; false if the hub refused it.
-func (f *follower) connect(ctx context.Context) bool {
+func (f *follower) connect(ctx context.Context, h *hub) bool {
 	last := f.lastID()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"?match="+url.QueryEscape(topic), nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"?match="+url.QueryEscape(topic), nil)
 	if last != "" {
 		req.Header.Set("Last-Event-ID", last)
 	}
@@ -84,7 +93,9 @@ func (f *follower) connect(ctx context.Context) bool {
 	f.mu.Lock()
 	f.opens = append(f.opens, time.Now())
 	f.mu.Unlock()
-	f.rec.Read(resp, last)
+	tapped := *resp
+	tapped.Body = io.NopCloser(io.TeeReader(resp.Body, &latencyTap{lat: f.lat}))
+	f.rec.Read(&tapped, last)
 	if ctx.Err() == nil {
 		f.ends.Add(1)
 	}

@@ -22,34 +22,86 @@ import (
 type hub struct {
 	name string
 	base string
+	addr string
+	bin  string
+	args []string
 	cmd  *exec.Cmd
+	// dead is set while the schedule has the hub killed (hub-kill): its
+	// subscribers and publishers go to the others, as a load balancer
+	// that checks the hubs' health would send them.
+	dead atomic.Bool
 }
 
-// startHub starts a hub and waits until it listens. Its output goes to
-// clusterload-hub-NAME.log in the temporary directory, kept after the run
-// for a look at what a hub said.
-func startHub(bin, name string, args []string) *hub {
+// newHub returns a hub, not started, that listens on a free port with
+// args.
+func newHub(bin, name string, args []string) *hub {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort())
-	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
-	logf, err := os.Create(filepath.Join(os.TempDir(), "clusterload-hub-"+name+".log"))
+	return &hub{name: name, addr: addr, base: "http://" + addr + "/.well-known/mercure", bin: bin,
+		args: append([]string{"-addr", addr}, args...)}
+}
+
+// startHub starts a hub and waits until it listens.
+func startHub(bin, name string, args []string) *hub {
+	h := newHub(bin, name, args)
+	h.start()
+	h.waitListening()
+	return h
+}
+
+// start starts the hub's process. Its output goes to
+// clusterload-hub-NAME.log in the temporary directory, kept after the run
+// for a look at what a hub said; a restart appends to it.
+func (h *hub) start() {
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if h.cmd != nil {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logf, err := os.OpenFile(filepath.Join(os.TempDir(), "clusterload-hub-"+h.name+".log"), flags, 0o644)
 	check(err)
+	cmd := exec.Command(h.bin, h.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	check(cmd.Start())
 	logf.Close()
 	atExit(func() { continueProcess(cmd.Process); cmd.Process.Kill() })
-	waitAll("hub "+name+" to listen", 20*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
+	h.cmd = cmd
+}
+
+// waitListening waits until the hub listens: with an embedded NATS node,
+// once its cluster is ready, which a new cluster is once every node
+// started.
+func (h *hub) waitListening() {
+	waitAll("hub "+h.name+" to listen", 2*time.Minute, func() bool {
+		c, err := net.Dial("tcp", h.addr)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	})
-	return &hub{name: name, base: "http://" + addr + "/.well-known/mercure", cmd: cmd}
+}
+
+// kill kills the hub as a crash would (SIGKILL), and waits for its end.
+func (h *hub) kill() {
+	h.cmd.Process.Kill()
+	h.cmd.Wait()
+}
+
+// pick returns hubs[i], or the next hub alive when it is dead.
+func pick(hubs []*hub, i int) *hub {
+	for k := range hubs {
+		if h := hubs[(i+k)%len(hubs)]; !h.dead.Load() {
+			return h
+		}
+	}
+	return hubs[i]
 }
 
 // stop ends the hub as an operator would (SIGTERM), continuing it first
-// if it was stopped; it kills it if it has not exited within 10 s.
+// if it was stopped; it kills it if it has not exited within 10 s. A hub
+// killed and never restarted has nothing to stop.
 func (h *hub) stop() {
+	if h.cmd.ProcessState != nil {
+		return
+	}
 	continueProcess(h.cmd.Process)
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
@@ -63,11 +115,13 @@ func (h *hub) stop() {
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 
-// publish sends one update; true once the hub acknowledged it.
-func publish(h *hub, id string) bool {
+// publish sends one update, first sent at first (the data say when, for
+// the delivery's latency: the same in every attempt, so that a retry is
+// the same update); true once the hub acknowledged it.
+func publish(h *hub, id string, first time.Time) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	form := url.Values{"topic": {topic}, "id": {id}, "data": {"update " + id}}
+	form := url.Values{"topic": {topic}, "id": {id}, "data": {"update " + id + " t=" + strconv.FormatInt(first.UnixNano(), 10)}}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.base, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := client.Do(req)
@@ -79,14 +133,12 @@ func publish(h *hub, id string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// publishLoop publishes perSecond updates a second to h until ctx ends,
-// up to 16 at once, each sent again (same id, same data: recorded once)
-// until acknowledged, even after ctx ended: every update it began is
-// publishLoop publishes perSecond updates a second to h until ctx ends,
-// up to 16 at once, each sent again (same id, same data: recorded once)
-// until acknowledged, even after ctx ended: every update it began is
-// acknowledged. l records every attempt.
-func publishLoop(ctx context.Context, l *ledger, h *hub, perSecond int) {
+// publishLoop publishes perSecond updates a second to hubs[i] (to the next
+// hub alive while it is dead) until ctx ends, up to 16 at once, each sent
+// again (same id, same data: recorded once) until acknowledged, even
+// after ctx ended: every update it began is acknowledged. l records every
+// attempt.
+func publishLoop(ctx context.Context, l *ledger, hubs []*hub, i, perSecond int) {
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
 	slots := make(chan struct{}, 16)
@@ -103,10 +155,11 @@ func publishLoop(ctx context.Context, l *ledger, h *hub, perSecond int) {
 		case <-ctx.Done():
 			return
 		}
-		id := fmt.Sprintf("%s%d", h.name, n)
+		id := fmt.Sprintf("%s%d", hubs[i].name, n)
 		wg.Go(func() {
 			defer func() { <-slots }()
-			for !l.publish(h, id) {
+			first := time.Now()
+			for !l.publish(pick(hubs, i), id, first) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		})

@@ -22,11 +22,11 @@ type ledger struct {
 	acked    map[string]time.Time // update id → when a hub acknowledged it
 }
 
-// publish sends the update id to h once (see publish) and records the
-// attempt; true once h acknowledged it.
-func (l *ledger) publish(h *hub, id string) bool {
+// publish sends the update id, first sent at first, to h once (see
+// publish) and records the attempt; true once h acknowledged it.
+func (l *ledger) publish(h *hub, id string, first time.Time) bool {
 	sent := time.Now()
-	ok := publish(h, id)
+	ok := publish(h, id, first)
 	l.record(id, attempt{hub: h.name, sent: sent, done: time.Now(), ok: ok})
 	return ok
 }
@@ -66,18 +66,21 @@ func (l *ledger) snapshot() ([]attempt, map[string]time.Time) {
 // event is something the schedule did to the run.
 type event struct {
 	// name says what: warm-up (the traffic before the first event),
-	// hub-stop, replica-kill, lag (a replica that stops receiving the
-	// primary's writes, -lag), primary-kill or store-kill.
+	// hub-stop, hub-kill, hub-restart, replica-kill, lag (a replica
+	// that stops receiving the primary's writes, -lag), primary-kill,
+	// store-kill or leader-kill (NATS: the stream leader's server).
 	name string
 	at   time.Time
 	// span is how long it lasted: hub B's pause, a server's time down;
 	// 0 for a server that stays down.
 	span time.Duration
 	// hub is the hub whose publishes measure the recovery ("" for
-	// either): for hub B's stop, the other hub keeps publishing.
+	// any): for hub B's stop, the other hubs keep publishing; for a
+	// killed hub's restart, its own publisher comes back to it.
 	hub string
-	// store says that it hit the store's servers: it may lose updates
-	// acknowledged before it.
+	// store says that it hit the store's servers (with an embedded NATS
+	// node, a hub's kill does): it may lose updates acknowledged before
+	// it.
 	store bool
 }
 
@@ -104,6 +107,9 @@ type eventStats struct {
 	// gaps counts the resumes opened in the window that a hub answered
 	// with another cursor than the one asked for.
 	gaps int
+	// p99 is the 99th percentile of the latencies of the deliveries of
+	// the updates first sent in the window (see latencies).
+	p99 time.Duration
 }
 
 // analyze measures each event of events (in time order, the warm-up

@@ -9,40 +9,84 @@ import (
 type schedule struct {
 	cfg    config
 	st     *storeSet
-	b      *hub
+	hubs   []*hub
 	rss    *sampler
-	base   int64   // hub B's RSS before its pause
+	base   int64   // hub B's RSS before its pause; 0 without one
 	events []event // what was done, in order, the warm-up first
 }
 
-// run runs the outage schedule or the failover one, by the store's kind,
-// from the traffic's start.
+// run runs the traffic's warm-up, then each of -events, -between apart,
+// then -after of traffic, from the traffic's start.
 func (s *schedule) run(started time.Time) {
 	s.events = []event{{name: "warm-up", at: started}}
 	time.Sleep(s.cfg.warm)
-	s.stopHub()
-	time.Sleep(s.cfg.between)
-	if s.st.replica == nil {
+	for i, name := range s.cfg.events {
+		if i > 0 {
+			time.Sleep(s.cfg.between)
+		}
+		switch name {
+		case eventHubStop:
+			s.stopHub()
+		case eventStore:
+			s.storeEvent()
+		case eventHubKill:
+			s.killHub()
+		}
+	}
+	time.Sleep(s.cfg.after)
+}
+
+// storeEvent does to the store's servers what its kind lives through: the
+// outage kinds' server, or NATS's stream leader, killed and restarted;
+// the failover kinds' replica killed and restarted, then their primary
+// killed.
+func (s *schedule) storeEvent() {
+	switch {
+	case s.st.leader != nil:
+		s.restart("leader-kill", s.st.leader(), s.cfg.down)
+	case s.st.replica == nil:
 		s.restart("store-kill", s.st.primary, s.cfg.down)
-	} else {
+	default:
 		s.restart("replica-kill", s.st.replica, s.cfg.replicaDown)
 		time.Sleep(s.cfg.between)
 		waitAll("the replicas to follow the primary", 60*time.Second, s.st.synced)
 		s.failover(s.lag())
 	}
-	time.Sleep(s.cfg.after)
 }
 
 // stopHub stops hub B (SIGSTOP) for -pause and continues it; the other
-// hub keeps publishing, so that B's own publishes measure its stall.
+// hubs keep publishing, so that B's own publishes measure its stall.
 func (s *schedule) stopHub() {
+	b := s.hubs[1]
 	s.base = s.rss.now()
 	log.Printf("SIGSTOP hub B (RSS %d MiB) for %v", s.base>>20, s.cfg.pause)
-	check(stop(s.b.cmd.Process))
-	s.add(event{name: "hub-stop", span: s.cfg.pause, hub: s.b.name})
+	check(stop(b.cmd.Process))
+	s.add(event{name: "hub-stop", span: s.cfg.pause, hub: b.name})
 	time.Sleep(s.cfg.pause)
-	check(continueProcess(s.b.cmd.Process))
+	check(continueProcess(b.cmd.Process))
 	log.Printf("SIGCONT hub B")
+}
+
+// killHub kills the last hub as a crash would (SIGKILL: an embedded NATS
+// node dies with it); its subscribers and publishers go to the other
+// hubs. With -hub-down, it starts it again that much later, on the same
+// flags (an embedded node on its directory, to catch up), and its
+// publisher comes back to it once it listens.
+func (s *schedule) killHub() {
+	h := s.hubs[len(s.hubs)-1]
+	log.Printf("SIGKILL hub %s", h.name)
+	h.dead.Store(true)
+	h.kill()
+	e := s.add(event{name: "hub-kill", span: s.cfg.hubDown, store: s.st.hubArgs != nil})
+	if s.cfg.hubDown <= 0 {
+		return
+	}
+	time.Sleep(time.Until(e.at.Add(s.cfg.hubDown)))
+	restarted := s.add(event{name: "hub-restart", hub: h.name})
+	h.start()
+	h.waitListening()
+	h.dead.Store(false)
+	log.Printf("hub %s restarted, listening %.2fs later", h.name, time.Since(restarted.at).Seconds())
 }
 
 // restart kills srv as a crash would, and starts it again after down.

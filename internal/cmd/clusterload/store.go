@@ -21,6 +21,11 @@ const (
 	kindRedisSentinel   = "redis-sentinel"
 	kindRedisCluster    = "redis-cluster"
 	kindPostgresStandby = "postgres-standby"
+	// kindNATS is three nats-server processes with JetStream, the stream
+	// kept by the three; kindNATSEmbed no server at all, the hubs' own
+	// embedded NATS nodes (standalone -nats-embed) forming the cluster.
+	kindNATS      = "nats"
+	kindNATSEmbed = "nats-embed"
 )
 
 // failoverKind reports whether kind is a failover kind.
@@ -59,13 +64,25 @@ type storeSet struct {
 	// lost for good what it did not receive, and lets it go on. nil for
 	// the outage kinds.
 	lag func() (release func())
+	// leader returns the server the store's event kills and restarts,
+	// when it depends on the moment (NATS: the stream's leader); nil
+	// otherwise.
+	leader func() *server
+	// hubArgs returns the flags of hub i of n, instead of -store url;
+	// nil otherwise. Such hubs start together (an embedded NATS node
+	// waits for the others before its hub listens).
+	hubArgs func(i, n int) []string
 }
 
 // startStore starts a store of kind, its data under dir; durable makes
 // its replication synchronous (PostgreSQL) or the hubs' appends wait for
-// a replica (Redis).
-func startStore(kind, dir string, durable bool) *storeSet {
+// a replica (Redis); natsBin is the nats-server program.
+func startStore(kind, dir string, durable bool, natsBin string) *storeSet {
 	switch kind {
+	case kindNATS:
+		return startNATS(dir, natsBin)
+	case kindNATSEmbed:
+		return embeddedNATS(dir)
 	case kindRedis:
 		s := redisServer("redis", dir, "--appendonly", "yes", "--appendfsync", "always")
 		s.start()
@@ -82,7 +99,8 @@ func startStore(kind, dir string, durable bool) *storeSet {
 	case kindRedisCluster:
 		return startCluster(dir, durable)
 	}
-	fatalf("-store %q: want %s, %s, %s, %s or %s", kind, kindRedis, kindPostgres, kindRedisSentinel, kindRedisCluster, kindPostgresStandby)
+	fatalf("-store %q: want %s, %s, %s, %s, %s, %s or %s", kind, kindRedis, kindPostgres, kindRedisSentinel, kindRedisCluster,
+		kindPostgresStandby, kindNATS, kindNATSEmbed)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package natsstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/mercurekit/mercure/store"
 )
+
+// errStalled reports a consumer that stopped delivering what the stream
+// holds.
+var errStalled = errors.New("natsstore: the feed's consumer stopped delivering")
 
 // errDisconnected reports a connection that is not connected, or
 // reconnected under the feed.
@@ -125,9 +130,10 @@ func (s *Store) consume(pos position) (position, error) {
 	var delivered uint64 // the consumer's sequence of the last message
 	var progress scanned // a filtered consumer's, at the last check
 	checked := time.Now()
-	// behind is the position at the last check if the stream held
-	// events after it then, 0 otherwise.
-	var behind uint64
+	// behind is whether the stream held events after the position at
+	// the last check, behindAt that position.
+	var behind bool
+	var behindAt uint64
 	for !s.closed() {
 		if time.Since(checked) >= checkEvery {
 			// A replaced history (a restarted server, a stream created
@@ -142,17 +148,16 @@ func (s *Store) consume(pos position) (position, error) {
 				return next, nil // rewound: a new consumer from there
 			}
 			if filter == nil {
-				if behind != 0 && behind == pos.seq {
+				if behind && behindAt == pos.seq {
 					// A whole check period without a message, while the
 					// stream held more: the consumer stopped delivering
-					// (its server lost, its pull requests lost, paused by
-					// an operator) without a word. A new one takes over.
-					return pos, nil
+					// (its server lost while the connection, to another,
+					// stays up; its pull requests lost; paused by an
+					// operator) without a word. The feed failed: it says
+					// so, and a new consumer takes over.
+					return pos, fmt.Errorf("%w: none of the messages after %d in %v", errStalled, pos.seq, checkEvery)
 				}
-				behind = 0
-				if st.Msgs > 0 && st.LastSeq > pos.seq {
-					behind = max(pos.seq, 1) // 0 means not behind
-				}
+				behind, behindAt = st.Msgs > 0 && st.LastSeq > pos.seq, pos.seq
 			} else {
 				prev := progress
 				if progress, err = s.checkFiltered(cons, progress, delivered); err != nil {
@@ -161,7 +166,7 @@ func (s *Store) consume(pos position) (position, error) {
 				if prev.ok && prev.pending > 0 && delivered == prev.delivered {
 					// The same for a filtered consumer: it had events of
 					// the filter to send a check ago, and sent none since.
-					return pos, nil
+					return pos, fmt.Errorf("%w: none of the %d messages of its filter pending after %d in %v", errStalled, prev.pending, pos.seq, checkEvery)
 				}
 			}
 			if s.narrow() {

@@ -803,7 +803,9 @@ func (r replayer) events(yield func(*store.Event, error) bool) {
 // page reads the messages from from on, up to head: at most replayPage
 // and about pageBytes (at least one message). A replica that lags behind
 // the leader answers with fewer than it could: page asks again, within
-// the store's timeout, until it has one message at least.
+// the store's timeout, until it has one message at least, unless the
+// leader says that retention dropped them (then the first message it
+// returns is past from: a gap).
 func (s *Store) page(ctx context.Context, from, head uint64) ([]rawMsg, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
@@ -838,7 +840,16 @@ func (s *Store) page(ctx context.Context, from, head uint64) ([]rawMsg, error) {
 			// Retention dropped every message up to head.
 			return []rawMsg{{Seq: beyond.Sequence}}, nil
 		}
-		// Nothing from from to head: a replica behind the leader answered.
+		// Nothing from from to head: retention dropped them all (the
+		// leader's state says so), or a replica behind the leader
+		// answered, which catches up soon.
+		st, err := s.info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if st.FirstSeq > from || st.Msgs == 0 {
+			return []rawMsg{{Seq: max(st.FirstSeq, from+1)}}, nil // a gap from from on
+		}
 		select {
 		case <-time.After(wait):
 			wait = min(2*wait, 100*time.Millisecond)

@@ -461,10 +461,14 @@ func TestFailoverSubscriptions(t *testing.T) {
 	sb.Start()
 	sb.Promote()
 	b := open(t, newPool(t, dsn), "mercure", failoverOpts...)
-	storetest.WaitFor(t, "another store to list x and y", func() bool {
-		ids, err := storetest.SubscriptionIDs(ctx, b)
+	var ids []string
+	var err error
+	if !storetest.Within(storetest.Deadline, func() bool {
+		ids, err = storetest.SubscriptionIDs(ctx, b)
 		return err == nil && slices.Equal(ids, []string{"x", "y"})
-	})
+	}) {
+		t.Fatalf("another store lists %q (%v), want x and y", ids, err)
+	}
 }
 
 // restore rewinds the history of prefix in place to its first event,

@@ -727,6 +727,12 @@ func (s *Store) feed(st *feedState) {
 				// another: a standby promoted, or one restored.
 				st.sequence, st.check = true, true
 				if connected {
+					// The pool's connections may lead to the server the
+					// feed lost: a primary whose postmaster died keeps
+					// its backends a moment, and a write through one of
+					// them commits on a server that a standby replaced.
+					// The pool connects again, to the feed's server.
+					s.pool.Reset()
 					s.presence.reconnected()
 				}
 				connected = true

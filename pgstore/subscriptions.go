@@ -211,16 +211,31 @@ func (p *presence) refresher() {
 	ttl := p.s.cfg.subTTL
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
+	// A failed write is tried again soon, not at the next tick: after a
+	// failover, the pool may hand out one dead connection after
+	// another, each costing a tick (a rewrite of the set after a
+	// failover once took more than 30 s so, beside two CPU hogs).
+	const first = 50 * time.Millisecond
+	backoff := first
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-t.C:
 		case <-p.wake:
+		case <-retry:
 		case <-p.s.ctx.Done():
 			return
 		}
+		retry = nil
 		ctx, cancel := context.WithTimeout(p.s.ctx, p.s.cfg.timeout)
-		p.write(ctx, nil, nil) // a failure sets resync: the next tick retries
+		err := p.write(ctx, nil, nil) // a failure sets resync
 		cancel()
+		if err != nil {
+			retry = time.After(backoff)
+			backoff = min(2*backoff, time.Second)
+		} else {
+			backoff = first
+		}
 	}
 }
 

@@ -9,6 +9,11 @@
 //
 //	curl -d topic=https://example.com/books/1 -d data=hello http://localhost:3000/.well-known/mercure
 //
+// With -tls-cert FILE and -tls-key FILE (PEM), -addr serves TLS:
+// browsers get HTTP/2, other clients HTTP/1.1, chosen by ALPN, and the
+// default hub URL is https. SIGHUP reads the pair again, so a renewed
+// certificate is served without ending the streams.
+//
 // The -store flag picks where the history lives: memory (the default),
 // bolt:PATH (a durable file), or a Redis stream that every hub started
 // with the same URL shares, so that they act as one hub:
@@ -124,7 +129,9 @@ func main() {
 
 // server is the configured hub and the handler serving it and the page.
 type server struct {
-	addr       string
+	addr string
+	// cert is -tls-cert and -tls-key; nil serves plain HTTP.
+	cert       *certificate
 	hub        *mercure.Hub
 	handler    http.Handler
 	cpuProfile string
@@ -151,7 +158,9 @@ func configure(args []string, log *slog.Logger) (*server, error) {
 func configureContext(ctx context.Context, args []string, log *slog.Logger) (*server, error) {
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	var (
-		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP)")
+		addr             = fs.String("addr", "localhost:3000", "listen address (plain HTTP, or TLS with -tls-cert)")
+		tlsCert          = fs.String("tls-cert", "", "serve -addr over TLS, HTTP/2 and HTTP/1.1 by ALPN, with this certificate chain (PEM); read again on SIGHUP")
+		tlsKey           = fs.String("tls-key", "", "the private key (PEM) of -tls-cert")
 		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history          = fs.Int("history", memstore.DefaultMaxEvents, "number of past updates kept for reconnecting subscribers")
 		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), postgres://USER@HOST:PORT[,HOST:PORT...]/DB[?prefix=NAME][&target_session_attrs=read-write], or nats://[USER:PASS@|TOKEN@]HOST:PORT[,HOST:PORT...][?stream=NAME][&replicas=N] on a NATS cluster with JetStream (tls://... for TLS, with tls_ca=FILE, tls_cert=FILE&tls_key=FILE; creds=FILE or nkey=FILE to authenticate; replicas=N keeps the stream on N servers, default 1)")
@@ -214,8 +223,18 @@ func configureContext(ctx context.Context, args []string, log *slog.Logger) (*se
 		return nil, errors.New("-metrics-addr must differ from -addr: metrics and health are for operators, not the hub's clients")
 	}
 
+	var cert *certificate
+	if *tlsCert != "" || *tlsKey != "" {
+		if cert, err = loadCertificate(*tlsCert, *tlsKey); err != nil {
+			return nil, err
+		}
+	}
 	if *hubURL == "" {
-		*hubURL = "http://" + *addr + mercure.DefaultHubPath
+		scheme := "http://"
+		if cert != nil {
+			scheme = "https://"
+		}
+		*hubURL = scheme + *addr + mercure.DefaultHubPath
 	}
 	opts := []mercure.Option{
 		mercure.WithLogger(log),
@@ -366,7 +385,7 @@ func configureContext(ctx context.Context, args []string, log *slog.Logger) (*se
 	})
 	// Health is for operators only, on -metrics-addr: its answers name the
 	// store's failure, addresses included.
-	s := &server{addr: *addr, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore, closeTraces: closeTraces,
+	s := &server{addr: *addr, cert: cert, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore, closeTraces: closeTraces,
 		idleTimeout: time.Minute, shutdownTimeout: 5*time.Second + *drain, metricsAddr: *metricsAddr}
 	if *metricsAddr != "" {
 		ops := http.NewServeMux()
@@ -707,9 +726,28 @@ func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) e
 		// on a keep-alive connection.
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       s.idleTimeout,
+		// net/http's own complaints (a failed TLS handshake, a panic in
+		// a handler) join the hub's structured logs.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	if s.cert != nil {
+		srv.TLSConfig = s.cert.config()
+		// Both, whatever GODEBUG says: browsers get HTTP/2, older clients
+		// and proxies HTTP/1.1 (whose streams the hub takes over from
+		// net/http after their headers).
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go s.reloadOn(ctx, hup, log)
+		s.cert.logTo(log)
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	log.Info("hub listening", "addr", ln.Addr().String(), "hub_url", s.hub.URL())
 	var ops *http.Server
 	if s.metricsLn != nil {
@@ -729,6 +767,24 @@ func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) e
 		_ = ops.Close()
 	}
 	return err
+}
+
+// reloadOn reads the certificate again at each signal on hup, until ctx
+// ends; a pair that fails to load leaves the one served so far.
+func (s *server) reloadOn(ctx context.Context, hup <-chan os.Signal, log *slog.Logger) {
+	for {
+		select {
+		case <-hup:
+			if err := s.cert.reload(); err != nil {
+				log.Error("SIGHUP: the TLS certificate was not reloaded; the previous one is still served", "error", err)
+				continue
+			}
+			log.Info("SIGHUP: TLS certificate reloaded")
+			s.cert.logTo(log)
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // shutdown stops the hub, then the server (when there is one), then

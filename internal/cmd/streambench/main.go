@@ -5,15 +5,21 @@
 //
 //	streambench serve -addr 127.0.0.1:8443 -tls -stats 127.0.0.1:6060 &
 //	streambench idle -url https://127.0.0.1:8443/.well-known/mercure -h2 -n 2000 -pubs 200 -pid $! -stats 127.0.0.1:6060
+//	streambench idle -url https://127.0.0.1:8443/.well-known/mercure -h2 -share 100 -n 2000 -pid $! -stats "" -json idle.jsonl
 //	streambench stall -url http://127.0.0.1:8443/.well-known/mercure -n 1000 -updates 5 -size 1000000 -pid $! -stats 127.0.0.1:6060
 //	streambench burst -url http://127.0.0.1:8443/.well-known/mercure -n 400 -healthy 3 -updates 120 -size 262144 -stats 127.0.0.1:6060
 //
-// serve runs the library's hub in its default configuration, plus
+// serve runs the library's hub in its default configuration (or, with
+// -handler floor, no hub: a handler that sends a stream's headers and
+// waits, to measure what net/http costs by itself), plus
 // anonymous subscribers and publishing without a token, and serves the
 // Go runtime's profiles (net/http/pprof) and /stats (the live heap after
 // a collection) on -stats. idle opens n streams, reports the hub's RSS
 // and live heap per stream, then publishes to all of them and reports
-// the hub's CPU time per delivery. stall opens n streams that never read
+// the hub's CPU time per delivery; -share N opens N streams per client
+// (over HTTP/2, one connection: a browser's tabs), -stats "" measures a
+// hub without /stats (the standalone: its RSS only), and -json appends
+// the figures as one JSON object. stall opens n streams that never read
 // and one that does, publishes large updates one at a time, and reports
 // the healthy stream's delay per update and the hub's memory. burst opens
 // n streams that never read and a few that do, publishes updates as fast
@@ -77,6 +83,7 @@ func serve(args []string) {
 	maxConns := fs.Int("max-connections", 30000, "Limits.MaxConnections")
 	profileRate := fs.Int("memprofilerate", 0, "runtime.MemProfileRate (0 keeps Go's default, 1 records every allocation)")
 	maxBody := fs.Int64("max-body-bytes", 0, "Limits.MaxBodyBytes (0 keeps the default)")
+	handler := fs.String("handler", "hub", "hub: the library's hub; floor: no hub, a handler that sends a stream's headers and waits (net/http's own cost per stream)")
 	_ = fs.Parse(args)
 	if *profileRate > 0 {
 		runtime.MemProfileRate = *profileRate
@@ -99,7 +106,21 @@ func serve(args []string) {
 		log.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	hub.Mount(mux)
+	switch *handler {
+	case "hub":
+		hub.Mount(mux)
+	case "floor":
+		// What net/http costs alone: the stream's headers, flushed, and
+		// a handler that waits as the hub's does.
+		mux.HandleFunc("GET "+mercure.DefaultHubPath, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			_ = http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+		})
+	default:
+		log.Fatalf("-handler %q: want hub or floor", *handler)
+	}
 	http.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
 		runtime.GC()
 		runtime.GC()
@@ -192,7 +213,12 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
 }
 
+// heapStats reads the hub's /stats; nil without an address (a hub that
+// serves none, like the standalone: only its RSS is measured).
 func heapStats(addr string) map[string]uint64 {
+	if addr == "" {
+		return nil
+	}
 	res, err := http.Get("http://" + addr + "/stats")
 	if err != nil {
 		log.Fatal(err)
@@ -238,7 +264,17 @@ func idle(args []string) {
 	stats := fs.String("stats", "127.0.0.1:6060", "the hub's -stats address")
 	settle := fs.Duration("settle", 2*time.Second, "pause before reading the memory figures")
 	heapProfile := fs.String("heapprofile", "", "save the hub's heap profile (/debug/pprof/heap) with the streams open to this file")
+	share := fs.Int("share", 1, "streams per client, as a browser's tabs share its connection (HTTP/2: one connection carries up to the server's stream limit, 250 for net/http)")
+	jsonOut := fs.String("json", "", "append the figures to this file as one JSON object (JSON Lines)")
+	label := fs.String("label", "", "what was measured, for -json (e.g. standalone, floor)")
 	_ = fs.Parse(args)
+	if *share < 1 {
+		log.Fatal("-share: want 1 or more")
+	}
+	clients := make([]*http.Client, (*n+*share-1) / *share)
+	for i := range clients {
+		clients[i] = client(*h2)
+	}
 
 	base := heapStats(*stats)
 	rss0 := procStatus(*pid, "VmRSS")
@@ -257,7 +293,7 @@ func idle(args []string) {
 			if *pattern {
 				q = "match_urlpattern=" + url.QueryEscape(fmt.Sprintf("https://bench.example/items/%d/:id", i)) + "&match=" + url.QueryEscape(topic)
 			}
-			res, err := client(*h2).Get(*hubURL + "?" + q)
+			res, err := clients[i / *share].Get(*hubURL + "?" + q)
 			<-sem
 			if err != nil || res.StatusCode != 200 {
 				failed.Add(1)
@@ -299,11 +335,23 @@ func idle(args []string) {
 	after := heapStats(*stats)
 	rss1 := procStatus(*pid, "VmRSS")
 	ok := int64(*n) - failed.Load()
-	fmt.Printf("streams=%d failed=%d connect=%.1fs rss=%d→%d KB rss/stream=%.0f B heap/stream=%.0f B (in use %.0f B) stack/stream=%.0f B goroutines=%d\n",
-		ok, failed.Load(), connect.Seconds(), rss0, rss1, float64(rss1-rss0)*1024/float64(ok),
-		(float64(after["heap_alloc"])-float64(base["heap_alloc"]))/float64(ok),
-		(float64(after["heap_inuse"])-float64(base["heap_inuse"]))/float64(ok),
-		(float64(after["stack_inuse"])-float64(base["stack_inuse"]))/float64(ok), after["goroutines"])
+	fig := idleResult{
+		Label: *label, Proto: proto(*hubURL, *h2), Streams: ok, Share: *share, Failed: failed.Load(), ConnectS: connect.Seconds(),
+		RSSPerStream: float64(rss1-rss0) * 1024 / float64(ok),
+		Date:         time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
+	}
+	if after != nil {
+		fig.HeapPerStream = (float64(after["heap_alloc"]) - float64(base["heap_alloc"])) / float64(ok)
+		fig.StackPerStream = (float64(after["stack_inuse"]) - float64(base["stack_inuse"])) / float64(ok)
+		fig.GoroutinesPerStream = (float64(after["goroutines"]) - float64(base["goroutines"])) / float64(ok)
+	}
+	fmt.Printf("streams=%d (%d per client) failed=%d connect=%.1fs rss=%d→%d KB rss/stream=%.0f B heap/stream=%.0f B stack/stream=%.0f B goroutines/stream=%.2f\n",
+		ok, *share, failed.Load(), connect.Seconds(), rss0, rss1, fig.RSSPerStream, fig.HeapPerStream, fig.StackPerStream, fig.GoroutinesPerStream)
+	defer func() {
+		if *jsonOut != "" {
+			writeJSONLine(*jsonOut, fig)
+		}
+	}()
 	if *heapProfile != "" {
 		res, err := http.Get("http://" + *stats + "/debug/pprof/heap?gc=1")
 		if err != nil {
@@ -346,8 +394,57 @@ func idle(args []string) {
 	}
 	elapsed := time.Since(t0)
 	cpu := cpuTime(*pid) - cpu0
+	fig.CPUPerDelivery = float64(cpu.Microseconds()) / float64(want)
 	fmt.Printf("deliveries=%d in %.2fs (%.0f/s) hub CPU %.2fs = %.2f µs/delivery\n",
-		want, elapsed.Seconds(), float64(want)/elapsed.Seconds(), cpu.Seconds(), float64(cpu.Microseconds())/float64(want))
+		want, elapsed.Seconds(), float64(want)/elapsed.Seconds(), cpu.Seconds(), fig.CPUPerDelivery)
+}
+
+// idleResult is what idle measured, as -json writes it.
+type idleResult struct {
+	Label string `json:"label,omitempty"`
+	// Proto is h1 (plain HTTP/1.1), h1-tls or h2.
+	Proto string `json:"proto"`
+	// Streams is how many opened; Share how many share each client.
+	Streams  int64   `json:"streams"`
+	Share    int     `json:"share"`
+	Failed   int64   `json:"failed"`
+	ConnectS float64 `json:"connect_s"`
+	// The hub's resident memory per stream, and (with -stats) its live
+	// heap, goroutine stacks and goroutines per stream.
+	RSSPerStream        float64 `json:"rss_per_stream_b"`
+	HeapPerStream       float64 `json:"heap_per_stream_b,omitempty"`
+	StackPerStream      float64 `json:"stack_per_stream_b,omitempty"`
+	GoroutinesPerStream float64 `json:"goroutines_per_stream,omitempty"`
+	// CPUPerDelivery is the hub's CPU time per delivery (with -pubs).
+	CPUPerDelivery float64 `json:"cpu_per_delivery_us,omitempty"`
+	Date           string  `json:"date"`
+	GoVersion      string  `json:"go_version"`
+}
+
+func proto(hubURL string, h2 bool) string {
+	switch {
+	case h2:
+		return "h2"
+	case strings.HasPrefix(hubURL, "https:"):
+		return "h1-tls"
+	}
+	return "h1"
+}
+
+// writeJSONLine appends v to path as one line of JSON.
+func writeJSONLine(path string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		log.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		log.Fatal(err)
+	}
 }
 
 func stall(args []string) {

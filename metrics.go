@@ -163,8 +163,9 @@ type Metrics struct {
 	// Overflows counts the streams disconnected because they fell behind
 	// (see [Limits].QueueEvents and QueueBytes).
 	Overflows uint64
-	// QueuedBytes is the bytes waiting in the streams' queues now, an
-	// event shared by several queues counted in each.
+	// QueuedBytes is the memory the streams' queues take now, as
+	// [Limits].MaxQueuedBytes counts it: each waiting event's bytes once,
+	// however many queues share them, and a few words per queue entry.
 	QueuedBytes int64
 	// FeedError is why the store's live feed is failing, nil while it
 	// works. While it fails, the hub's subscribers get no update from any

@@ -484,9 +484,10 @@ type Limits struct {
 	// to the streams. Publishing does not wait for the fan-out: it
 	// records the update and answers, and the hub delivers it meanwhile.
 	// Only a hub that receives updates faster than it can deliver them
-	// builds a backlog; past this many updates, or past MaxQueuedBytes
-	// of them, [Hub.Publish] (and so a POST) waits for room, as long as
-	// its context allows. Updates from other hubs sharing the store are
+	// builds a backlog; past this many updates, or past half of
+	// MaxQueuedBytes of them, or while the streams' queues hold more
+	// than MaxQueuedBytes, [Hub.Publish] (and so a POST) waits for room,
+	// as long as its context allows. Updates from other hubs sharing the store are
 	// never held back. Default 1024.
 	MaxPendingUpdates int
 

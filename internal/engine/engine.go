@@ -216,9 +216,10 @@ func New(cfg Config) *Engine {
 // Counters returns the engine's counters.
 func (e *Engine) Counters() *Counters { return &e.counters }
 
-// QueuedBytes is the bytes waiting in the streams' queues now, an event
-// shared by several queues counted in each (give or take the event being
-// dispatched).
+// QueuedBytes is the memory the streams' queues take now, as
+// Limits.MaxQueuedBytes counts it: each event's bytes once, however many
+// queues share them, and entryCost per queue entry (give or take the
+// event being dispatched).
 func (e *Engine) QueuedBytes() int64 { return max(e.queued.Load(), 0) }
 
 // Streams is the number of streams open now.

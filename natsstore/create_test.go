@@ -1,9 +1,12 @@
 package natsstore_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mercurekit/mercure/natsstore"
 	"github.com/mercurekit/mercure/natsstore/natstest"
@@ -33,4 +36,41 @@ func TestNewAtOnceOnACluster(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A store opened without WithReplicas on a replicated stream keeps its
+// replicas, and so do the buckets it makes: a hub started without the
+// option does not scale the cluster's history down to one server.
+func TestNewKeepsTheStreamsReplicas(t *testing.T) {
+	t.Parallel()
+	ss := natstest.StartCluster(t)
+	name := streamName()
+	nc := natstest.Connect(t, ss[0])
+	s, err := natsstore.New(nc, name, natsstore.WithReplicas(3), natsstore.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	other := natstest.Connect(t, ss[1])
+	s, err = natsstore.New(other, name, natsstore.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	js, err := jetstream.New(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, stream := range []string{name, "KV_" + name + "_subs", "KV_" + name + "_hubs"} {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := st.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("%s: %d replicas after New without WithReplicas, want the 3 it had", stream, r)
+		}
+	}
 }

@@ -133,7 +133,7 @@ type config struct {
 	maxLen   int64
 	maxBytes int64
 	maxAge   time.Duration
-	replicas int
+	replicas int // 0 until New resolves it: not given
 	timeout  time.Duration
 	window   time.Duration
 	subTTL   time.Duration
@@ -179,8 +179,10 @@ func WithMaxAge(d time.Duration) Option {
 // WithReplicas keeps the stream, and the buckets of the shared
 // subscriptions, on n servers (JetStream's replicas, 1 to 5): an append
 // is acknowledged once a majority of them has it, so that the stream
-// loses no acknowledged update while a majority survives. The default is
-// 1. New applies it to an existing stream too.
+// loses no acknowledged update while a majority survives. New applies it
+// to an existing stream too. Without it, New keeps an existing stream's
+// replicas (a hub started without the option does not scale a
+// replicated stream down) and creates a stream with 1.
 func WithReplicas(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > 5 {
@@ -285,7 +287,7 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	if !validName(name) {
 		return nil, fmt.Errorf("%w: natsstore: %q is not a stream name (letters, digits, - and _)", mercure.ErrInvalidOption, name)
 	}
-	cfg := config{maxLen: DefaultMaxLen, replicas: 1, timeout: DefaultTimeout, window: store.DefaultRetryWindow, subTTL: DefaultSubscriptionTTL}
+	cfg := config{maxLen: DefaultMaxLen, timeout: DefaultTimeout, window: store.DefaultRetryWindow, subTTL: DefaultSubscriptionTTL}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil natsstore.Option", mercure.ErrInvalidOption)
@@ -313,8 +315,22 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Store, error) {
 	cctx, ccancel := context.WithTimeout(ctx, cfg.timeout)
 	defer ccancel()
 	if err := create(cctx, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateStream(ctx, s.streamConfig())
-		return err
+		sc := s.streamConfig()
+		if cfg.replicas == 0 { // not given: the stream's own, else 1
+			sc.Replicas = 1
+			switch st, err := js.Stream(ctx, name); {
+			case err == nil:
+				sc.Replicas = st.CachedInfo().Config.Replicas
+			case !errors.Is(err, jetstream.ErrStreamNotFound):
+				return err
+			}
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return err
+		}
+		// The buckets, and the stream if it must be made again, follow.
+		s.cfg.replicas = sc.Replicas
+		return nil
 	}); err != nil {
 		return fail(fmt.Errorf("stream %s: %w", name, err))
 	}

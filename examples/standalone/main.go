@@ -52,7 +52,8 @@
 // authenticate to every server of the cluster, creds=FILE with a
 // credentials file (a user JWT and its seed), nkey=FILE with an nkey
 // seed. stream=NAME names the stream (mercure by default); replicas=N
-// keeps it on N servers (1 by default; 3 on a cluster of three), an
+// keeps it on N servers (3 on a cluster of three; without it, an
+// existing stream keeps its own and a new one gets 1), an
 // update being acknowledged once a majority of them has it, so that a
 // server's death loses nothing acknowledged. -history bounds it.
 //
@@ -163,7 +164,7 @@ func configureContext(ctx context.Context, args []string, log *slog.Logger) (*se
 		tlsKey           = fs.String("tls-key", "", "the private key (PEM) of -tls-cert")
 		hubURL           = fs.String("hub-url", "", "public hub URL (default http://ADDR/.well-known/mercure)")
 		history          = fs.Int("history", memstore.DefaultMaxEvents, "number of past updates kept for reconnecting subscribers")
-		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), postgres://USER@HOST:PORT[,HOST:PORT...]/DB[?prefix=NAME][&target_session_attrs=read-write], or nats://[USER:PASS@|TOKEN@]HOST:PORT[,HOST:PORT...][?stream=NAME][&replicas=N] on a NATS cluster with JetStream (tls://... for TLS, with tls_ca=FILE, tls_cert=FILE&tls_key=FILE; creds=FILE or nkey=FILE to authenticate; replicas=N keeps the stream on N servers, default 1)")
+		storeSpec        = fs.String("store", "memory", "history store: memory, bolt:PATH for a durable file, or shared by hubs: redis://HOST:PORT/DB, redis-sentinel://HOST:PORT[,HOST:PORT...]/DB?master=NAME or redis-cluster://HOST:PORT[,HOST:PORT...] (rediss... for TLS; stream=KEY names the stream, replicas=N waits for N replicas), postgres://USER@HOST:PORT[,HOST:PORT...]/DB[?prefix=NAME][&target_session_attrs=read-write], or nats://[USER:PASS@|TOKEN@]HOST:PORT[,HOST:PORT...][?stream=NAME][&replicas=N] on a NATS cluster with JetStream (tls://... for TLS, with tls_ca=FILE, tls_cert=FILE&tls_key=FILE; creds=FILE or nkey=FILE to authenticate; replicas=N keeps the stream on N servers; without it an existing stream keeps its own, a new one gets 1)")
 		natsDir          = fs.String("nats-embed", "", "run a NATS node with JetStream inside this process, its data in this directory, as the hub's store (no -store); with -nats-cluster and -nats-routes, hubs are one replicated cluster")
 		natsCluster      = fs.String("nats-cluster", "", "with -nats-embed: this node's cluster address, HOST:PORT, that the other nodes' -nats-routes name (neither authenticated nor encrypted: a private network only)")
 		natsRoutes       = fs.String("nats-routes", "", "with -nats-cluster: the cluster addresses of the nodes, HOST:PORT,HOST:PORT,..., this node's own may be included (the same list on every hub)")

@@ -145,8 +145,9 @@ type server struct {
 	metrics     http.Handler
 	metricsLn   net.Listener
 	// idleTimeout closes keep-alive connections idle that long;
-	// shutdownTimeout is how long a shutdown waits for requests in flight.
-	idleTimeout, shutdownTimeout time.Duration
+	// shutdownTimeout is how long a shutdown waits for requests in flight;
+	// headerTimeout bounds a request's headers, and a TLS handshake.
+	idleTimeout, shutdownTimeout, headerTimeout time.Duration
 }
 
 // configure parses the flags of the launch contract into a server.
@@ -387,7 +388,7 @@ func configureContext(ctx context.Context, args []string, log *slog.Logger) (*se
 	// Health is for operators only, on -metrics-addr: its answers name the
 	// store's failure, addresses included.
 	s := &server{addr: *addr, cert: cert, hub: hub, handler: mux, cpuProfile: *cpuProfile, closeStore: closeStore, closeTraces: closeTraces,
-		idleTimeout: time.Minute, shutdownTimeout: 5*time.Second + *drain, metricsAddr: *metricsAddr}
+		idleTimeout: time.Minute, shutdownTimeout: 5*time.Second + *drain, headerTimeout: 10 * time.Second, metricsAddr: *metricsAddr}
 	if *metricsAddr != "" {
 		ops := http.NewServeMux()
 		ops.Handle("GET /metrics", promhub.Handler(hub))
@@ -725,7 +726,8 @@ func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) e
 		// write to a stream (Limits.WriteTimeout). What it never sees is
 		// bounded here: the headers, and the idle time between requests
 		// on a keep-alive connection.
-		ReadHeaderTimeout: 10 * time.Second,
+		// net/http bounds a TLS handshake by it too.
+		ReadHeaderTimeout: s.headerTimeout,
 		IdleTimeout:       s.idleTimeout,
 		// net/http's own complaints (a failed TLS handshake, a panic in
 		// a handler) join the hub's structured logs.
@@ -752,7 +754,7 @@ func (s *server) serve(ctx context.Context, ln net.Listener, log *slog.Logger) e
 	log.Info("hub listening", "addr", ln.Addr().String(), "hub_url", s.hub.URL())
 	var ops *http.Server
 	if s.metricsLn != nil {
-		ops = &http.Server{Handler: s.metrics, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: s.idleTimeout}
+		ops = &http.Server{Handler: s.metrics, ReadHeaderTimeout: s.headerTimeout, IdleTimeout: s.idleTimeout}
 		go func() { errc <- ops.Serve(s.metricsLn) }()
 		log.Info("metrics and health listening", "addr", s.metricsLn.Addr().String())
 	}

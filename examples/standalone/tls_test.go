@@ -245,3 +245,32 @@ func TestStandalone_TLSFlags(t *testing.T) {
 		}
 	}
 }
+
+// A client that opens connections and never completes its TLS handshake
+// holds each for the header timeout at most.
+func TestStandalone_TLSHandshakeBounded(t *testing.T) {
+	dir := t.TempDir()
+	writeTLSFiles(t, dir)
+	s, err := configure([]string{"-addr", "127.0.0.1:0",
+		"-tls-cert", filepath.Join(dir, "server.pem"), "-tls-key", filepath.Join(dir, "server-key.pem")}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.headerTimeout = 200 * time.Millisecond
+	addr, _ := serveInBackground(t, s)
+	for _, hello := range []string{"", "\x16\x03\x01\x02\x00"} { // nothing; a record header, then nothing
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, hello)
+		c.SetReadDeadline(time.Now().Add(storetest.Deadline))
+		began := time.Now()
+		_, err = io.ReadAll(c)
+		c.Close()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a handshake that never came (sent %q) held its connection past %v", hello, storetest.Deadline)
+		}
+		t.Logf("sent %q: closed after %v", hello, time.Since(began).Round(time.Millisecond))
+	}
+}

@@ -542,3 +542,20 @@ func TestBuildFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestCommitted checks that docs/performance.md and docs/perf/*.svg are
+// what the committed JSON gives, as perfdoc -check does.
+func TestCommitted(t *testing.T) {
+	t.Parallel()
+	outs, err := build("../../../docs/perf", "../../../docs/performance.md", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := compare(outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range stale {
+		t.Errorf("%s is stale: run go run ./internal/cmd/perfdoc", name)
+	}
+}

@@ -75,7 +75,7 @@ func (a logAxis) ticks() []float64 {
 		mantissas = []int{1}
 	case span < 0.8:
 		mantissas = []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
-	case span < 1.5:
+	case span < 2:
 		mantissas = []int{1, 2, 3, 5}
 	}
 	var out []float64

@@ -4,7 +4,7 @@
 // and the clients, in two processes:
 //
 //	streambench serve -addr 127.0.0.1:8443 -tls -stats 127.0.0.1:6060 &
-//	streambench idle -url https://127.0.0.1:8443/.well-known/mercure -h2 -n 2000 -pubs 200 -pid $! -stats 127.0.0.1:6060
+//	streambench idle -url https://127.0.0.1:8443/.well-known/mercure -h2 -n 2000 -pubs 200 -pid $! -stats 127.0.0.1:6060 [-json FILE]
 //	streambench stall -url http://127.0.0.1:8443/.well-known/mercure -n 1000 -updates 5 -size 1000000 -pid $! -stats 127.0.0.1:6060
 //	streambench burst -url http://127.0.0.1:8443/.well-known/mercure -n 400 -healthy 3 -updates 120 -size 262144 -stats 127.0.0.1:6060
 //
@@ -238,6 +238,7 @@ func idle(args []string) {
 	stats := fs.String("stats", "127.0.0.1:6060", "the hub's -stats address")
 	settle := fs.Duration("settle", 2*time.Second, "pause before reading the memory figures")
 	heapProfile := fs.String("heapprofile", "", "save the hub's heap profile (/debug/pprof/heap) with the streams open to this file")
+	jsonOut := fs.String("json", "", "also write the figures to this file, as one JSON object (docs/perf/streambench, read by internal/cmd/perfdoc)")
 	_ = fs.Parse(args)
 
 	base := heapStats(*stats)
@@ -299,6 +300,16 @@ func idle(args []string) {
 	after := heapStats(*stats)
 	rss1 := procStatus(*pid, "VmRSS")
 	ok := int64(*n) - failed.Load()
+	res := idleResult{
+		Proto: proto(*hubURL, *h2), N: ok, Pattern: *pattern,
+		RSSPerStreamB:   float64(rss1-rss0) * 1024 / float64(ok),
+		HeapPerStreamB:  (float64(after["heap_alloc"]) - float64(base["heap_alloc"])) / float64(ok),
+		StackPerStreamB: (float64(after["stack_inuse"]) - float64(base["stack_inuse"])) / float64(ok),
+		Goroutines:      after["goroutines"],
+	}
+	if *jsonOut != "" {
+		defer func() { res.write(*jsonOut) }() // with the CPU figures, if any
+	}
 	fmt.Printf("streams=%d failed=%d connect=%.1fs rss=%d→%d KB rss/stream=%.0f B heap/stream=%.0f B (in use %.0f B) stack/stream=%.0f B goroutines=%d\n",
 		ok, failed.Load(), connect.Seconds(), rss0, rss1, float64(rss1-rss0)*1024/float64(ok),
 		(float64(after["heap_alloc"])-float64(base["heap_alloc"]))/float64(ok),
@@ -346,8 +357,44 @@ func idle(args []string) {
 	}
 	elapsed := time.Since(t0)
 	cpu := cpuTime(*pid) - cpu0
+	if want > 0 {
+		res.Deliveries = want
+		res.CPUPerDeliveryUs = float64(cpu.Microseconds()) / float64(want)
+	}
 	fmt.Printf("deliveries=%d in %.2fs (%.0f/s) hub CPU %.2fs = %.2f µs/delivery\n",
 		want, elapsed.Seconds(), float64(want)/elapsed.Seconds(), cpu.Seconds(), float64(cpu.Microseconds())/float64(want))
+}
+
+// idleResult is what idle writes with -json.
+type idleResult struct {
+	Proto            string  `json:"proto"` // h1, h1-tls or h2
+	N                int64   `json:"n"`     // streams open
+	Pattern          bool    `json:"pattern,omitempty"`
+	RSSPerStreamB    float64 `json:"rss_per_stream_b"`
+	HeapPerStreamB   float64 `json:"heap_per_stream_b"`
+	StackPerStreamB  float64 `json:"stack_per_stream_b"`
+	Goroutines       uint64  `json:"goroutines"`
+	Deliveries       int64   `json:"deliveries,omitempty"`
+	CPUPerDeliveryUs float64 `json:"cpu_per_delivery_us,omitempty"`
+}
+
+// proto names the protocol idle's streams use.
+func proto(hubURL string, h2 bool) string {
+	switch {
+	case h2:
+		return "h2"
+	case strings.HasPrefix(hubURL, "https:"):
+		return "h1-tls"
+	}
+	return "h1"
+}
+
+// write writes r to the file name.
+func (r idleResult) write(name string) {
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+		log.Fatal(err)
+	}
 }
 
 func stall(args []string) {

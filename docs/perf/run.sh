@@ -1,10 +1,13 @@
 #!/bin/bash
 # Reproduces docs/perf/loadgen/*.json (loadgen's fanout scenario against
-# this hub and the broadcaster, S from 1 000 to 19 000), then regenerates
-# docs/performance.md's curves and docs/perf/*.svg with perfdoc.
+# this hub and the broadcaster, S from 1 000 to 19 000) and
+# docs/perf/streambench/*.json (2 000 idle streams over HTTP/1.1, HTTP/1.1
+# over TLS and HTTP/2), then regenerates docs/performance.md's curves and
+# docs/perf/*.svg with perfdoc.
 #
 #	docs/perf/run.sh                       # everything, 2 runs each
-#	RUNS="3" SUBS="19000" HUBS="default" docs/perf/run.sh   # redo one point
+#	RUNS="3" SUBS="19000" HUBS="default" PROTOS= docs/perf/run.sh   # redo one point
+#	HUBS= PROTOS="h2" docs/perf/run.sh     # redo the HTTP/2 streams only
 #	GENERATE=0 docs/perf/run.sh            # measure only
 #
 # Each run writes docs/perf/loadgen/<hub>-fanout-<S>-<run>.json (loadgen's
@@ -13,7 +16,8 @@
 # shared: the load averages say how much).
 # The hub is pinned to CPU 0 and loadgen to CPU 1 (a 2-core machine).
 # Hubs: default (examples/standalone), goroutine (the same with
-# -goroutine-streams), broadcaster (internal/cmd/broadcaster).
+# -goroutine-streams), broadcaster (internal/cmd/broadcaster). Streams:
+# h1, h1-tls, h2, served by `streambench serve` on CPU 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -21,17 +25,29 @@ BIN=${BIN:-/tmp/perf}
 OUT=${OUT:-docs/perf/loadgen}
 RUNS=${RUNS:-"1 2"}
 SUBS=${SUBS:-"1000 2000 5000 10000 19000"}
-HUBS=${HUBS:-"default broadcaster"}
+HUBS=${HUBS-"default broadcaster"}
+PROTOS=${PROTOS-"h1 h1-tls h2"}
 WAIT_QUIET=${WAIT_QUIET:-30s}
 GENERATE=${GENERATE:-1}
 
 mkdir -p "$BIN" "$OUT"
 go build -o "$BIN/standalone" ./examples/standalone
 go build -o "$BIN/broadcaster" ./internal/cmd/broadcaster
+go build -o "$BIN/streambench" ./internal/cmd/streambench
 (cd ../shared/loadgen 2>/dev/null || cd "${LOADGEN_DIR:?set LOADGEN_DIR to the loadgen sources}"; go build -o "$BIN/loadgen" .)
 # S + 64 descriptors for each process: 19 000 needs a hard limit of at least 19 064.
 ulimit -n "$(ulimit -Hn)"
 commit=$(git rev-parse --short HEAD)
+
+# sidecar FILE WHEN: the commit and the date (WHEN=before), or uptime's
+# line after the run.
+sidecar() {
+	if [ "$2" = before ]; then
+		{ echo "commit $commit"; echo "date $(date -u +%Y-%m-%dT%H:%MZ)"; echo "before $(uptime)"; } > "$1"
+	else
+		echo "after $(uptime)" >> "$1"
+	fi
+}
 
 # About 4 M deliveries per run (3 000 updates at most), -max-pub-time 40s:
 # each run takes under a minute, even for the broadcaster.
@@ -47,14 +63,40 @@ for run in $RUNS; do
 			*) echo "run.sh: unknown hub $hub" >&2; exit 2 ;;
 			esac
 			base="$OUT/$hub-fanout-$s-$run"
-			{ echo "commit $commit"; echo "date $(date -u +%Y-%m-%dT%H:%MZ)"; echo "before $(uptime)"; } > "$base.uptime"
+			sidecar "$base.uptime" before
 			taskset -c 1 "$BIN/loadgen" -reader epoll -hub-cpu 0 -wait-quiet "$WAIT_QUIET" \
 				-subs "$s" -pubs "$(pubs_for "$s")" -max-pub-time 40s -scenarios fanout \
 				-hub-log "$BIN/hub-$hub-$s-$run.log" -json-out "$base.json" -- "${cmd[@]}" \
 				> "$BIN/loadgen-$hub-$s-$run.out"
-			echo "after $(uptime)" >> "$base.uptime"
+			sidecar "$base.uptime" after
 			echo "$base: $(tail -n 1 "$base.uptime")" >&2
 		done
+	done
+done
+
+# Idle streams: memory per stream, then 100 updates one at a time to all.
+STREAMS_OUT=${STREAMS_OUT:-docs/perf/streambench}
+mkdir -p "$STREAMS_OUT"
+for run in $RUNS; do
+	for proto in $PROTOS; do
+		serve=(-addr 127.0.0.1:18443 -stats 127.0.0.1:16060)
+		idle=(-url http://127.0.0.1:18443/.well-known/mercure)
+		case $proto in
+		h1) ;;
+		h1-tls) serve+=(-tls); idle=(-url https://127.0.0.1:18443/.well-known/mercure) ;;
+		h2) serve+=(-tls); idle=(-url https://127.0.0.1:18443/.well-known/mercure -h2) ;;
+		*) echo "run.sh: unknown protocol $proto" >&2; exit 2 ;;
+		esac
+		base="$STREAMS_OUT/idle-$proto-2000-$run"
+		taskset -c 0 "$BIN/streambench" serve "${serve[@]}" 2> "$BIN/serve-$proto-$run.log" &
+		pid=$!
+		for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/18443) 2>/dev/null && break; sleep 0.1; done
+		sidecar "$base.uptime" before
+		taskset -c 1 "$BIN/streambench" idle "${idle[@]}" -n 2000 -pubs 100 -pid "$pid" \
+			-stats 127.0.0.1:16060 -json "$base.json" > "$BIN/idle-$proto-$run.out"
+		sidecar "$base.uptime" after
+		kill "$pid"; wait "$pid" || true
+		echo "$base: $(head -n 1 "$BIN/idle-$proto-$run.out")" >&2
 	done
 done
 

@@ -225,3 +225,51 @@ func hubOrder(a, b string) int {
 	}
 	return strings.Compare(a, b)
 }
+
+// streamRun is one `streambench idle -json` result: idle streams of one
+// protocol, their memory and the hub's CPU time per delivery.
+type streamRun struct {
+	Proto            string  `json:"proto"`
+	N                int     `json:"n"`
+	Pattern          bool    `json:"pattern"`
+	RSSPerStreamB    float64 `json:"rss_per_stream_b"`
+	HeapPerStreamB   float64 `json:"heap_per_stream_b"`
+	StackPerStreamB  float64 `json:"stack_per_stream_b"`
+	Goroutines       float64 `json:"goroutines"`
+	CPUPerDeliveryUs float64 `json:"cpu_per_delivery_us"`
+
+	File string    `json:"-"`
+	Load []float64 `json:"-"` // from the sidecar, as for loadgen's runs
+}
+
+// readStreamDir reads every streambench JSON file of dir (any name ending
+// in .json) with its optional .uptime sidecar, sorted by file name. A
+// missing dir gives no runs.
+func readStreamDir(dir string) ([]streamRun, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var runs []streamRun
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		var r streamRun
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if r.Proto == "" || r.N <= 0 {
+			return nil, fmt.Errorf("%s: want a proto and n > 0", name)
+		}
+		side, err := os.ReadFile(strings.TrimSuffix(name, ".json") + ".uptime")
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		_, _, r.Load = parseSidecar(side)
+		r.File = filepath.Base(name)
+		runs = append(runs, r)
+	}
+	return runs, nil
+}

@@ -11,6 +11,9 @@
 //     (-json-out), one file per run, the hub's label in the name; and the
 //     optional sidecar <same>.uptime that docs/perf/run.sh writes (the
 //     commit measured and the load averages around the run);
+//   - docs/perf/streambench/*.json: `streambench idle -json` results, one
+//     file per run, with the same optional sidecar; while there are none,
+//     the streams block says so;
 //   - docs/perf/sim.jsonl: internal/cmd/simscale's results, one JSON object
 //     a line. While it is absent, the simulation's block says so and its
 //     plots are not drawn.
@@ -114,6 +117,16 @@ func build(dir, doc string, log io.Writer) ([]output, error) {
 	}
 	if err := loadgenBlocks(runs, blocks, add, link); err != nil {
 		return nil, err
+	}
+	streams, err := readStreamDir(filepath.Join(dir, "streambench"))
+	if err != nil {
+		return nil, err
+	}
+	if len(streams) == 0 {
+		fmt.Fprintf(log, "perfdoc: no results in %s: the streams block says so\n", filepath.Join(dir, "streambench"))
+		blocks["streams"] = "_No results yet in `docs/perf/streambench/` (`streambench idle -json`)._\n"
+	} else {
+		blocks["streams"] = streamsTable(streams)
 	}
 	sim, err := readSimFile(filepath.Join(dir, "sim.jsonl"))
 	switch {

@@ -387,11 +387,13 @@ func TestRewrite(t *testing.T) {
 const testDoc = "# Performance\n\nHand-written.\n\n" +
 	"<!-- perfdoc:begin fanout -->\n<!-- perfdoc:end fanout -->\n\nRuns:\n\n" +
 	"<!-- perfdoc:begin fanout-runs -->\n<!-- perfdoc:end fanout-runs -->\n\n" +
+	"<!-- perfdoc:begin streams -->\n<!-- perfdoc:end streams -->\n\n" +
 	"<!-- perfdoc:begin sim -->\n<!-- perfdoc:end sim -->\n\nThe end.\n"
 
-// testTree writes a docs directory with loadgen runs (and the sample
-// simulation if sim) and returns the results' directory and the doc.
-func testTree(t *testing.T, sim bool) (dir, doc string) {
+// testTree writes a docs directory with loadgen runs (and streambench
+// runs and the sample simulation if optional) and returns the results'
+// directory and the doc.
+func testTree(t *testing.T, optional bool) (dir, doc string) {
 	root := t.TempDir()
 	dir = filepath.Join(root, "docs", "perf")
 	doc = filepath.Join(root, "docs", "performance.md")
@@ -419,7 +421,19 @@ func testTree(t *testing.T, sim bool) (dir, doc string) {
 		write(filepath.Join(dir, "loadgen", r.name+".json"), loadgenJSON(r.subs, 100, r.cpu*1e-3, 1000, r.bytes))
 		write(filepath.Join(dir, "loadgen", r.name+".uptime"), []byte("commit abc1234\ndate 2026-12-06\nbefore 12:00 up 1 day, load average: 1.00, 2, 3\nafter 12:01 up 1 day, load average: 2.50, 2, 3\n"))
 	}
-	if sim {
+	if optional {
+		if err := os.Mkdir(filepath.Join(dir, "streambench"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, r := range map[string]string{
+			"idle-h1-2000-1":     `{"proto":"h1","n":2000,"rss_per_stream_b":4100,"heap_per_stream_b":1230,"stack_per_stream_b":160,"goroutines":14,"deliveries":200000,"cpu_per_delivery_us":6.7}`,
+			"idle-h1-2000-2":     `{"proto":"h1","n":2000,"rss_per_stream_b":4300,"heap_per_stream_b":1232,"stack_per_stream_b":160,"goroutines":14,"deliveries":200000,"cpu_per_delivery_us":8.5}`,
+			"idle-h2-2000-1":     `{"proto":"h2","n":2000,"rss_per_stream_b":65700,"heap_per_stream_b":23600,"stack_per_stream_b":28700,"goroutines":6010}`,
+			"idle-h1-tls-2000-1": `{"proto":"h1-tls","n":2000,"rss_per_stream_b":16300,"heap_per_stream_b":7800,"stack_per_stream_b":20,"goroutines":14,"cpu_per_delivery_us":7.4}`,
+		} {
+			write(filepath.Join(dir, "streambench", name+".json"), []byte(r))
+		}
+		write(filepath.Join(dir, "streambench", "idle-h2-2000-1.uptime"), []byte("before x load average: 5.00, 1, 1\nafter x load average: 4.50, 1, 1\n"))
 		b, err := os.ReadFile("testdata/sim-sample.jsonl")
 		if err != nil {
 			t.Fatal(err)
@@ -454,6 +468,13 @@ func TestBuild(t *testing.T) {
 		"![Heap per subscriber against S, simulated](perf/sim-heap-per-sub.svg)",
 		"| urlpattern | 100 000 | 3 050 B | 0 B | 12 | 9.90 µs | 910 µs | 910 µs | 10 000 | 12.0 s |\n",
 		"go1.26.8, GOMAXPROCS 2, 2026-12-06.\n<!-- perfdoc:end sim -->\n\nThe end.\n",
+		"<!-- perfdoc:begin streams -->\n" +
+			"| streams | n | RSS per stream | live heap per stream | goroutine stacks per stream | goroutines | hub CPU per delivery | runs | load average |\n" +
+			"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" +
+			"| HTTP/1.1, plain | 2 000 | 4 200 B (4 100–4 300) | 1 231 B (1 230–1 232) | 160 B | 14 | 7.60 µs (6.70–8.50) | 2 | — |\n" +
+			"| HTTP/1.1 over TLS | 2 000 | 16 300 B | 7 800 B | 20 B | 14 | 7.40 µs | 1 | — |\n" +
+			"| HTTP/2 over TLS | 2 000 | 65 700 B | 23 600 B | 28 700 B | 6 010 | — | 1 | 4.5–5.0 |\n" +
+			"<!-- perfdoc:end streams -->\n",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the doc lacks\n%s\nin\n%s", want, md)
@@ -501,11 +522,16 @@ func TestBuildWithoutSimulation(t *testing.T) {
 	if len(outs) != 3 {
 		t.Errorf("%d outputs, want the doc and two plots", len(outs))
 	}
-	if !strings.Contains(log.String(), "sim.jsonl is absent") {
+	if !strings.Contains(log.String(), "sim.jsonl is absent") || !strings.Contains(log.String(), "no results in") {
 		t.Errorf("log: %q", log.String())
 	}
-	if !strings.Contains(string(outs[0].data), "<!-- perfdoc:begin sim -->\n_No results yet: `docs/perf/sim.jsonl`") {
-		t.Errorf("the sim block does not say it has no results:\n%s", outs[0].data)
+	for _, want := range []string{
+		"<!-- perfdoc:begin sim -->\n_No results yet: `docs/perf/sim.jsonl`",
+		"<!-- perfdoc:begin streams -->\n_No results yet in `docs/perf/streambench/`",
+	} {
+		if !strings.Contains(string(outs[0].data), want) {
+			t.Errorf("a block does not say it has no results: no %q in\n%s", want, outs[0].data)
+		}
 	}
 }
 
@@ -528,6 +554,19 @@ func TestBuildFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := build(dir, doc, io.Discard); err == nil || !strings.Contains(err.Error(), "no loadgen fanout results") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("a broken streambench file", func(t *testing.T) {
+		t.Parallel()
+		dir, doc := testTree(t, false)
+		if err := os.MkdirAll(filepath.Join(dir, "streambench"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "streambench", "idle-h1-10-1.json"), []byte(`{"n":10}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := build(dir, doc, io.Discard); err == nil || !strings.Contains(err.Error(), "want a proto") {
 			t.Errorf("got %v", err)
 		}
 	})

@@ -222,3 +222,103 @@ func simConditions(rows []simRow) string {
 	}
 	return fmt.Sprintf("%s, GOMAXPROCS %s, %s", list(gov), list(procs), list(dates))
 }
+
+// protoNames are the row titles of streambench's protocols.
+var protoNames = map[string]string{
+	"h1":     "HTTP/1.1, plain",
+	"h1-tls": "HTTP/1.1 over TLS",
+	"h2":     "HTTP/2 over TLS",
+}
+
+// streamsTable has a row per protocol, stream count and subscription
+// kind: the medians of the runs, their spread in brackets.
+func streamsTable(runs []streamRun) string {
+	type key struct {
+		proto   string
+		n       int
+		pattern bool
+	}
+	byKey := map[key][]streamRun{}
+	var keys []key
+	for _, r := range runs {
+		k := key{r.Proto, r.N, r.Pattern}
+		if _, seen := byKey[k]; !seen {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	order := []string{"h1", "h1-tls", "h2"}
+	slices.SortFunc(keys, func(a, b key) int {
+		ia, ib := slices.Index(order, a.proto), slices.Index(order, b.proto)
+		if ia != ib {
+			return ia - ib
+		}
+		if c := strings.Compare(a.proto, b.proto); c != 0 {
+			return c
+		}
+		if a.n != b.n {
+			return a.n - b.n
+		}
+		return strings.Compare(fmt.Sprint(a.pattern), fmt.Sprint(b.pattern))
+	})
+	head := []string{"streams", "n", "RSS per stream", "live heap per stream", "goroutine stacks per stream", "goroutines", "hub CPU per delivery", "runs", "load average"}
+	var rows [][]string
+	for _, k := range keys {
+		rs := byKey[k]
+		col := func(f func(streamRun) float64) summary {
+			var vs []float64
+			for _, r := range rs {
+				if v := f(r); v > 0 {
+					vs = append(vs, v)
+				}
+			}
+			return summarize(vs)
+		}
+		var load []float64
+		for _, r := range rs {
+			load = append(load, r.Load...)
+		}
+		name := protoNames[k.proto]
+		if name == "" {
+			name = k.proto
+		}
+		if k.pattern {
+			name += ", own URL pattern"
+		}
+		gor := col(func(r streamRun) float64 { return r.Goroutines })
+		rows = append(rows, []string{
+			name, groupDigits(float64(k.n)),
+			byteCell(col(func(r streamRun) float64 { return r.RSSPerStreamB })),
+			byteCell(col(func(r streamRun) float64 { return r.HeapPerStreamB })),
+			byteCell(col(func(r streamRun) float64 { return r.StackPerStreamB })),
+			orDash(cellInt(gor)),
+			cell(col(func(r streamRun) float64 { return r.CPUPerDeliveryUs }), " µs"),
+			strconv.Itoa(len(rs)), loadCell(summarize(load)),
+		})
+	}
+	return table(head, rows)
+}
+
+// byteCell writes a summary of byte counts, in whole bytes.
+func byteCell(s summary) string {
+	if s.N == 0 {
+		return "—"
+	}
+	out := groupDigits(s.Median) + " B"
+	if s.N > 1 && math.Round(s.Max) > math.Round(s.Min) {
+		out += " (" + groupDigits(s.Min) + "–" + groupDigits(s.Max) + ")"
+	}
+	return out
+}
+
+// cellInt writes a summary of counts.
+func cellInt(s summary) string {
+	if s.N == 0 {
+		return ""
+	}
+	out := groupDigits(s.Median)
+	if s.N > 1 && s.Max > s.Min {
+		out += " (" + groupDigits(s.Min) + "–" + groupDigits(s.Max) + ")"
+	}
+	return out
+}

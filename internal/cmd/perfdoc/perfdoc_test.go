@@ -320,6 +320,11 @@ func TestSVG(t *testing.T) {
 		}
 	}
 
+	// A hub keeps its color whichever hubs a plot shows.
+	if styleOf(hubName("broadcaster"), 0) != styleOf(hubName("broadcaster"), 2) || styleOf(hubName("default"), 1) == styleOf(hubName("broadcaster"), 1) {
+		t.Error("hub styles depend on the series' order")
+	}
+
 	if _, err := (plot{Title: "empty", Series: []series{{"a", []point{{1000, summary{}}}}}}).SVG(); err == nil {
 		t.Error("a plot with nothing to show: no error")
 	}

@@ -42,6 +42,22 @@ var palette = []struct{ color, marker string }{
 	{"#555555", "square"},
 }
 
+// hubStyles fixes the palette entry of the hubs, so that a hub keeps its
+// color and marker from plot to plot, whichever hubs were measured.
+var hubStyles = map[string]int{
+	hubNames["default"]:     0,
+	hubNames["broadcaster"]: 1,
+	hubNames["goroutine"]:   2,
+}
+
+// styleOf returns the palette entry of the i-th series, called name.
+func styleOf(name string, i int) int {
+	if k, ok := hubStyles[name]; ok {
+		return k
+	}
+	return i % len(palette)
+}
+
 // logAxis maps values of [lo, hi] (lo > 0) to positions, logarithmically.
 type logAxis struct{ lo, hi float64 }
 
@@ -202,7 +218,7 @@ func (p plot) axes(w *svgWriter, xa, ya logAxis) {
 // smallest to the largest run where there are several, and a marker at
 // each median with a tooltip that gives the figures.
 func (p plot) curve(w *svgWriter, xa, ya logAxis, s series, i int) {
-	style := palette[i%len(palette)]
+	style := palette[styleOf(s.Name, i)]
 	w.printf(`<g class="series" stroke="%s" fill="%s">`+"\n", style.color, style.color)
 	var line []byte
 	for _, pt := range s.Points {
@@ -264,7 +280,7 @@ func (p plot) legend(w *svgWriter) {
 	y := float64(areaTop + 10)
 	spread := false
 	for i, s := range p.Series {
-		style := palette[i%len(palette)]
+		style := palette[styleOf(s.Name, i)]
 		w.printf(`<g stroke="%s" fill="%s"><line x1="%d" y1="%s" x2="%d" y2="%s" stroke-width="2"/>`,
 			style.color, style.color, legendX, num(y), legendX+24, num(y))
 		w.printf(`<g transform="translate(%d %s)">`, legendX+12, num(y))

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Reproduces docs/perf/loadgen/*.json (loadgen's fanout scenario against
-# this hub and the broadcaster, S from 1 000 to 19 000) and
+# this hub's two engines and the broadcaster, S from 1 000 to 19 000) and
 # docs/perf/streambench/*.json (2 000 idle streams over HTTP/1.1, HTTP/1.1
 # over TLS and HTTP/2), then regenerates docs/performance.md's curves and
 # docs/perf/*.svg with perfdoc.
 #
-#	docs/perf/run.sh                       # everything, 2 runs each
+#	docs/perf/run.sh                       # everything, 3 runs each (20 to 40 minutes)
 #	RUNS="3" SUBS="19000" HUBS="default" PROTOS= docs/perf/run.sh   # redo one point
 #	HUBS= PROTOS="h2" docs/perf/run.sh     # redo the HTTP/2 streams only
 #	GENERATE=0 docs/perf/run.sh            # measure only
@@ -23,9 +23,9 @@ cd "$(dirname "$0")/../.."
 
 BIN=${BIN:-/tmp/perf}
 OUT=${OUT:-docs/perf/loadgen}
-RUNS=${RUNS:-"1 2"}
+RUNS=${RUNS:-"1 2 3"}
 SUBS=${SUBS:-"1000 2000 5000 10000 19000"}
-HUBS=${HUBS-"default broadcaster"}
+HUBS=${HUBS-"default goroutine broadcaster"}
 PROTOS=${PROTOS-"h1 h1-tls h2"}
 WAIT_QUIET=${WAIT_QUIET:-30s}
 GENERATE=${GENERATE:-1}

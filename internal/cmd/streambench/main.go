@@ -336,7 +336,7 @@ func idle(args []string) {
 	rss1 := procStatus(*pid, "VmRSS")
 	ok := int64(*n) - failed.Load()
 	fig := idleResult{
-		Label: *label, Proto: proto(*hubURL, *h2), Streams: ok, Share: *share, Failed: failed.Load(), ConnectS: connect.Seconds(),
+		Label: *label, Proto: proto(*hubURL, *h2), N: *n, Pattern: *pattern, Streams: ok, Share: *share, Failed: failed.Load(), ConnectS: connect.Seconds(),
 		RSSPerStream: float64(rss1-rss0) * 1024 / float64(ok),
 		Date:         time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 	}
@@ -344,6 +344,7 @@ func idle(args []string) {
 		fig.HeapPerStream = (float64(after["heap_alloc"]) - float64(base["heap_alloc"])) / float64(ok)
 		fig.StackPerStream = (float64(after["stack_inuse"]) - float64(base["stack_inuse"])) / float64(ok)
 		fig.GoroutinesPerStream = (float64(after["goroutines"]) - float64(base["goroutines"])) / float64(ok)
+		fig.Goroutines = after["goroutines"]
 	}
 	fmt.Printf("streams=%d (%d per client) failed=%d connect=%.1fs rss=%d→%d KB rss/stream=%.0f B heap/stream=%.0f B stack/stream=%.0f B goroutines/stream=%.2f\n",
 		ok, *share, failed.Load(), connect.Seconds(), rss0, rss1, fig.RSSPerStream, fig.HeapPerStream, fig.StackPerStream, fig.GoroutinesPerStream)
@@ -404,7 +405,11 @@ type idleResult struct {
 	Label string `json:"label,omitempty"`
 	// Proto is h1 (plain HTTP/1.1), h1-tls or h2.
 	Proto string `json:"proto"`
-	// Streams is how many opened; Share how many share each client.
+	// N is the streams asked for, Pattern whether each matched a URL
+	// pattern of its own; Streams is how many opened, Share how many
+	// share each client.
+	N        int     `json:"n"`
+	Pattern  bool    `json:"pattern,omitempty"`
 	Streams  int64   `json:"streams"`
 	Share    int     `json:"share"`
 	Failed   int64   `json:"failed"`
@@ -415,6 +420,7 @@ type idleResult struct {
 	HeapPerStream       float64 `json:"heap_per_stream_b,omitempty"`
 	StackPerStream      float64 `json:"stack_per_stream_b,omitempty"`
 	GoroutinesPerStream float64 `json:"goroutines_per_stream,omitempty"`
+	Goroutines          uint64  `json:"goroutines,omitempty"` // the hub's, all told
 	// CPUPerDelivery is the hub's CPU time per delivery (with -pubs).
 	CPUPerDelivery float64 `json:"cpu_per_delivery_us,omitempty"`
 	Date           string  `json:"date"`

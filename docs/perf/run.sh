@@ -93,7 +93,8 @@ for run in $RUNS; do
 		case " $PROTOS " in *" $proto "*) ;; *) continue ;; esac
 		url=https://127.0.0.1:18443/.well-known/mercure
 		idle=(-share "$share")
-		[ "$share" = 1 ] && idle+=(-pubs 100)
+		# net/http alone serves no publish
+		if [ "$share" = 1 ] && [ "$label" != floor ]; then idle+=(-pubs 100); fi
 		tls=(-tls)
 		case $proto in
 		h1) url=http://127.0.0.1:18443/.well-known/mercure; tls=() ;;

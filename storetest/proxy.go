@@ -2,10 +2,13 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Filters returns, for one new connection, the functions that see each
@@ -33,8 +36,21 @@ type Proxy struct {
 // [Port], that Mend can listen on again), with filters if not
 // nil; it is cut and its goroutines waited for when t ends.
 func StartProxy(t testing.TB, target string, filters Filters) *Proxy {
-	p := &Proxy{addr: Addr(t), target: target, filters: filters}
-	p.Mend(t)
+	t.Helper()
+	p := &Proxy{target: target, filters: filters}
+	// A port found free can be taken before the proxy listens on it (by
+	// a program that does not reserve its ports as Port does): another
+	// one then serves as well, the address being the proxy's to choose.
+	for attempt := 1; ; attempt++ {
+		p.addr = Addr(t)
+		err := p.listen()
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
 	return p
 }
@@ -46,11 +62,25 @@ func (p *Proxy) Addr() string {
 	return p.addr
 }
 
-// Mend accepts connections again, on the same address.
+// Mend accepts connections again, on the same address. A port briefly
+// taken (see StartProxy) is tried again for a while.
 func (p *Proxy) Mend(t testing.TB) {
-	l, err := net.Listen("tcp", p.Addr())
+	t.Helper()
+	err := p.listen()
+	for wait := 10 * time.Millisecond; errors.Is(err, syscall.EADDRINUSE) && wait < 2*time.Second; wait *= 2 {
+		time.Sleep(wait)
+		err = p.listen()
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// listen listens on the proxy's address and forwards what it accepts.
+func (p *Proxy) listen() error {
+	l, err := net.Listen("tcp", p.Addr())
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	p.l, p.addr = l, l.Addr().String()
@@ -87,6 +117,7 @@ func (p *Proxy) Mend(t testing.TB) {
 			go p.pipe(c, s, toClient)
 		}
 	}()
+	return nil
 }
 
 // pipe copies from src to dst while pass (if not nil) lets each chunk

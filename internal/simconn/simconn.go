@@ -47,7 +47,7 @@ type Conn struct {
 	buffer, held int
 	// bytes, events and comments are this connection's counts.
 	bytes, events, comments int64
-	closed, gone bool
+	closed, gone            bool
 	// partial is whether the last write ended inside a slice: the next
 	// write's first slice is its rest, not the start of an event.
 	partial bool
@@ -290,6 +290,13 @@ func (w *ResponseWriter) Write(b []byte) (int, error) {
 	w.Written += len(b)
 	return len(b), nil
 }
+
+// SetWriteDeadline does nothing: no write blocks. With it,
+// [http.ResponseController] finds the writer able to set deadlines.
+func (w *ResponseWriter) SetWriteDeadline(time.Time) error { return nil }
+
+// SetReadDeadline does nothing: nothing is read.
+func (w *ResponseWriter) SetReadDeadline(time.Time) error { return nil }
 
 // Flush does nothing: nothing is buffered.
 func (w *ResponseWriter) Flush() {}

@@ -55,6 +55,10 @@ type connState struct {
 	// conn is not a plain socket (TLS): each write then runs on a
 	// goroutine of its own (see offload).
 	sock syscall.RawConn
+	// direct is conn when it writes without blocking and says itself
+	// when to write again (see DirectConn): it needs neither sock nor
+	// the poller.
+	direct DirectConn
 	// out is the chunk the connection did not take at once, nil
 	// otherwise: most streams, idle or keeping up, hold none.
 	out      *unfinished
@@ -157,6 +161,7 @@ func (e *Engine) detach(s *Stream) bool {
 	// WriteTimeout left on the connection would end the stream.
 	_ = conn.SetDeadline(time.Time{})
 	c := &connState{conn: conn, sock: socketOf(conn), fd: -1, shard: e.writers.assign()}
+	c.direct, _ = conn.(DirectConn)
 	s.mu.Lock()
 	s.h = nil // valid while the handler runs only
 	s.conns = c
@@ -179,8 +184,28 @@ func (e *Engine) detach(s *Stream) bool {
 	cs.nextID++
 	c.id = cs.nextID
 	cs.streams[c.id] = s
+	cs.mu.Unlock()
+	if c.direct != nil {
+		s.watchDirect(c.direct) // no descriptor, poller or reader
+	} else if !e.watch(s) {
+		return true // ended
+	}
+	// Whatever came meanwhile (events, an ending, a stop) is seen by this
+	// first run.
+	s.detached.Store(true)
+	e.writers.schedule(s)
+	return true
+}
+
+// watch has the poller watch the connection of s, which detach just
+// took over, or else a goroutine read it. It reports false when s ended
+// instead.
+func (e *Engine) watch(s *Stream) bool {
+	c, cs := s.conns, &e.conns
+	cs.mu.Lock()
 	p := cs.poller
 	if p == nil && !cs.noPoll {
+		var err error
 		if p, err = newPoller(e); err != nil {
 			cs.noPoll = true
 			if !errors.Is(err, errNoPoller) {
@@ -200,16 +225,12 @@ func (e *Engine) detach(s *Stream) bool {
 		}
 		if c.conn == nil && !s.restoreConn() {
 			s.endDetached(EndWriteError)
-			return true
+			return false
 		}
 		e.read(s)
 	} else {
 		c.poller = p
 	}
-	// Whatever came meanwhile (events, an ending, a stop) is seen by this
-	// first run.
-	s.detached.Store(true)
-	e.writers.schedule(s)
 	return true
 }
 
@@ -357,7 +378,7 @@ func (sc *scratch) chunk(s *Stream, p plan) [][]byte {
 // timeout.
 func (s *Stream) send(iov [][]byte, p plan) error {
 	c := s.conns
-	if c.sock == nil && c.fd < 0 {
+	if c.sock == nil && c.fd < 0 && c.direct == nil {
 		c.out = &unfinished{pending: append([][]byte(nil), iov...), plan: p}
 		c.out.pending[0] = append([]byte(nil), iov[0]...) // the scratch's size line
 		c.offloaded = true
@@ -393,9 +414,12 @@ func (s *Stream) send(iov [][]byte, p plan) error {
 	return nil
 }
 
-// writev writes as much of iov as the socket takes without blocking:
-// see writevNow.
+// writev writes as much of iov as the connection takes without
+// blocking: see writevNow and DirectConn.
 func (c *connState) writev(iov [][]byte) (int, error) {
+	if c.direct != nil {
+		return c.direct.WriteNow(iov)
+	}
 	if c.conn == nil {
 		return writevFD(c.fd, iov)
 	}
@@ -489,6 +513,9 @@ func (s *Stream) waitRoom() {
 	s.mu.Lock()
 	s.blocked = true
 	s.mu.Unlock()
+	if c.direct != nil {
+		return // the connection says when (see DirectConn.Watch)
+	}
 	if c.poller != nil && c.poller.watch(c, true) == nil {
 		c.outArmed = true
 		return

@@ -165,12 +165,13 @@ type Engine struct {
 	budgetRoom    chan struct{}
 	dispatcher
 
-	// life guards closed, streams, counts and the stream WaitGroup.
+	// life guards closed, counts and the stream WaitGroup; a stream
+	// joins streams under it, and leaves it without it.
 	life    sync.Mutex
 	closed  bool
 	ctx     context.Context // canceled by Stop
 	stop    context.CancelFunc
-	streams map[*Stream]struct{}
+	streams registry
 	active  sync.WaitGroup
 	counts  connCounter
 
@@ -202,7 +203,6 @@ func New(cfg Config) *Engine {
 		log:      cfg.Log,
 		resolver: cfg.Resolver,
 		index:    index.New[*Stream](cfg.Resolver),
-		streams:  make(map[*Stream]struct{}),
 		counts:   connCounter{perClient: make(map[string]int), anonPerClient: make(map[string]int)},
 
 		budgetRoom: make(chan struct{}, 1),
@@ -226,7 +226,7 @@ func (e *Engine) QueuedBytes() int64 { return max(e.queued.Load(), 0) }
 func (e *Engine) Streams() int {
 	e.life.Lock()
 	defer e.life.Unlock()
-	return len(e.streams)
+	return e.counts.total
 }
 
 // Refuse reports, without reserving anything, whether a stream of client
@@ -280,7 +280,7 @@ func (e *Engine) open(s *Stream, ms []Matcher) error {
 	}
 	e.counts.total++
 	e.counts.perClient[s.client]++
-	e.streams[s] = struct{}{}
+	e.streams.add(s)
 	e.active.Add(1)
 	e.sweepLocked()
 	e.life.Unlock()
@@ -294,8 +294,8 @@ func (e *Engine) open(s *Stream, ms []Matcher) error {
 
 // release frees the connection slot and lifetime accounting of s.
 func (e *Engine) release(s *Stream) {
+	e.streams.remove(s)
 	e.life.Lock()
-	delete(e.streams, s)
 	e.counts.total--
 	if s.anonymous {
 		e.counts.anonymous--
@@ -362,14 +362,11 @@ func (e *Engine) Wait(ctx context.Context) error {
 	}
 }
 
-// snapshot returns the open streams.
+// snapshot returns the open streams, as the registry's shards hold them
+// one after the other (see registry.each).
 func (e *Engine) snapshot() []*Stream {
-	e.life.Lock()
-	defer e.life.Unlock()
-	streams := make([]*Stream, 0, len(e.streams))
-	for s := range e.streams {
-		streams = append(streams, s)
-	}
+	streams := make([]*Stream, 0, e.Streams())
+	e.streams.each(func(ss []*Stream) { streams = append(streams, ss...) })
 	return streams
 }
 

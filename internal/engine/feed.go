@@ -300,12 +300,16 @@ func (e *Engine) waitBudget() {
 // The dispatcher runs it before the next event, so that no queue gets an
 // event from after the gap before its stream is ended.
 func (e *Engine) feedGap() {
+	// Under e.life, no stream registers meanwhile: every stream open
+	// before the gap is ended.
 	e.life.Lock()
 	defer e.life.Unlock()
-	e.log.Warn("mercure: the hub missed events of the store's feed (dropped from history, or too far behind); ending the open streams so that their clients resume from history", "streams", len(e.streams))
-	for s := range e.streams {
-		s.End(EndHistoryGap, nil)
-	}
+	e.log.Warn("mercure: the hub missed events of the store's feed (dropped from history, or too far behind); ending the open streams so that their clients resume from history", "streams", e.counts.total)
+	e.streams.each(func(ss []*Stream) {
+		for _, s := range ss {
+			s.End(EndHistoryGap, nil)
+		}
+	})
 }
 
 // wakeEvery is how many events of one batch the dispatcher queues at

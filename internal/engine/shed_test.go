@@ -24,15 +24,13 @@ func TestShedCountsOnlyTheStreamsItEnds(t *testing.T) {
 	ending := stalled(stateEnding, EndTokenExpired)
 	e.life.Lock()
 	for _, s := range []*Stream{open, timedOut, ending} {
-		e.streams[s] = struct{}{}
+		e.streams.add(s)
 	}
 	e.life.Unlock()
 	defer func() {
-		e.life.Lock()
 		for _, s := range []*Stream{open, timedOut, ending} {
-			delete(e.streams, s)
+			e.streams.remove(s)
 		}
-		e.life.Unlock()
 	}()
 	e.queued.Store(1 << 20) // over the budget, whatever shed frees
 
@@ -66,13 +64,12 @@ func TestShedEndsAnonymousStreamsFirst(t *testing.T) {
 	}
 	token, anon := stalled(false, 3000), stalled(true, 2500)
 	e.life.Lock()
-	e.streams[token], e.streams[anon] = struct{}{}, struct{}{}
+	e.streams.add(token)
+	e.streams.add(anon)
 	e.life.Unlock()
 	defer func() {
-		e.life.Lock()
-		delete(e.streams, token)
-		delete(e.streams, anon)
-		e.life.Unlock()
+		e.streams.remove(token)
+		e.streams.remove(anon)
 	}()
 
 	e.shed(time.Now())
@@ -109,15 +106,13 @@ func TestShedEndsStreamsTooSlowPastTheirBound(t *testing.T) {
 	streams := []*Stream{pastTooSlow, pastRecent, withinTooSlow}
 	e.life.Lock()
 	for _, s := range streams {
-		e.streams[s] = struct{}{}
+		e.streams.add(s)
 	}
 	e.life.Unlock()
 	defer func() {
-		e.life.Lock()
 		for _, s := range streams {
-			delete(e.streams, s)
+			e.streams.remove(s)
 		}
-		e.life.Unlock()
 	}()
 	e.queued.Store(1 << 20) // over the budget, whatever shed frees
 

@@ -133,6 +133,10 @@ type Stream struct {
 	client    string       // connection-limit key
 	minSeq    uint64       // events up to here were replayed
 	lastWrite atomic.Int64 // unix nanoseconds of the last bytes written, for keep-alives
+	// regShard and regSlot are where the engine's registry holds the
+	// stream (see registry).
+	regShard uint8
+	regSlot  int32
 
 	// The writer alone touches these.
 	spare  []*Event

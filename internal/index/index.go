@@ -106,14 +106,71 @@ type node[T any] struct {
 	count int
 	// work is the estimated size of the patterns that one topic through
 	// this node is evaluated against here: those of patterns and those of
-	// the largest tail of each kind, whose sizes are in maxTail.
-	work    int
-	maxTail [2]int
+	// the largest tail of each kind, whose sizes tailPeak tracks.
+	work     int
+	tailPeak [2]peak
 	// down is the most patterns on any path from this node to a leaf,
 	// its own included: at the root, the most patterns registered along
 	// the prefixes of one topic. downWork is the most work on any path:
-	// at the root, the most that evaluating one topic can cost.
-	down, downWork int
+	// at the root, the most that evaluating one topic can cost. kidDown
+	// and kidWork track the children's.
+	down, downWork   int
+	kidDown, kidWork peak
+}
+
+// peak is the largest of the values of a node's children (or tails), and
+// how many of them have it, so that a change of one costs O(1): they are
+// scanned again only when the last one at the peak goes below it. Where
+// many tie (the patterns of many users under one prefix, each its own
+// child), adding and removing them never scans their siblings: a scan
+// per removal made closing n such subscriptions cost O(n²).
+type peak struct{ top, n int }
+
+// move records that one value went from old to new, -1 meaning none (one
+// added, or removed), and reports whether the values must be scanned
+// again (see rescan): the last one at the peak went below it.
+func (p *peak) move(old, new int) (rescan bool) {
+	switch {
+	case new > p.top:
+		p.top, p.n = new, 1
+	case new == p.top:
+		if old != p.top {
+			p.n++
+		}
+	case old == p.top:
+		p.n--
+		return p.n == 0
+	}
+	return false
+}
+
+// rescanKids sets n's children's peaks from a scan of them.
+func (n *node[T]) rescanKids() {
+	n.kidDown, n.kidWork = peak{}, peak{}
+	for _, c := range n.children {
+		n.kidDown.move(-1, c.down)
+		n.kidWork.move(-1, c.downWork)
+	}
+}
+
+// refresh sets n.down and n.downWork from n's own and its children's.
+func (n *node[T]) refresh() {
+	n.down, n.downWork = n.count+n.kidDown.top, n.work+n.kidWork.top
+}
+
+// moved records that the child of n whose maxima were down and work
+// now has c's (c is nil once the child is removed).
+func (n *node[T]) moved(down, work int, c *node[T]) {
+	newDown, newWork := -1, -1
+	if c != nil {
+		newDown, newWork = c.down, c.downWork
+	}
+	a := n.kidDown.move(down, newDown)
+	b := n.kidWork.move(work, newWork)
+	if a || b {
+		n.rescanKids()
+	}
+	n.refresh()
 }
 
 // tail is the patterns of a node that share a tail key.
@@ -122,21 +179,12 @@ type tail[T any] struct {
 	size   int // estimated size of their patterns
 }
 
-// kind is the index in maxTail of the tails of key k.
+// kind is the index in tailPeak of the tails of key k.
 func (k tailKey) kind() int {
 	if k.href {
 		return 1
 	}
 	return 0
-}
-
-// recompute sets n.down and n.downWork from n's own and its children's.
-func (n *node[T]) recompute() {
-	d, w := 0, 0
-	for _, c := range n.children {
-		d, w = max(d, c.down), max(w, c.downWork)
-	}
-	n.down, n.downWork = n.count+d, n.work+w
 }
 
 // add places g at n, and returns how much n.work grew.
@@ -150,23 +198,24 @@ func (n *node[T]) add(g *Group[T]) int {
 		return size
 	}
 	t := n.tails[g.pat.tail]
+	old := -1
 	if t == nil {
 		if n.tails == nil {
 			n.tails = make(map[tailKey]*tail[T])
 		}
 		t = &tail[T]{}
 		n.tails[g.pat.tail] = t
+	} else {
+		old = t.size
 	}
 	g.slot, g.tail = len(t.groups), t
 	t.groups = append(t.groups, g)
 	t.size += size
-	k := g.pat.tail.kind()
-	if grew := t.size - n.maxTail[k]; grew > 0 {
-		n.maxTail[k] = t.size
-		n.work += grew
-		return grew
-	}
-	return 0
+	tp := &n.tailPeak[g.pat.tail.kind()]
+	before := tp.top
+	tp.move(old, t.size) // grows: never a scan
+	n.work += tp.top - before
+	return tp.top - before
 }
 
 // remove takes g from n.
@@ -182,25 +231,27 @@ func (n *node[T]) remove(g *Group[T]) {
 	removeAt(&t.groups, g.slot)
 	g.tail = nil
 	k := g.pat.tail.kind()
-	was := t.size
+	old := t.size
 	t.size -= size
+	now := t.size
 	if len(t.groups) == 0 {
+		now = -1
 		delete(n.tails, g.pat.tail)
 		if len(n.tails) == 0 {
 			n.tails = nil
 		}
 	}
-	if was < n.maxTail[k] {
-		return // another tail is the largest
-	}
-	m := 0
-	for key, t := range n.tails {
-		if key.kind() == k {
-			m = max(m, t.size)
+	tp := &n.tailPeak[k]
+	before := tp.top
+	if tp.move(old, now) {
+		*tp = peak{}
+		for key, t := range n.tails {
+			if key.kind() == k {
+				tp.move(-1, t.size)
+			}
 		}
 	}
-	n.work += m - n.maxTail[k]
-	n.maxTail[k] = m
+	n.work += tp.top - before
 }
 
 // removeAt removes the group at slot from *gs, moving the last one there.
@@ -313,6 +364,7 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 			ix.patterns[pat.key] = ps
 			path := make([]*node[T], 1, len(pat.keys)+1)
 			path[0] = &ix.trie
+			fresh := make([]bool, 1, len(pat.keys)+1) // the nodes created
 			n := &ix.trie
 			for _, k := range pat.keys {
 				c := n.children[k]
@@ -323,21 +375,28 @@ func (ix *Index[T]) Add(kind Kind, value string, pat *Pattern, v T) *Entry[T] {
 					c = &node[T]{}
 					n.children[k] = c
 				}
+				fresh = append(fresh, c.count == 0 && len(c.children) == 0) // nodes are pruned once empty
 				n = c
 				path = append(path, n)
 			}
 			ix.npattern++
 			ix.size += pat.cost.Size
-			// One more pattern here can only raise the paths through n.
-			n.downWork += n.add(ps)
-			n.down++
+			// One more pattern here can only raise the paths through n:
+			// each node up the path learns its child's new maxima, as
+			// far as they change.
+			down, work := n.down, n.downWork
+			n.add(ps)
+			n.refresh()
 			for i := len(path) - 2; i >= 0; i-- {
 				a, c := path[i], path[i+1]
-				d, w := max(a.down, a.count+c.down), max(a.downWork, a.work+c.downWork)
-				if d == a.down && w == a.downWork {
+				if fresh[i+1] {
+					down, work = -1, -1 // a child a did not count yet
+				} else if c.down == down && c.downWork == work {
 					break
 				}
-				a.down, a.downWork = d, w
+				prevDown, prevWork := a.down, a.downWork
+				a.moved(down, work, c)
+				down, work = prevDown, prevWork
 			}
 		}
 		e.list, e.pattern = &ps.subs, ps
@@ -400,28 +459,23 @@ func (ix *Index[T]) removePattern(ps *Group[T]) {
 		n = n.children[k]
 		path = append(path, n)
 	}
+	down, work := n.down, n.downWork
 	n.remove(ps)
-	// Prune nodes left empty, from the leaf up.
-	for i := len(path) - 1; i > 0; i-- {
-		c := path[i]
-		if c.count > 0 || len(c.children) > 0 {
+	n.refresh()
+	// From the leaf up, each node learns its child's new maxima, as far
+	// as they change, and prunes the child left empty.
+	for i := len(path) - 2; i >= 0; i-- {
+		a, c := path[i], path[i+1]
+		gone := c.count == 0 && len(c.children) == 0
+		if gone {
+			delete(a.children, ps.pat.keys[i])
+			c = nil
+		} else if c.down == down && c.downWork == work {
 			break
 		}
-		delete(path[i-1].children, ps.pat.keys[i-1])
-	}
-	// Lower the path's maxima from the leaf up, as far as they change. An
-	// ancestor rescans its children only when a maximum it holds went
-	// through the child that changed.
-	oldDown, oldWork := n.down, n.downWork
-	n.recompute()
-	for i := len(path) - 2; i >= 0 && (n.down != oldDown || n.downWork != oldWork); i-- {
-		a := path[i]
-		if a.down != a.count+oldDown && a.downWork != a.work+oldWork {
-			break // its longest paths go elsewhere
-		}
-		oldDown, oldWork = a.down, a.downWork
-		a.recompute()
-		n = a
+		prevDown, prevWork := a.down, a.downWork
+		a.moved(down, work, c)
+		down, work = prevDown, prevWork
 	}
 }
 

@@ -327,6 +327,9 @@ func TestRandomChurn(t *testing.T) {
 		if got, want := ix.MaxWork(), costliestPath(&ix.trie); got != want {
 			t.Fatalf("step %d: MaxWork %d, costliest path %d", step, got, want)
 		}
+		if err := checkPeaks(&ix.trie); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
 		for _, p := range pats {
 			if got, want := ix.WorkThrough(p), workThrough(ix, p); got != want {
 				t.Fatalf("step %d, %q: WorkThrough %d, afresh %d", step, p.Raw(), got, want)
@@ -344,6 +347,63 @@ func TestRandomChurn(t *testing.T) {
 		if work > ix.MaxWork() {
 			t.Fatalf("step %d, topic %q: candidates of size %d, more than MaxWork %d", step, topic, work, ix.MaxWork())
 		}
+	}
+}
+
+// checkPeaks reports a node under n whose peaks (its children's maxima
+// and its tails' largest size, and how many have them) differ from a
+// scan, or which is empty but for the root.
+func checkPeaks(n *node[int]) error {
+	var down, work peak
+	for k, c := range n.children {
+		if c.count == 0 && len(c.children) == 0 {
+			return fmt.Errorf("empty node %q left in the trie", k)
+		}
+		down.move(-1, c.down)
+		work.move(-1, c.downWork)
+		if err := checkPeaks(c); err != nil {
+			return fmt.Errorf("%q: %w", k, err)
+		}
+	}
+	var tails [2]peak
+	for k, t := range n.tails {
+		tails[k.kind()].move(-1, t.size)
+	}
+	if down != n.kidDown || work != n.kidWork || tails != n.tailPeak {
+		return fmt.Errorf("peaks %v %v %v, scanned %v %v %v", n.kidDown, n.kidWork, n.tailPeak, down, work, tails)
+	}
+	return nil
+}
+
+// TestSiblingsTie checks that the patterns of many users, each its own
+// child of one prefix, tie at their parent's peak: removing one of them
+// then scans none of the others (which made closing n such streams cost
+// O(n²)), and the peak falls only with the last.
+func TestSiblingsTie(t *testing.T) {
+	ix, r := newIndex(t)
+	const n = 100
+	var entries []*Entry[int]
+	for i := range n {
+		p := mustCompile(t, fmt.Sprintf("https://example.com/items/%d/:id", i), r)
+		entries = append(entries, ix.Add(URLPattern, p.Raw(), p, i))
+	}
+	items := &ix.trie
+	for _, k := range []string{"https", "example.com", "", "items"} {
+		if items = items.children[k]; items == nil {
+			t.Fatalf("no node for the items prefix at %q", k)
+		}
+	}
+	if got := items.kidDown; got != (peak{top: 1, n: n}) {
+		t.Fatalf("the items node's peak is %+v, want %d children at 1", got, n)
+	}
+	for i, e := range entries {
+		ix.Remove(e)
+		if left := n - 1 - i; left > 0 && items.kidDown != (peak{top: 1, n: left}) {
+			t.Fatalf("after %d removals, the peak is %+v", i+1, items.kidDown)
+		}
+	}
+	if ix.MaxPerTopic() != 0 || len(ix.trie.children) != 0 {
+		t.Errorf("MaxPerTopic %d, %d children left", ix.MaxPerTopic(), len(ix.trie.children))
 	}
 }
 

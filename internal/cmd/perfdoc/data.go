@@ -177,11 +177,20 @@ type simRow struct {
 	StackPerSubB      float64 `json:"stack_per_sub_b"`
 	Goroutines        int64   `json:"goroutines"`
 	SubscribeUsPerSub float64 `json:"subscribe_us_per_sub"`
+	SubscribeCPUUs    float64 `json:"subscribe_cpu_us_per_sub"`
 	CPUPerDeliveryUs  float64 `json:"cpu_per_delivery_us"`
 	CPUPerUpdateUs    float64 `json:"cpu_per_update_us"`
 	Deliveries        int64   `json:"deliveries"`
 	WallS             float64 `json:"wall_s"`
-	GoVersion         string  `json:"go_version"`
+	// ProbeMaxUs and ProbeP99Us are how long opening and ending one more
+	// subscriber took while the others idled: what a walk under an
+	// engine-wide lock stalls. IdleCPUMsPerS is the CPU an idle second
+	// costs (the keep-alive sweep); ShutdownS how long Hub.Shutdown took.
+	ProbeMaxUs    float64 `json:"probe_max_us"`
+	ProbeP99Us    float64 `json:"probe_p99_us"`
+	IdleCPUMsPerS float64 `json:"idle_cpu_ms_per_s"`
+	ShutdownS     float64 `json:"shutdown_s"`
+	GoVersion     string  `json:"go_version"`
 	GOMAXPROCS        int     `json:"gomaxprocs"`
 	Date              string  `json:"date"`
 }

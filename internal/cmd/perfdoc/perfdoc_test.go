@@ -471,7 +471,7 @@ func TestBuild(t *testing.T) {
 		"| 1 000 | 6 200 B (6 000–6 400) | 26 000 B | 0.24 | 1.0–2.5 |\n",
 		"| mercure (default engine) | 1 000 | 2 | 0.40 µs | 6 400 B | 2 500 000 | 0 | 1.00, 2.50 | abc1234 | 2026-12-06 |\n",
 		"![Heap per subscriber against S, simulated](perf/sim-heap-per-sub.svg)",
-		"| urlpattern | 100 000 | 3 050 B | 0 B | 12 | 9.90 µs | 910 µs | 910 µs | 10 000 | 12.0 s |\n",
+		"| urlpattern | 100 000 | 3 050 B | 0 B | 12 | 9.90 / — µs | 910 µs | 910 µs | 10 000 | 12.0 s | — / — ms | — ms/s | — s |\n",
 		"go1.26.8, GOMAXPROCS 2, 2026-12-06.\n<!-- perfdoc:end sim -->\n\nThe end.\n",
 		"<!-- perfdoc:begin streams -->\n" +
 			"| streams | n | RSS per stream | live heap per stream | goroutine stacks per stream | goroutines | hub CPU per delivery | runs | load average |\n" +
@@ -629,5 +629,18 @@ func TestStreamsTableLabels(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("rows %q, want %q\n%s", names, want, got)
+	}
+}
+
+// A simulation row with every figure shows the probe, the idle CPU and
+// the shutdown, which say whether a walk under a lock came back.
+func TestSimTableProbe(t *testing.T) {
+	t.Parallel()
+	got := simTable([]simRow{{Scenario: "exact", Subs: 1000000, HeapPerSubB: 902, Goroutines: 2, SubscribeUsPerSub: 6.56,
+		SubscribeCPUUs: 11.9, CPUPerDeliveryUs: 9.31, CPUPerUpdateUs: 9.31, Deliveries: 20000, WallS: 0.1,
+		ProbeMaxUs: 73800, ProbeP99Us: 100, IdleCPUMsPerS: 59.2, ShutdownS: 2.18}})
+	want := "| exact | 1 000 000 | 902 B | 0 B | 2 | 6.56 / 11.9 µs | 9.31 µs | 9.31 µs | 20 000 | 0.10 s | 73.8 / 0.10 ms | 59.2 ms/s | 2.18 s |\n"
+	if !strings.Contains(got, want) {
+		t.Errorf("got\n%s\nwant the row\n%s", got, want)
 	}
 }

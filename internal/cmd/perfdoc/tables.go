@@ -193,15 +193,18 @@ func simTable(rows []simRow) string {
 		}
 		return a.Subs - b.Subs
 	})
-	head := []string{"scenario", "S", "heap per subscriber", "stacks per subscriber", "goroutines", "subscribe, per subscriber", "CPU per delivery", "CPU per update", "deliveries", "wall time"}
+	head := []string{"scenario", "S", "heap per subscriber", "stacks per subscriber", "goroutines", "subscribe, per subscriber (wall / CPU)",
+		"CPU per delivery", "CPU per update", "deliveries", "wall time", "one more subscribe while idle (max / p99)", "idle CPU", "shutdown"}
 	var out [][]string
 	for _, r := range rows {
 		out = append(out, []string{
 			r.Scenario, groupDigits(float64(r.Subs)),
 			groupDigits(r.HeapPerSubB) + " B", groupDigits(r.StackPerSubB) + " B",
-			groupDigits(float64(r.Goroutines)), figure(r.SubscribeUsPerSub) + " µs",
+			groupDigits(float64(r.Goroutines)), figure(r.SubscribeUsPerSub) + " / " + orDash(optFigure(r.SubscribeCPUUs)) + " µs",
 			figure(r.CPUPerDeliveryUs) + " µs", figure(r.CPUPerUpdateUs) + " µs",
 			groupDigits(float64(r.Deliveries)), figure(r.WallS) + " s",
+			orDash(optFigure(r.ProbeMaxUs/1000)) + " / " + orDash(optFigure(r.ProbeP99Us/1000)) + " ms",
+			orDash(optFigure(r.IdleCPUMsPerS)) + " ms/s", orDash(optFigure(r.ShutdownS)) + " s",
 		})
 	}
 	return table(head, out)
@@ -220,7 +223,20 @@ func simConditions(rows []simRow) string {
 		slices.Sort(s)
 		return orDash(strings.Join(slices.Compact(s), ", "))
 	}
-	return fmt.Sprintf("%s, GOMAXPROCS %s, %s", list(gov), list(procs), list(dates))
+	slices.Sort(dates)
+	when := orDash(dates[0])
+	if last := dates[len(dates)-1]; last != dates[0] {
+		when += " to " + last
+	}
+	return fmt.Sprintf("%s, GOMAXPROCS %s, %s", list(gov), list(procs), when)
+}
+
+// optFigure is figure for a value the row may lack (zero): empty then.
+func optFigure(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return figure(v)
 }
 
 // protoNames are the row titles of streambench's protocols.

@@ -55,14 +55,15 @@ type connState struct {
 	// conn is not a plain socket (TLS): each write then runs on a
 	// goroutine of its own (see offload).
 	sock syscall.RawConn
-	// direct is conn when it writes without blocking and says itself
-	// when to write again (see DirectConn): it needs neither sock nor
-	// the poller.
-	direct DirectConn
 	// out is the chunk the connection did not take at once, nil
 	// otherwise: most streams, idle or keeping up, hold none.
 	out      *unfinished
 	outArmed bool // the poller reports when conn can take more
+	// direct is whether conn is a DirectConn: it writes without blocking
+	// and says itself when to write again, and needs neither sock nor
+	// the poller (a bool, not the interface: a field the layout has room
+	// for).
+	direct bool
 
 	// Writes without sock: while inFlight, a goroutine writes out and
 	// alone touches it; clearing inFlight hands it back to the writer
@@ -161,7 +162,7 @@ func (e *Engine) detach(s *Stream) bool {
 	// WriteTimeout left on the connection would end the stream.
 	_ = conn.SetDeadline(time.Time{})
 	c := &connState{conn: conn, sock: socketOf(conn), fd: -1, shard: e.writers.assign()}
-	c.direct, _ = conn.(DirectConn)
+	_, c.direct = conn.(DirectConn)
 	s.mu.Lock()
 	s.h = nil // valid while the handler runs only
 	s.conns = c
@@ -185,8 +186,8 @@ func (e *Engine) detach(s *Stream) bool {
 	c.id = cs.nextID
 	cs.streams[c.id] = s
 	cs.mu.Unlock()
-	if c.direct != nil {
-		s.watchDirect(c.direct) // no descriptor, poller or reader
+	if c.direct {
+		s.watchDirect(c.conn.(DirectConn)) // no descriptor, poller or reader
 	} else if !e.watch(s) {
 		return true // ended
 	}
@@ -378,7 +379,7 @@ func (sc *scratch) chunk(s *Stream, p plan) [][]byte {
 // timeout.
 func (s *Stream) send(iov [][]byte, p plan) error {
 	c := s.conns
-	if c.sock == nil && c.fd < 0 && c.direct == nil {
+	if c.sock == nil && c.fd < 0 && !c.direct {
 		c.out = &unfinished{pending: append([][]byte(nil), iov...), plan: p}
 		c.out.pending[0] = append([]byte(nil), iov[0]...) // the scratch's size line
 		c.offloaded = true
@@ -417,8 +418,8 @@ func (s *Stream) send(iov [][]byte, p plan) error {
 // writev writes as much of iov as the connection takes without
 // blocking: see writevNow and DirectConn.
 func (c *connState) writev(iov [][]byte) (int, error) {
-	if c.direct != nil {
-		return c.direct.WriteNow(iov)
+	if c.direct {
+		return c.conn.(DirectConn).WriteNow(iov)
 	}
 	if c.conn == nil {
 		return writevFD(c.fd, iov)
@@ -513,7 +514,7 @@ func (s *Stream) waitRoom() {
 	s.mu.Lock()
 	s.blocked = true
 	s.mu.Unlock()
-	if c.direct != nil {
+	if c.direct {
 		return // the connection says when (see DirectConn.Watch)
 	}
 	if c.poller != nil && c.poller.watch(c, true) == nil {

@@ -73,6 +73,13 @@ type Stream struct {
 	// wakePending is whether the dispatcher is to wake the writer (the
 	// dispatcher alone touches it).
 	wakePending bool
+	// regShard is the shard of the engine's registry that holds the
+	// stream, regSlot (below) its place there (see registry). They fill
+	// room the alignment of their neighbours leaves.
+	regShard uint8
+	// interested is whether its matchers count in the interest (under
+	// e.interest.mu).
+	interested bool
 	// detached is set once the engine runs the stream's connection: its
 	// writer is then the shared pool, not its own goroutine.
 	detached atomic.Bool
@@ -98,7 +105,6 @@ type Stream struct {
 	expiryWhy  EndReason // why the stream ends at its expiry (see armExpiry)
 	counted    bool      // the stream's end is in the counters (the writer alone touches it)
 	detachable bool      // the connection is to be taken over once set up (the handler alone touches it)
-	interested bool      // its matchers count in the interest (under e.interest.mu)
 	// live is whether the stream is past its set-up (headers and replay):
 	// its writer now writes its queue. Until then, its queue's bound is
 	// hard (see enqueue).
@@ -108,6 +114,7 @@ type Stream struct {
 	// are set by the handler under mu. Until flushed, an overflow does not
 	// cut the handler's writes (see cut).
 	headerSent, flushed bool
+	regSlot             int32
 	// queue holds the events waiting to be written, queueBytes their
 	// size; inflight holds the events the writer took and has not fully
 	// written yet, inflightBytes their size. The limits count both.
@@ -133,10 +140,6 @@ type Stream struct {
 	client    string       // connection-limit key
 	minSeq    uint64       // events up to here were replayed
 	lastWrite atomic.Int64 // unix nanoseconds of the last bytes written, for keep-alives
-	// regShard and regSlot are where the engine's registry holds the
-	// stream (see registry).
-	regShard uint8
-	regSlot  int32
 
 	// The writer alone touches these.
 	spare  []*Event

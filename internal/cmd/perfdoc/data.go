@@ -191,8 +191,8 @@ type simRow struct {
 	IdleCPUMsPerS float64 `json:"idle_cpu_ms_per_s"`
 	ShutdownS     float64 `json:"shutdown_s"`
 	GoVersion     string  `json:"go_version"`
-	GOMAXPROCS        int     `json:"gomaxprocs"`
-	Date              string  `json:"date"`
+	GOMAXPROCS    int     `json:"gomaxprocs"`
+	Date          string  `json:"date"`
 }
 
 // readSim reads JSON Lines of simRow; blank lines are skipped.

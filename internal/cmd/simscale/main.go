@@ -69,7 +69,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mercurekit/mercure"
@@ -350,15 +349,6 @@ func memStats() (heap, stack uint64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc, ms.StackInuse
-}
-
-// cpuTime is the process's CPU time, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		log.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -207,3 +207,27 @@ func TestRegexpsShared(t *testing.T) {
 		}
 	}
 }
+
+// A pattern's literal path segments place it in the trie only where
+// every topic it matches has them: "//" before a group with a modifier
+// is that group's optional prefix, not an empty segment (found by
+// FuzzPatternEquivalence).
+func TestOptionalPrefixIsNoKey(t *testing.T) {
+	_, r := newIndex(t)
+	for _, c := range []struct{ pattern, topic string }{
+		{"./***", "https://example.com/.well-known/x/y"},
+		{"https://example.com/a//*?", "https://example.com/a/"},
+		{"https://example.com/a//:id?", "https://example.com/a/"},
+	} {
+		p := mustCompile(t, c.pattern, r)
+		u, ok := r.Resolve(c.topic)
+		if !ok || !p.TestURL(&u) {
+			t.Fatalf("%q does not match %q: the case tests nothing", c.pattern, c.topic)
+		}
+		ix := New[int](r)
+		ix.Add(URLPattern, p.raw, p, 1)
+		if len(ix.Candidates(0, &u, nil)) != 1 {
+			t.Errorf("%q (keys %q) matches %q, but the index does not offer it", c.pattern, p.keys, c.topic)
+		}
+	}
+}

@@ -158,7 +158,10 @@ func literalPrefix(p *urlpattern.URLPattern) []string {
 	keys = append(keys, host)
 	path := p.Pathname()
 	for seg := range strings.SplitSeq(path, "/") {
-		if seg == "." || seg == ".." || !isLiteral(seg, segmentByte) {
+		// An empty segment past the first is "//", whose second slash
+		// may be the prefix of the group that follows: optional with it
+		// ("//*" matches "/x"), so no key.
+		if seg == "." || seg == ".." || seg == "" && len(keys) > 2 || !isLiteral(seg, segmentByte) {
 			break
 		}
 		keys = append(keys, seg)

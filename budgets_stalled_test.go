@@ -167,21 +167,38 @@ func burst(t *testing.T, th *testHub, n, publishers, updates, size int) []int {
 	var readers sync.WaitGroup
 	for i := range n {
 		res := openUntilCleanup(t, th, "match=x")
-		readers.Go(func() {
+		readers.Add(1)
+		go func() {
 			// Counts "\ndata:" however the reads split it, without
-			// keeping the updates' lines.
+			// keeping the updates' lines. Once the last update's line
+			// shows, the reader is done, but reads on until the stream
+			// ends: the rest of that update is still coming, and a
+			// healthy reader that stopped there would have its stream
+			// cut by the write timeout while the others finish.
+			counting := true
+			defer func() {
+				if counting {
+					readers.Done()
+				}
+			}()
 			buf := make([]byte, 64<<10)
 			var tail []byte
-			for got[i] < updates {
+			for {
 				k, err := res.Body.Read(buf)
-				b := append(tail, buf[:k]...)
-				got[i] += bytes.Count(b, []byte("\ndata:"))
-				tail = append(tail[:0], b[max(0, len(b)-5):]...)
+				if counting {
+					b := append(tail, buf[:k]...)
+					got[i] += bytes.Count(b, []byte("\ndata:"))
+					tail = append(tail[:0], b[max(0, len(b)-5):]...)
+					if got[i] >= updates {
+						counting = false
+						readers.Done()
+					}
+				}
 				if err != nil {
 					return
 				}
 			}
-		})
+		}()
 	}
 	data := strings.Repeat("d", size)
 	var next atomic.Int64

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mercurekit/mercure/storetest"
 )
@@ -79,13 +78,7 @@ func TestStandalone_TLSReloadOnSIGHUP(t *testing.T) {
 	// waitLog waits for the n-th line holding msg.
 	waitLog := func(msg string, n int) {
 		t.Helper()
-		deadline := time.Now().Add(storetest.Deadline)
-		for strings.Count(logs.String(), msg) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the logs:\n%s", msg, logs.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		storetest.WaitFor(t, "the log line "+msg, func() bool { return strings.Count(logs.String(), msg) >= n })
 	}
 	if !served(ca1) {
 		t.Fatal("the first certificate is not served")

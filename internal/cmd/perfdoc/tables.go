@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -269,30 +270,15 @@ func streamsTable(runs []streamRun) string {
 		}
 		byKey[k] = append(byKey[k], r)
 	}
-	order := []string{"h1", "h1-tls", "h2"}
+	protos := []string{"h1", "h1-tls", "h2"}
 	labels := []string{"standalone", "", "floor"}
+	// rank orders by place in order, then by name for what it lacks.
+	rank := func(order []string, a, b string) int {
+		return cmp.Or(cmp.Compare(slices.Index(order, a), slices.Index(order, b)), strings.Compare(a, b))
+	}
 	slices.SortFunc(keys, func(a, b key) int {
-		ia, ib := slices.Index(order, a.proto), slices.Index(order, b.proto)
-		if ia != ib {
-			return ia - ib
-		}
-		if c := strings.Compare(a.proto, b.proto); c != 0 {
-			return c
-		}
-		if a.share != b.share {
-			return a.share - b.share
-		}
-		la, lb := slices.Index(labels, a.label), slices.Index(labels, b.label)
-		if la != lb {
-			return la - lb
-		}
-		if c := strings.Compare(a.label, b.label); c != 0 {
-			return c
-		}
-		if a.n != b.n {
-			return a.n - b.n
-		}
-		return strings.Compare(fmt.Sprint(a.pattern), fmt.Sprint(b.pattern))
+		return cmp.Or(rank(protos, a.proto, b.proto), cmp.Compare(a.share, b.share), rank(labels, a.label, b.label),
+			cmp.Compare(a.n, b.n), strings.Compare(fmt.Sprint(a.pattern), fmt.Sprint(b.pattern)))
 	})
 	head := []string{"streams", "n", "RSS per stream", "live heap per stream", "goroutine stacks per stream", "goroutines", "hub CPU per delivery", "runs", "load average"}
 	var rows [][]string

@@ -400,6 +400,34 @@ func idle(args []string) {
 		want, elapsed.Seconds(), float64(want)/elapsed.Seconds(), cpu.Seconds(), fig.CPUPerDelivery)
 }
 
+// rawSubscriber returns a func that opens a stream of topic on the hub
+// at u (plain HTTP) over a connection of its own, with a receive buffer
+// of rcvbuf bytes unless 0, and returns it once its headers are read.
+func rawSubscriber(u *url.URL, topic string) func(rcvbuf int) (net.Conn, *bufio.Reader) {
+	get := fmt.Sprintf("GET %s?match=%s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Path, url.QueryEscape(topic), u.Host)
+	return func(rcvbuf int) (net.Conn, *bufio.Reader) {
+		d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+			if rcvbuf == 0 {
+				return nil
+			}
+			return c.Control(func(fd uintptr) {
+				_ = setRcvBuf(fd, rcvbuf)
+			})
+		}}
+		conn, err := d.Dial("tcp", u.Host)
+		if err != nil {
+			log.Fatal(err)
+		}
+		_, _ = io.WriteString(conn, get)
+		br := bufio.NewReaderSize(conn, 512)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != 200 {
+			log.Fatalf("subscribe: %v %v", err, res)
+		}
+		return conn, br
+	}
+}
+
 // idleResult is what idle measured, as -json writes it.
 type idleResult struct {
 	Label string `json:"label,omitempty"`
@@ -467,28 +495,7 @@ func stall(args []string) {
 		log.Fatal(err)
 	}
 	const topic = "https://bench.example/fanout"
-	get := fmt.Sprintf("GET %s?match=%s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Path, url.QueryEscape(topic), u.Host)
-	open := func(rcvbuf int) (net.Conn, *bufio.Reader) {
-		d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-			if rcvbuf == 0 {
-				return nil
-			}
-			return c.Control(func(fd uintptr) {
-				_ = setRcvBuf(fd, rcvbuf)
-			})
-		}}
-		conn, err := d.Dial("tcp", u.Host)
-		if err != nil {
-			log.Fatal(err)
-		}
-		_, _ = io.WriteString(conn, get)
-		br := bufio.NewReaderSize(conn, 512)
-		res, err := http.ReadResponse(br, nil)
-		if err != nil || res.StatusCode != 200 {
-			log.Fatalf("subscribe: %v %v", err, res)
-		}
-		return conn, br
-	}
+	open := rawSubscriber(u, topic)
 	// The buffer is set before connecting: see detached_stall_test.go.
 	stalled := make([]net.Conn, *n)
 	for i := range stalled {
@@ -616,28 +623,7 @@ func burst(args []string) {
 		log.Fatal(err)
 	}
 	const topic = "https://bench.example/fanout"
-	get := fmt.Sprintf("GET %s?match=%s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Path, url.QueryEscape(topic), u.Host)
-	open := func(rcvbuf int) (net.Conn, *bufio.Reader) {
-		d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-			if rcvbuf == 0 {
-				return nil
-			}
-			return c.Control(func(fd uintptr) {
-				_ = setRcvBuf(fd, rcvbuf)
-			})
-		}}
-		conn, err := d.Dial("tcp", u.Host)
-		if err != nil {
-			log.Fatal(err)
-		}
-		_, _ = io.WriteString(conn, get)
-		br := bufio.NewReaderSize(conn, 512)
-		res, err := http.ReadResponse(br, nil)
-		if err != nil || res.StatusCode != 200 {
-			log.Fatalf("subscribe: %v %v", err, res)
-		}
-		return conn, br
-	}
+	open := rawSubscriber(u, topic)
 	before := readHubMetrics(*stats)
 	stalled := make([]net.Conn, *n)
 	for i := range stalled {
